@@ -17,3 +17,19 @@ from .op import (
     log, log2, max, max_value, min, min_value, pow, round, rsqrt, sigmoid, sin, sqrt, tanh, trunc,
 )
 from .functor import Mutator, Visitor, post_order_visit, substitute
+
+
+_SCHEDULE_NAMES = (
+    "Schedule", "ScheduleError", "Trace", "Instruction", "InstructionKind", "BlockRV",
+    "LoopRV", "ExprRV", "ScheduleState",
+)
+
+
+def __getattr__(name):
+    # The scheduling language lives in metaschedule.schedule (it imports tir), and is
+    # reachable as ms.tir.Schedule like TVM's tvm.tir.Schedule.
+    if name in _SCHEDULE_NAMES:
+        from .. import schedule
+
+        return getattr(schedule, name)
+    raise AttributeError(f"module 'metaschedule.tir' has no attribute {name!r}")

@@ -1,0 +1,1 @@
+"""Schedule primitives, one mixin class per theme; composed into ``Schedule``."""
