@@ -17,6 +17,11 @@ from .op import (
     log, log2, max, max_value, min, min_value, pow, round, rsqrt, sigmoid, sin, sqrt, tanh, trunc,
 )
 from .functor import Mutator, Visitor, post_order_visit, substitute
+from .structural import assert_structural_equal, structural_equal, structural_hash
+from .serialize import load_json, save_json
+from .printer import script
+from .verify import IRVerifyError, verify, verify_well_formed
+from .interpreter import interpret
 
 
 _SCHEDULE_NAMES = (

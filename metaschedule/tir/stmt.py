@@ -181,6 +181,9 @@ class Evaluate(Stmt):
 
     value: PrimExpr
 
+    def __post_init__(self):
+        object.__setattr__(self, "value", convert(self.value))
+
 
 @dataclass(frozen=True, eq=False, repr=False)
 class Allocate(Stmt):
