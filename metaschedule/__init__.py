@@ -1,5 +1,5 @@
 """metaschedule: a Python auto-tuner for tensor programs."""
 
-from . import tir
+from . import te, tir
 
 __version__ = "0.1.0"

@@ -25,6 +25,13 @@ _LCG_MOD = 2**31 - 1
 _LCG_MUL = 48271
 
 
+def _splitmix64(x: int) -> int:
+    x = (x + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+    return x ^ (x >> 31)
+
+
 def atomic(method: F) -> F:
     """Run a primitive so that any error leaves the schedule unchanged."""
 
@@ -101,7 +108,7 @@ class ScheduleBase:
         """Reset the random state; ``None`` or -1 draws a seed from the OS."""
         if seed is None or seed == -1:
             seed = int.from_bytes(os.urandom(4), "little")
-        s = int(seed) % _LCG_MOD
+        s = _splitmix64(int(seed)) % _LCG_MOD  # nearby seeds give unrelated streams
         self._rand_state = s if s != 0 else 1
 
     def fork_seed(self) -> int:
