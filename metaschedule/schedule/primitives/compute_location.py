@@ -1,9 +1,519 @@
-"""Primitives: compute_at, reverse_compute_at, sample_compute_location (to be written)."""
+"""Primitives: compute_at, reverse_compute_at, sample_compute_location.
+
+``compute_at`` moves a producer under a loop of its consumers and shrinks its
+iteration domain to the region the consumers read in one iteration of that loop;
+``reverse_compute_at`` moves a consumer under a loop of its producers, restricted to
+the region they write in one iteration. Both rebuild the moved block's loops (named
+``ax0, ax1, ...``) and bind its variables to ``region start + loop``; where the region
+may leave the block's domain a predicate keeps it inside.
+
+``sample_compute_location`` draws where a block goes: a loop above its consumers, the
+root (leave it), or inline.
+"""
 
 from __future__ import annotations
 
-from ..base import ScheduleBase
+import dataclasses
+
+from ...tir import (
+    BlockRealize,
+    Buffer,
+    BufferRegion,
+    For,
+    ForKind,
+    IterType,
+    PrimExpr,
+    Stmt,
+    Var,
+)
+from ...tir.arith import Analyzer
+from ...tir.expr import IntImm, const, logical_and
+from ...tir.functor import collect_vars
+from ...tir.stmt import seq, true
+from ..analysis import (
+    InsertionIndexError,
+    LoopPositionError,
+    NotAllBlocksUnderLoopError,
+    analyzer_for_loops,
+    buffers_of,
+    check_affine_binding,
+    check_complete_or_reduction,
+    check_only_writer,
+    consumers,
+    is_ancestor,
+    loop_iter_type,
+    lowest_common_ancestor,
+    producers,
+    readers_in_scope,
+    relax_region,
+    removal_target,
+    remove_stmt,
+    scope_blocks,
+    stmt_children,
+    subtree_blocks,
+    union_regions,
+    writers_in_scope,
+)
+from ..base import ScheduleBase, atomic
+from ..error import ScheduleError
+from ..instruction import InstructionKind, register_inst_kind
+from ..rv import BlockRV, LoopRV
+from ..state import ScheduleState
+from .compute_inline import plan_compute_inline
+
+
+def _names(realizes) -> list[str]:
+    return [r.block.name_hint for r in realizes]
+
+
+def _position_checks(state: ScheduleState, fname: str, realize: BlockRealize, loop: For,
+                     primitive: str) -> None:
+    bname, lname = realize.block.name_hint, loop.loop_var.name
+    if is_ancestor(state, fname, realize, loop):
+        raise LoopPositionError(f"{primitive}: loop {lname} is inside block {bname!r}; the "
+                                "block cannot move under its own loop")
+    if state.scope_realize(fname, realize) is None:
+        raise LoopPositionError(f"{primitive}: block {bname!r} is the root block")
+    if state.scope_realize(fname, loop) is not state.scope_realize(fname, realize):
+        scope = state.scope_realize(fname, loop)
+        where = scope.block.name_hint if scope is not None else "?"
+        raise LoopPositionError(
+            f"{primitive}: loop {lname} is in the scope of block {where!r}, not in the scope of "
+            f"block {bname!r}; block and loop must be under the same scope block")
+
+
+def _inner_loops(state: ScheduleState, fname: str, realize: BlockRealize, loop: For) -> list[For]:
+    """Loops between ``loop`` (exclusive) and ``realize``."""
+    loops = state.loops_above(fname, realize)
+    idx = next(i for i, lp in enumerate(loops) if lp is loop)
+    return loops[idx + 1:]
+
+
+def _required_regions(state, fname, others, loop, buffers, pick, ana) -> dict[Buffer, BufferRegion]:
+    """Per buffer, the union of what ``others`` access (``pick``: reads or writes) in one
+    iteration of ``loop``."""
+    regions = []
+    for r in others:
+        wanted = [reg for reg in pick(r.block) if reg.buffer in buffers]
+        if wanted:
+            regions.extend(relax_region(wanted, r, _inner_loops(state, fname, r, loop), ana))
+    return {reg.buffer: reg for reg in union_regions(regions, ana)}
+
+
+def _var_requirements(realize, provided, required, ana, primitive, strict) -> dict:
+    """Per iteration variable of the moved block, the inclusive ``(lo, hi)`` it must cover.
+
+    ``provided`` are the moved block's own regions of the exchanged buffers (its writes
+    for compute_at, its reads for reverse_compute_at). A dimension indexed by a plain
+    iteration variable restricts that variable; with ``strict`` (reverse_compute_at) any
+    other index is an error, since then the iterations a loop provides are unknown.
+    """
+    ivars = {iv.var for iv in realize.block.iter_vars}
+    reqs: dict[Var, list] = {}
+    name = realize.block.name_hint
+    for reg in provided:
+        req = required.get(reg.buffer)
+        if req is None:
+            continue
+        for d, (rng, rq) in enumerate(zip(reg.region, req.region)):
+            lo = rq.min
+            hi = ana.simplify(rq.min + rq.extent - 1)
+            if isinstance(rng.min, Var) and rng.min in ivars and _is_one(rng.extent):
+                reqs.setdefault(rng.min, []).append((lo, hi))
+                continue
+            used = (collect_vars(rng.min) | collect_vars(rng.extent)) & ivars
+            if not strict:
+                continue  # compute_at: those variables keep their whole domain
+            if used or not (ana.can_prove(lo <= rng.min)
+                            and ana.can_prove(rng.min + rng.extent - 1 <= hi)):
+                raise ScheduleError(
+                    f"{primitive}: block {name!r} accesses {reg.buffer.name!r} in dimension "
+                    f"{d} at [{rng.min}, {rng.min} + {rng.extent}), which is not a single "
+                    "iteration variable; cannot tell which of its iterations the loop provides")
+    out = {}
+    for v, spans in reqs.items():
+        lo, hi = spans[0]
+        for lo2, hi2 in spans[1:]:
+            if strict:
+                if not (ana.can_prove_equal(lo, lo2) and ana.can_prove_equal(hi, hi2)):
+                    raise ScheduleError(
+                        f"{primitive}: block {name!r} needs {v.name} in [{lo}, {hi}] for one "
+                        f"buffer and [{lo2}, {hi2}] for another; cannot place it")
+            else:
+                lo = ana.simplify(_min(lo, lo2))
+                hi = ana.simplify(_max(hi, hi2))
+        out[v] = (lo, hi)
+    return out
+
+
+def _min(a, b):
+    from ...tir.op import min as tmin
+
+    return tmin(a, b)
+
+
+def _max(a, b):
+    from ...tir.op import max as tmax
+
+    return tmax(a, b)
+
+
+def _is_one(e: PrimExpr) -> bool:
+    return isinstance(e, IntImm) and e.value == 1
+
+
+def _build_nest(realize: BlockRealize, reqs: dict, ana: Analyzer, preserve_unit_loops: bool,
+                primitive: str, reverse: bool) -> Stmt:
+    """The moved block under fresh loops covering ``reqs`` (whole domains elsewhere)."""
+    name = realize.block.name_hint
+    loops: list[tuple[Var, PrimExpr]] = []
+    bindings: list[PrimExpr] = []
+    conds: list[PrimExpr] = []
+    for iv in realize.block.iter_vars:
+        dmin, dext = iv.dom.min, iv.dom.extent
+        dmax = ana.simplify(dmin + dext - 1)
+        ext: PrimExpr
+        region_cap = False  # the loop runs past the region: stop at its end
+        if iv.var in reqs:
+            lo, hi = reqs[iv.var]
+            if reverse and iv.iter_type != IterType.DATA_PAR and not (
+                    ana.can_prove(lo <= dmin) and ana.can_prove(hi >= dmax)):
+                raise ScheduleError(
+                    f"{primitive}: the loop would split the reduction variable {iv.var.name} of "
+                    f"block {name!r} ([{lo}, {hi}] of [{dmin}, {dmax}]); move it to a loop "
+                    "outside the producers' reduction")
+            # a region reaching past the domain on a side that always does is clamped there
+            if ana.can_prove(lo <= dmin):
+                lo = dmin
+            if ana.can_prove(hi >= dmax):
+                hi = dmax
+            ext = ana.simplify(hi - lo + 1)
+            if not isinstance(ext, IntImm):
+                bound = ana.const_int_bound(ext)
+                if not bound.is_bounded():
+                    raise ScheduleError(
+                        f"{primitive}: cannot bound the extent {ext} of the region of "
+                        f"{iv.var.name} for block {name!r}")
+                ext = const(max(1, bound.max_value), iv.var.dtype)
+                region_cap = True
+            need_lo = not ana.can_prove(lo >= dmin)
+            need_hi = not ana.can_prove(lo + ext - 1 <= dmax)
+        else:
+            lo, hi, ext = dmin, dmax, dext
+            need_lo = need_hi = False
+        if _is_one(ext) and not preserve_unit_loops:
+            value = lo
+        else:
+            ax = Var(f"ax{len(loops)}", iv.var.dtype)
+            loops.append((ax, ext))
+            value = ax if isinstance(lo, IntImm) and lo.value == 0 else lo + ax
+        bindings.append(value)
+        if need_lo:
+            conds.append(value >= dmin)
+        if region_cap:
+            conds.append(value <= hi)
+        if need_hi:
+            conds.append(value < ana.simplify(dmin + dext))
+    pred = logical_and(*conds) if conds else true()
+    stmt: Stmt = BlockRealize(tuple(bindings), pred, realize.block)
+    for ax, ext in reversed(loops):
+        stmt = For(ax, const(0, ax.dtype), ext, ForKind.SERIAL, stmt)
+    return stmt
+
+
+def _insert_position(subtrees, before_blocks, after_blocks, index, primitive, what) -> int:
+    """Legal positions are after every subtree holding a block of ``before_blocks`` and at or
+    before the first subtree holding one of ``after_blocks``; -1 is the last, -2 the first."""
+    def holds(stmt, group):
+        return any(any(b is g for g in group) for b in subtree_blocks(stmt)) or any(
+            stmt is g for g in group)
+
+    lo = 0
+    for i, s in enumerate(subtrees):
+        if holds(s, before_blocks):
+            lo = i + 1
+    hi = len(subtrees)
+    for i, s in enumerate(subtrees):
+        if holds(s, after_blocks):
+            hi = i
+            break
+    if lo > hi:
+        raise InsertionIndexError(
+            f"{primitive}: no place for {what} in the loop: a block it must follow comes after "
+            "a block it must precede")
+    if index == -1:
+        return hi
+    if index == -2:
+        return lo
+    if not isinstance(index, int) or not lo <= index <= hi:
+        raise InsertionIndexError(f"{primitive}: index must be -1, -2 or in [{lo}, {hi}] for "
+                                  f"{what}, got {index}")
+    return index
+
+
+def _check_stage_order(blocks, pos, realize, primitive) -> None:
+    """Inputs are written before the block, outputs read after it (a stage pipeline)."""
+    bname, here = realize.block.name_hint, pos[id(realize)]
+    for buf in buffers_of(realize.block.reads):
+        late = [w for w in writers_in_scope(blocks, buf) if pos[id(w)] > here]
+        if late:
+            raise ScheduleError(f"{primitive}: block {late[0].block.name_hint!r} writes "
+                                f"{buf.name!r}, read by {bname!r}, after it")
+    for buf in buffers_of(realize.block.writes):
+        early = [r for r in readers_in_scope(blocks, buf) if pos[id(r)] < here]
+        if early:
+            raise ScheduleError(f"{primitive}: block {early[0].block.name_hint!r} reads the "
+                                f"output of {bname!r} before it is written")
+
+
+def _consumer_side(blocks, realize, under, loop, primitive):
+    """compute_at: (consumers, exchanged buffers, blocks to follow, blocks to precede)."""
+    bname, lname = realize.block.name_hint, loop.loop_var.name
+    others = consumers(blocks, realize)
+    if not others:
+        raise NotAllBlocksUnderLoopError(f"{primitive}: block {bname!r} has no consumer in "
+                                         "its scope; there is nothing to compute it at")
+    missing = [c for c in others if not any(c is u for u in under)]
+    if missing:
+        raise NotAllBlocksUnderLoopError(
+            f"{primitive}: consumers {_names(missing)} of block {bname!r} are not under loop "
+            f"{lname}; every consumer must be under the loop")
+    return others, buffers_of(realize.block.writes), producers(blocks, realize), others
+
+
+def _producer_side(blocks, pos, realize, under, loop, primitive):
+    """reverse_compute_at: (producers under the loop, exchanged buffers, blocks to follow,
+    blocks to precede)."""
+    bname, lname = realize.block.name_hint, loop.loop_var.name
+    prods = producers(blocks, realize)
+    others = [p for p in prods if any(p is u for u in under)]
+    if not others:
+        raise NotAllBlocksUnderLoopError(
+            f"{primitive}: no producer of block {bname!r} is under loop {lname}")
+    first_under = min(pos[id(u)] for u in under)
+    stray = [p for p in prods if not any(p is o for o in others) and pos[id(p)] > first_under]
+    if stray:
+        raise NotAllBlocksUnderLoopError(
+            f"{primitive}: producers {_names(stray)} of block {bname!r} are neither under loop"
+            f" {lname} nor before it")
+    for p in others:
+        check_only_writer(blocks, p)
+    exchanged = [b for b in buffers_of(realize.block.reads)
+                 if any(w is o for o in others for w in writers_in_scope(blocks, b))]
+    return others, exchanged, prods, consumers(blocks, realize)
+
+
+def plan_compute_at(state: ScheduleState, fname: str, realize: BlockRealize, loop: For,
+                    preserve_unit_loops: bool, index: int, reverse: bool) -> dict[Stmt, Stmt]:
+    """Check a compute_at (or reverse_compute_at) and return the replacements to commit."""
+    primitive = "reverse_compute_at" if reverse else "compute_at"
+    bname = realize.block.name_hint
+    _position_checks(state, fname, realize, loop, primitive)
+    blocks = scope_blocks(state, fname, realize)
+    pos = {id(r): i for i, r in enumerate(blocks)}
+    check_complete_or_reduction(blocks, realize, primitive)
+    check_affine_binding(state, fname, realize, primitive)
+    under = [r for r in blocks if is_ancestor(state, fname, loop, r)]
+    if reverse:
+        others, exchanged, before, after = _producer_side(blocks, pos, realize, under, loop,
+                                                          primitive)
+    else:
+        others, exchanged, before, after = _consumer_side(blocks, realize, under, loop,
+                                                          primitive)
+    _check_stage_order(blocks, pos, realize, primitive)
+    outer = state.loops_above(fname, loop) + [loop]
+    ana = analyzer_for_loops(outer)
+    pick = (lambda b: b.writes) if reverse else (lambda b: b.reads)
+    required = _required_regions(state, fname, others, loop, set(exchanged), pick, ana)
+    provided = [r for r in (realize.block.reads if reverse else realize.block.writes)
+                if r.buffer in required]
+    reqs = _var_requirements(realize, provided, required, ana, primitive, strict=reverse)
+    nest = _build_nest(realize, reqs, ana, preserve_unit_loops, primitive, reverse)
+    # where it goes, and where it leaves ----------------------------------------------------
+    subtrees = stmt_children(loop.body)
+    at = _insert_position(subtrees, before, after, index, primitive, f"block {bname!r}")
+    items: list[Stmt | None] = subtrees[:at] + [nest] + subtrees[at:]
+    target = removal_target(state, fname, realize)
+    mapping: dict[Stmt, Stmt | None] = {}
+    if any(s is target for s in subtrees):
+        items = [s for s in items if s is not target]
+    elif is_ancestor(state, fname, loop, target):
+        items = [remove_stmt(s, target) if is_ancestor(state, fname, s, target) else s
+                 for s in items]
+    else:
+        mapping[target] = None
+    mapping[loop] = dataclasses.replace(loop, body=seq(*items))
+    return mapping
+
+
+def compute_location_candidates(state: ScheduleState, fname: str,
+                                realize: BlockRealize) -> list[tuple[int, For | None]]:
+    """Legal locations as ``(decision, loop)``: -2 inline, -1 root, i >= 0 the i-th loop
+    (outermost first) above the block's first consumer where compute_at is legal.
+
+    As in TVM, only loops down to the lowest common ancestor of the consumers and no
+    deeper than the last data-parallel one are considered.
+    """
+    out: list[tuple[int, For | None]] = []
+    try:
+        plan_compute_inline(state, fname, realize)
+        out.append((-2, None))
+    except ScheduleError:
+        pass
+    out.append((-1, None))
+    blocks = scope_blocks(state, fname, realize)
+    cons = consumers(blocks, realize)
+    if not cons:
+        return out
+    lca = lowest_common_ancestor(state, fname, cons)
+    if not isinstance(lca, For):
+        return out
+    loops = state.loops_above(fname, cons[0])
+    depth = next((i for i, lp in enumerate(loops) if lp is lca), None)
+    if depth is None:
+        return out
+    for i in range(depth + 1):
+        if loop_iter_type(state, fname, loops[i]) != IterType.DATA_PAR:
+            break
+        try:
+            plan_compute_at(state, fname, realize, loops[i], False, -1, reverse=False)
+        except ScheduleError:
+            continue
+        out.append((i, loops[i]))
+    return out
+
+
+# ----------------------------------------------------------------------------- the mixin
 
 
 class ComputeLocationMixin(ScheduleBase):
-    pass
+    def _marker(self, loop: LoopRV) -> str | None:
+        h = self._handle(loop)
+        return h[0] if h[0] in ("root", "inline") else None
+
+    def _move(self, block: BlockRV, loop: LoopRV, preserve_unit_loops: bool, index: int,
+              reverse: bool) -> None:
+        fname, realize = self._block(block)
+        lfname, node = self._loop(loop)
+        if lfname != fname:
+            raise LoopPositionError(f"block {realize.block.name_hint!r} is in function {fname!r}"
+                                    f" but loop {node.loop_var.name} is in {lfname!r}")
+        mapping = plan_compute_at(self.state, fname, realize, node, bool(preserve_unit_loops),
+                                  int(index), reverse)
+        self.state.replace(fname, mapping)
+
+    @atomic
+    def compute_at(self, block: BlockRV, loop: LoopRV, preserve_unit_loops: bool = False,
+                   index: int = -1) -> None:
+        """Move a producer under ``loop`` of its consumers, computing only what they read.
+
+        Before::
+
+            for i, j in grid(16, 16):
+                with block("B"):  B[vi, vj] = A[vi, vj] * 2.0
+            for i, j in grid(16, 16):
+                with block("C"):  C[vi, vj] = B[vi, vj] + 1.0
+
+        After ``compute_at(B, <C's loop i>)``::
+
+            for i in range(16):
+                for ax0 in range(16):
+                    with block("B"):  vi, vj = i, ax0 ...
+                for j in range(16):
+                    with block("C"):  ...
+
+        Args:
+            preserve_unit_loops: keep loops of extent 1 for the new nest.
+            index: -1 (default) inserts right before the first consumer, -2 right after
+                the last producer, k inserts at position k of the loop's body.
+            loop: a LoopRV, or the "root" / "inline" LoopRV of sample_compute_location
+                (do nothing / compute_inline).
+
+        Raises:
+            LoopPositionError, NotCompleteOrReductionBlockError, NotAffineError,
+            NotAllBlocksUnderLoopError, InsertionIndexError: see analysis.py.
+        """
+        marker = self._marker(loop)
+        if marker == "inline":
+            self._do_compute_inline(block)  # type: ignore[attr-defined]
+        elif marker is None:
+            self._move(block, loop, preserve_unit_loops, index, reverse=False)
+        self._record("ComputeAt", [block, loop], [bool(preserve_unit_loops), int(index)], [])
+
+    @atomic
+    def reverse_compute_at(self, block: BlockRV, loop: LoopRV, preserve_unit_loops: bool = False,
+                           index: int = -1) -> None:
+        """Move a consumer under ``loop`` of its producers, computing what they just wrote.
+
+        Before::
+
+            for i, j in grid(16, 16):
+                with block("B"):  B[vi, vj] = A[vi, vj] * 2.0
+            for i, j in grid(16, 16):
+                with block("C"):  C[vi, vj] = B[vi, vj] + 1.0
+
+        After ``reverse_compute_at(C, <B's loop i>)``::
+
+            for i in range(16):
+                for j in range(16):
+                    with block("B"):  ...
+                for ax0 in range(16):
+                    with block("C"):  vi, vj = i, ax0 ...
+
+        Args:
+            preserve_unit_loops, index: as in :meth:`compute_at` (-1 is the last legal
+                position, right after the producers unless a reader of the block's output
+                follows them in the loop).
+
+        Raises:
+            as :meth:`compute_at`, and ``ScheduleError`` when the block's reads of the
+            producers' buffers are not plain iteration variables or the loop would split
+            one of its reduction variables.
+        """
+        marker = self._marker(loop)
+        if marker == "inline":
+            self._do_reverse_compute_inline(block)  # type: ignore[attr-defined]
+        elif marker is None:
+            self._move(block, loop, preserve_unit_loops, index, reverse=True)
+        self._record("ReverseComputeAt", [block, loop], [bool(preserve_unit_loops), int(index)],
+                     [])
+
+    @atomic
+    def sample_compute_location(self, block: BlockRV, decision: int | None = None) -> LoopRV:
+        """Sample where to compute ``block``: a LoopRV for compute_at, or a marker.
+
+        The decision is -2 (inline: the returned LoopRV is the "inline" marker), -1 (root:
+        the "root" marker, compute_at leaves the block where it is), or i >= 0: the loop
+        at depth i (outermost 0) above the block's first consumer, among those where
+        compute_at is legal (TVM's convention). A given decision that is not legal falls
+        back to the closest legal smaller one, as in TVM.
+        """
+        fname, realize = self._block(block)
+        cands = compute_location_candidates(self.state, fname, realize)
+        if decision is None:
+            chosen, node = cands[self._rand_int(len(cands))]
+        else:
+            want = int(decision)
+            lower = [c for c in cands if c[0] <= want]
+            if not lower:
+                raise ScheduleError(
+                    f"sample_compute_location: decision {want} is not a legal location of "
+                    f"block {realize.block.name_hint!r}; legal: {[c[0] for c in cands]}")
+            chosen, node = lower[-1]
+        if chosen == -2:
+            out = self._new_marker_loop_rv("inline")
+        elif chosen == -1:
+            out = self._new_marker_loop_rv("root")
+        else:
+            out = self._new_loop_rv(fname, node)
+        self._record("SampleComputeLocation", [block], [], [out], chosen)
+        return out
+
+
+register_inst_kind(InstructionKind("ComputeAt", "compute_at", inputs=("block", "loop"),
+                                   attrs=("preserve_unit_loops", "index")))
+register_inst_kind(InstructionKind("ReverseComputeAt", "reverse_compute_at",
+                                   inputs=("block", "loop"),
+                                   attrs=("preserve_unit_loops", "index")))
+register_inst_kind(InstructionKind("SampleComputeLocation", "sample_compute_location",
+                                   inputs=("block",), is_pure=True, has_decision=True))

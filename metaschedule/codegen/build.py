@@ -1,0 +1,89 @@
+"""``build``: lower, generate C, compile, load."""
+
+from __future__ import annotations
+
+import os
+
+from ..runtime.module import METADATA_VERSION, Module, embed_c
+from ..runtime.timer import timer_c_source
+from ..target import Target
+from ..tir.function import IRModule, PrimFunc
+from ..tir.transform import lower
+from .c_codegen import codegen_c
+from .compiler import BuildError, compile_shared, compiler_flags
+
+__all__ = ["build"]
+
+
+def build(
+    func_or_mod: PrimFunc | IRModule,
+    target: Target | str = "cpu",
+    *,
+    cache_dir: str | None = None,
+) -> Module:
+    """Compile a PrimFunc or IRModule (block form or lowered) for ``target``.
+
+    Args:
+        func_or_mod: a PrimFunc (named ``main``) or an IRModule of PrimFuncs.
+        target: a Target or target string; only "cpu" targets are built so far.
+        cache_dir: where compiled libraries are cached (default: the kernel cache).
+
+    Returns:
+        A loaded :class:`metaschedule.runtime.Module`.
+
+    Raises:
+        ValueError: dynamic (symbolic) shapes, or IR the C back end cannot express.
+        BuildError: the C compiler failed (see its ``compiler_output``).
+    """
+    target = Target(target)
+    if target.kind != "cpu":
+        raise NotImplementedError(f"code generation for {target.kind} is not implemented yet")
+    if isinstance(func_or_mod, PrimFunc):
+        mod = IRModule({"main": func_or_mod})
+    elif isinstance(func_or_mod, IRModule):
+        mod = func_or_mod
+    else:
+        raise TypeError(
+            f"build expects a PrimFunc or an IRModule, got {type(func_or_mod).__name__}"
+        )
+    for name, func in mod.items():
+        _check_static(name, func)
+    lowered = IRModule({name: lower(func) for name, func in mod.items()})
+    csrc = codegen_c(lowered, target)
+    metadata = {
+        "version": METADATA_VERSION,
+        "target": target.as_json(),
+        "functions": [
+            {
+                "name": f.name,
+                "symbol": f.symbol,
+                "params": [
+                    {"name": p.name, "dtype": p.dtype, "shape": list(p.shape), "written": p.written}
+                    for p in f.params
+                ],
+            }
+            for f in csrc.functions
+        ],
+    }
+    source = csrc.code + timer_c_source([f.symbol for f in csrc.functions])
+    library = source + embed_c(metadata, csrc.code)
+    path = compile_shared(library, compiler_flags(target), cache_dir)
+    try:
+        return Module(path)
+    except OSError as err:  # e.g. a symbol the loader cannot resolve
+        os.unlink(path)
+        raise BuildError(f"the built library cannot be loaded: {err}", library, str(err),
+                         []) from None
+
+
+def _check_static(name: str, func: PrimFunc) -> None:
+    if not isinstance(func, PrimFunc):
+        raise TypeError(f"function {name} is a {type(func).__name__}, not a PrimFunc")
+    for b in func.params:
+        try:
+            b.static_shape()
+        except ValueError:
+            raise ValueError(
+                f"dynamic shapes are not supported: parameter {b.name} of {name} has shape "
+                f"({', '.join(str(s) for s in b.shape)}); bind the symbolic dimensions first"
+            ) from None

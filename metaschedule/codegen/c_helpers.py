@@ -1,0 +1,211 @@
+"""Small C building blocks shared by the scalar and the vector code generators.
+
+``Helpers`` collects the ``static inline`` functions and vector typedefs a source
+file needs, each emitted once, in first-use order. ``c_literal`` spells constants;
+``scalar_call`` spells math intrinsics for one value.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..tir.dtype import c_type, nbytes
+
+#: Short names used in helper and vector type names.
+SHORT = {
+    "bool": "b8", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64", "uint8": "u8",
+    "float16": "f16", "float32": "f32", "float64": "f64",
+}
+_INT_OF_BITS = {8: "int8", 16: "int16", 32: "int32", 64: "int64"}
+
+HEADER = """\
+#include <stdint.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+"""
+
+
+class Helpers:
+    """An ordered set of named C snippets (typedefs and ``static inline`` functions)."""
+
+    def __init__(self) -> None:
+        self._code: dict[str, str] = {}
+
+    def need(self, name: str, code: str) -> str:
+        self._code.setdefault(name, code)
+        return name
+
+    def snapshot(self) -> dict[str, str]:
+        return dict(self._code)
+
+    def restore(self, snap: dict[str, str]) -> None:
+        self._code = dict(snap)
+
+    def source(self) -> str:
+        return "\n".join(self._code.values())
+
+    # scalar helpers -----------------------------------------------------------------
+    def minmax(self, which: str, dtype: str) -> str:
+        t, s = c_type(dtype), SHORT[dtype]
+        op = "<" if which == "min" else ">"
+        return self.need(
+            f"ms_{which}_{s}",
+            f"static inline {t} ms_{which}_{s}({t} a, {t} b) {{ return a {op} b ? a : b; }}\n",
+        )
+
+    def floordiv(self, which: str, dtype: str) -> str:
+        t, s = c_type(dtype), SHORT[dtype]
+        fix = "q - 1" if which == "div" else "r + b"
+        ret = "q" if which == "div" else "r"
+        return self.need(
+            f"ms_floor{which}_{s}",
+            f"static inline {t} ms_floor{which}_{s}({t} a, {t} b) {{\n"
+            f"  {t} q = a / b, r = a % b;\n"
+            f"  return (r != 0 && ((r < 0) != (b < 0))) ? {fix} : {ret};\n}}\n",
+        )
+
+    # vector types and helpers ------------------------------------------------------------
+    def vtype(self, dtype: str, lanes: int) -> str:
+        name = f"ms_{SHORT[dtype]}x{lanes}"
+        return self.need(
+            name,
+            f"typedef {c_type(dtype)} {name} "
+            f"__attribute__((vector_size({nbytes(dtype) * lanes})));\n",
+        )
+
+    def mask_type(self, bits: int, lanes: int) -> str:
+        return self.vtype(_INT_OF_BITS[bits], lanes)
+
+    def vload(self, dtype: str, lanes: int) -> str:
+        vt, t = self.vtype(dtype, lanes), c_type(dtype)
+        name = f"ms_load_{SHORT[dtype]}x{lanes}"
+        return self.need(
+            name,
+            f"static inline {vt} {name}(const {t}* p) {{\n"
+            f"  {vt} r;\n  __builtin_memcpy(&r, p, sizeof r);\n  return r;\n}}\n",
+        )
+
+    def vstore(self, dtype: str, lanes: int) -> str:
+        vt, t = self.vtype(dtype, lanes), c_type(dtype)
+        name = f"ms_store_{SHORT[dtype]}x{lanes}"
+        return self.need(
+            name,
+            f"static inline void {name}({t}* p, {vt} v) {{ __builtin_memcpy(p, &v, sizeof v); }}\n",
+        )
+
+    def vbroadcast(self, dtype: str, lanes: int) -> str:
+        vt, t = self.vtype(dtype, lanes), c_type(dtype)
+        name = f"ms_bcast_{SHORT[dtype]}x{lanes}"
+        return self.need(
+            name,
+            f"static inline {vt} {name}({t} x) {{\n"
+            f"  {vt} r;\n  for (int l = 0; l < {lanes}; ++l) r[l] = x;\n  return r;\n}}\n",
+        )
+
+    def viota(self, dtype: str, lanes: int) -> str:
+        vt = self.vtype(dtype, lanes)
+        name = f"ms_iota_{SHORT[dtype]}x{lanes}"
+        values = ", ".join(str(i) for i in range(lanes))
+        return self.need(
+            name, f"static inline {vt} {name}(void) {{ return ({vt}){{{values}}}; }}\n"
+        )
+
+    def vselect(self, dtype: str, lanes: int) -> str:
+        """``select(mask, t, f)`` lane-wise; the mask has the width of ``dtype``."""
+        vt = self.vtype(dtype, lanes)
+        mt = self.mask_type(nbytes(dtype) * 8, lanes)
+        name = f"ms_select_{SHORT[dtype]}x{lanes}"
+        return self.need(
+            name,
+            f"static inline {vt} {name}({mt} m, {vt} t, {vt} f) {{\n"
+            f"  return ({vt})((m & ({mt})t) | (~m & ({mt})f));\n}}\n",
+        )
+
+    def vminmax(self, which: str, dtype: str, lanes: int) -> str:
+        vt, sel = self.vtype(dtype, lanes), self.vselect(dtype, lanes)
+        op = "<" if which == "min" else ">"
+        name = f"ms_{which}_{SHORT[dtype]}x{lanes}"
+        return self.need(
+            name,
+            f"static inline {vt} {name}({vt} a, {vt} b) {{ return {sel}(a {op} b, a, b); }}\n",
+        )
+
+    def vcall(self, op: str, dtype: str, lanes: int, nargs: int) -> str:
+        """A lane-by-lane math call (the C library has no portable vector math)."""
+        vt = self.vtype(dtype, lanes)
+        name = f"ms_{op}_{SHORT[dtype]}x{lanes}"
+        params = ", ".join(f"{vt} x{i}" for i in range(nargs))
+        lane_args = [f"x{i}[l]" for i in range(nargs)]
+        return self.need(
+            name,
+            f"static inline {vt} {name}({params}) {{\n  {vt} r;\n"
+            f"  for (int l = 0; l < {lanes}; ++l) r[l] = {scalar_call(op, dtype, lane_args)};\n"
+            f"  return r;\n}}\n",
+        )
+
+
+# ----------------------------------------------------------------------------- scalars
+
+_MATH = {
+    "exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "erf": "erf", "fabs": "fabs",
+    "floor": "floor", "ceil": "ceil", "round": "nearbyint", "sin": "sin", "cos": "cos",
+    "exp2": "exp2", "log2": "log2", "trunc": "trunc", "pow": "pow",
+}
+
+
+def scalar_call(op: str, dtype: str, args: list[str]) -> str:
+    """C for the math intrinsic ``op`` on already-spelled arguments of float ``dtype``."""
+    if dtype == "float16":  # compute in float, round once
+        inner = scalar_call(op, "float32", [f"(float)({a})" for a in args])
+        return f"(_Float16)({inner})"
+    suffix = "f" if dtype == "float32" else ""
+    one = "1.0f" if dtype == "float32" else "1.0"
+    if op == "rsqrt":
+        return f"({one} / sqrt{suffix}({args[0]}))"
+    if op == "sigmoid":
+        return f"({one} / ({one} + exp{suffix}(-({args[0]}))))"
+    if op not in _MATH:
+        raise ValueError(
+            f"unknown intrinsic {op!r}; the C code generator supports: "
+            f"{', '.join(sorted([*_MATH, 'rsqrt', 'sigmoid']))}"
+        )
+    return f"{_MATH[op]}{suffix}({', '.join(args)})"
+
+
+def c_literal(value: float | bool, dtype: str) -> str:
+    """A C constant of ``dtype``; float32 constants are rounded like ``np.float32``."""
+    if dtype == "bool":
+        return "1" if value else "0"
+    if dtype.startswith("float"):
+        v = float(value)
+        if dtype != "float64":
+            v = float(np.float32(v)) if dtype == "float32" else float(np.float16(v))
+        if math.isnan(v):
+            text = "NAN"
+        elif math.isinf(v):
+            text = "INFINITY" if v > 0 else "-INFINITY"
+        else:
+            text = repr(v)
+            if "e" not in text and "." not in text:
+                text += ".0"
+            text += "f" if dtype in ("float32", "float16") else ""
+        if dtype == "float16":
+            return f"((_Float16){text})"
+        if dtype == "float64" and text in ("NAN", "INFINITY", "-INFINITY"):
+            return f"((double){text})"
+        return text if not text.startswith("-") else f"({text})"
+    v = int(value)
+    if dtype == "int64":
+        if v == -(2**63):
+            return "(-9223372036854775807LL - 1)"
+        return f"{v}LL" if v >= 0 else f"({v}LL)"
+    if dtype == "int32" and v == -(2**31):
+        return "(-2147483647 - 1)"
+    text = str(v) if v >= 0 else f"({v})"
+    if dtype == "int32":
+        return text
+    return f"(({c_type(dtype)}){text})"

@@ -1,0 +1,376 @@
+"""Vectorized loops as GCC vector-extension code (the compiler cannot decline it).
+
+The body of ``for v in vectorized(lo, lo + n)`` is emitted once per chunk of lanes,
+with vector values: a load or store whose row-major offset is ``base + 1 * v`` is an
+unaligned vector load/store, a value that does not depend on ``v`` is broadcast,
+arithmetic, comparisons, select, min/max and casts work lane-wise, math intrinsics
+run lane by lane. ``n`` is split into chunks of the target's native width (a chunked
+loop when ``n`` spans several) and a power-of-two tail (a single lane is scalar code).
+
+A body that cannot be written this way (a gather or strided access, an ``if`` whose
+condition depends on ``v``, an inner loop, a store that every lane would write)
+falls back to a scalar loop, marked ``#pragma GCC ivdep`` when its iterations are
+independent. The generated source says why in a comment.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..tir import expr as E
+from ..tir.buffer import Buffer
+from ..tir.dtype import c_type, is_bool, is_float, is_int, nbytes
+from ..tir.functor import Visitor, collect_vars
+from ..tir.stmt import BufferStore, Evaluate, For, IfThenElse, SeqStmt, Stmt
+from ..tir.transform.affine import Affine, affine, const_bounds
+from .c_codegen import FunctionWriter, linear_index, strip_parens
+
+
+class NotVectorizable(Exception):
+    """The loop body cannot be written with vector values; the message says why."""
+
+
+def emit_vectorized(fw: FunctionWriter, loop: For, name: str) -> None:
+    """Emit ``loop`` (kind VECTORIZED) as vector code, or as a scalar fallback loop."""
+    independent = False
+    try:
+        if not isinstance(loop.extent, E.IntImm):
+            raise NotVectorizable("the extent is not a constant")
+        independent = _check_dependences(loop)
+        lanes = _native_lanes(fw, loop)
+        snap, saved_lines = fw.helpers.snapshot(), fw.lines
+        fw.lines = []
+        try:
+            _emit_chunks(fw, loop, name, lanes)
+            emitted = fw.lines
+        except NotVectorizable:
+            fw.helpers.restore(snap)
+            raise
+        finally:
+            fw.lines = saved_lines
+        fw.lines.extend(emitted)
+        return
+    except NotVectorizable as why:
+        fw.line(f"// {name}: not vectorized ({why})")
+    if independent:
+        fw.line("#pragma GCC ivdep")
+    fw.for_header(loop, name)
+    fw.block(loop.body)
+    fw.line("}")
+
+
+# ----------------------------------------------------------------------------- analysis
+
+
+@dataclass
+class _Access:
+    buffer: Buffer
+    form: Affine
+    store: bool
+
+
+def _accesses(body: Stmt) -> list[_Access]:
+    out: list[_Access] = []
+
+    class _V(Visitor):
+        def visit_BufferLoad(self, e: E.BufferLoad) -> None:
+            out.append(_Access(e.buffer, affine(linear_index(e.buffer, e.indices)), False))
+            self.generic_visit(e)
+
+        def visit_BufferStore(self, s: BufferStore) -> None:
+            out.append(_Access(s.buffer, affine(linear_index(s.buffer, s.indices)), True))
+            self.generic_visit(s)
+
+    _V().visit(body)
+    return out
+
+
+def _form_key(form: Affine) -> tuple:
+    return tuple(sorted((k, c) for k, (c, _) in form.terms.items())), form.const
+
+
+def _check_dependences(loop: For) -> bool:
+    """True if iterations are independent; raises NotVectorizable if they may not be.
+
+    Every buffer stored in the body must be accessed at one offset that moves with ``v``.
+    """
+    v = loop.loop_var
+    accesses = _accesses(loop.body)
+    for buf in {a.buffer for a in accesses if a.store}:
+        forms = {_form_key(a.form): a.form for a in accesses if a.buffer is buf}
+        if len(forms) > 1:
+            raise NotVectorizable(f"{buf.name} is stored and accessed at different offsets")
+        form = next(iter(forms.values()))
+        if form.without(v).uses(v):
+            raise NotVectorizable(f"the offset of {buf.name} is not affine in {v.name}")
+        if form.coef(v) == 0:
+            raise NotVectorizable(f"every lane would store the same element of {buf.name}")
+    return True
+
+
+def _native_lanes(fw: FunctionWriter, loop: For) -> int:
+    widths: list[int] = []
+    uses_var_as_value = False
+
+    class _V(Visitor):
+        def visit_BufferLoad(self, e: E.BufferLoad) -> None:
+            widths.append(nbytes(e.dtype))  # indices are scalar code: not descended
+
+        def visit_BufferStore(self, s: BufferStore) -> None:
+            widths.append(nbytes(s.buffer.dtype))
+            self.visit(s.value)
+
+        def visit_Cast(self, e: E.Cast) -> None:
+            widths.extend((nbytes(e.dtype), nbytes(e.value.dtype)))
+            self.visit(e.value)
+
+        def visit_Var(self, e: E.Var) -> None:
+            nonlocal uses_var_as_value
+            uses_var_as_value = uses_var_as_value or e is loop.loop_var
+
+    _V().visit(loop.body)
+    if uses_var_as_value:
+        widths.append(nbytes(loop.loop_var.dtype))
+    lanes = fw.target.vector_width // max(widths, default=4)
+    if lanes < 2:
+        raise NotVectorizable("the target's vectors hold a single lane of this type")
+    return lanes
+
+
+# ----------------------------------------------------------------------------- emission
+
+
+def _emit_chunks(fw: FunctionWriter, loop: For, name: str, lanes: int) -> None:
+    t = c_type(loop.loop_var.dtype)
+    extent = loop.extent.value
+    full, tail = divmod(extent, lanes)
+    body = _VectorBody(fw, loop)
+    if full >= 2:
+        stop = affine(loop.min).offset(full * lanes).to_expr(loop.loop_var.dtype)
+        fw.for_header(loop, name, step=lanes, stop=stop)
+        fw.indent += 1
+        body.emit(lanes)
+        fw.indent -= 1
+        fw.line("}")
+    if full == 1:
+        _chunk(fw, loop, name, t, 0, lambda: body.emit(lanes))
+    offset = full * lanes
+    width = lanes
+    while tail:
+        width //= 2
+        if tail >= width:
+            w = width
+            if w == 1:
+                _chunk(fw, loop, name, t, offset, lambda: fw.block(loop.body), nested=False)
+            else:
+                _chunk(fw, loop, name, t, offset, lambda w=w: body.emit(w))
+            offset += w
+            tail -= w
+
+
+def _chunk(fw, loop: For, name: str, t: str, offset: int, emit, nested: bool = True) -> None:
+    start = affine(loop.min).offset(offset).to_expr(loop.loop_var.dtype)
+    fw.line(f"{{ const {t} {name} = {fw.expr(start)};")
+    if nested:
+        fw.indent += 1
+        emit()
+        fw.indent -= 1
+    else:
+        emit()
+    fw.line("}")
+
+
+@dataclass(frozen=True)
+class _Val:
+    """A value in vector context: scalar C code, a vector of ``dtype``, or a lane mask."""
+
+    code: str
+    kind: str  # "scalar" | "vec" | "mask"
+    dtype: str = ""
+    bits: int = 0
+
+
+class _VectorBody:
+    def __init__(self, fw: FunctionWriter, loop: For) -> None:
+        self.fw, self.h, self.v, self.body = fw, fw.helpers, loop.loop_var, loop.body
+        self._dep: dict[int, bool] = {}
+        self.lanes = 0
+
+    def emit(self, lanes: int) -> None:
+        self.lanes = lanes
+        self.stmt(self.body)
+
+    # statements ---------------------------------------------------------------------
+    def stmt(self, s: Stmt) -> None:
+        fw = self.fw
+        if isinstance(s, SeqStmt):
+            for x in s.seq:
+                self.stmt(x)
+        elif isinstance(s, BufferStore):
+            self._contiguous(s.buffer, s.indices)
+            ptr = f"&{fw.buf_names[s.buffer]}[{fw.index(s.buffer, s.indices)}]"
+            if is_bool(s.buffer.dtype):  # bytes of 0/1 from a mask of -1/0
+                store = self.h.vstore("int8", self.lanes)
+                mask = self.as_mask(self.expr(s.value), 8)
+                fw.line(f"{store}((int8_t*){ptr}, -{mask});")
+            else:
+                value = self.as_vec(self.expr(s.value), s.buffer.dtype)
+                fw.line(f"{self.h.vstore(s.buffer.dtype, self.lanes)}({ptr}, {value});")
+        elif isinstance(s, IfThenElse):
+            if self.depends(s.condition):
+                raise NotVectorizable("an if condition depends on the vectorized variable")
+            fw.line(f"if ({strip_parens(fw.expr(s.condition))}) {{")
+            fw.indent += 1
+            self.stmt(s.then_case)
+            fw.indent -= 1
+            if s.else_case is not None:
+                fw.line("} else {")
+                fw.indent += 1
+                self.stmt(s.else_case)
+                fw.indent -= 1
+            fw.line("}")
+        elif isinstance(s, Evaluate) and isinstance(s.value, (E.IntImm, E.FloatImm)):
+            pass
+        else:
+            raise NotVectorizable(f"the body contains a {type(s).__name__}")
+
+    def _contiguous(self, buf: Buffer, indices) -> None:
+        form = affine(linear_index(buf, indices))
+        if form.coef(self.v) != 1 or form.without(self.v).uses(self.v):
+            raise NotVectorizable(f"access to {buf.name} is not unit-stride in the vector lanes")
+
+    # expressions --------------------------------------------------------------------
+    def depends(self, e: E.PrimExpr) -> bool:
+        hit = self._dep.get(id(e))
+        if hit is None:
+            hit = self._dep[id(e)] = self.v in collect_vars(e)
+        return hit
+
+    def expr(self, e: E.PrimExpr) -> _Val:
+        if not self.depends(e):
+            return _Val(self.fw.expr(e), "scalar", e.dtype)
+        if e is self.v:
+            iota = self.h.viota(e.dtype, self.lanes)
+            return _Val(f"({self.fw.var_names[e]} + {iota}())", "vec", e.dtype)
+        if isinstance(e, E.BufferLoad):
+            self._contiguous(e.buffer, e.indices)
+            ptr = f"&{self.fw.buf_names[e.buffer]}[{self.fw.index(e.buffer, e.indices)}]"
+            if is_bool(e.dtype):  # bytes of 0/1 become a mask of -1/0
+                load, zero = self.h.vload("int8", self.lanes), self.h.vbroadcast("int8", self.lanes)
+                return _Val(f"({load}((const int8_t*){ptr}) != {zero}(0))", "mask", bits=8)
+            load = self.h.vload(e.dtype, self.lanes)
+            return _Val(f"{load}({ptr})", "vec", e.dtype)
+        if isinstance(e, E.Cast):
+            return self._cast(e)
+        if isinstance(e, E.CmpOp):
+            if is_bool(e.a.dtype):
+                raise NotVectorizable("comparison of bool values")
+            a, b = self.as_vec(self.expr(e.a), e.a.dtype), self.as_vec(self.expr(e.b), e.b.dtype)
+            op = "==" if isinstance(e, E.EQ) else "!=" if isinstance(e, E.NE) else e.symbol
+            return _Val(f"({a} {op} {b})", "mask", bits=nbytes(e.a.dtype) * 8)
+        if isinstance(e, (E.And, E.Or)):
+            if self._unsafe_loads(e.b):
+                raise NotVectorizable("a lazily evaluated and/or operand loads from memory")
+            a, b = self.expr(e.a), self.expr(e.b)
+            bits = a.bits or b.bits or 32
+            op = "&" if isinstance(e, E.And) else "|"
+            return _Val(f"({self.as_mask(a, bits)} {op} {self.as_mask(b, bits)})", "mask",
+                        bits=bits)
+        if isinstance(e, E.Not):
+            a = self.expr(e.a)
+            bits = a.bits or 32
+            return _Val(f"(~{self.as_mask(a, bits)})", "mask", bits=bits)
+        if isinstance(e, E.Select):
+            return self._select(e)
+        if isinstance(e, (E.Min, E.Max)):
+            fn = self.h.vminmax(e.symbol, e.dtype, self.lanes)
+            return _Val(f"{fn}({self._operands(e)})", "vec", e.dtype)
+        if isinstance(e, (E.FloorDiv, E.FloorMod)):
+            return self._floor_divmod(e)
+        if isinstance(e, (E.Add, E.Sub, E.Mul, E.Div)):
+            a, b = self.as_vec(self.expr(e.a), e.dtype), self.as_vec(self.expr(e.b), e.dtype)
+            return _Val(f"({a} {e.symbol} {b})", "vec", e.dtype)
+        if isinstance(e, E.Call) and is_float(e.dtype):
+            fn = self.h.vcall(e.op, e.dtype, self.lanes, len(e.args))
+            args = ", ".join(self.as_vec(self.expr(a), e.dtype) for a in e.args)
+            return _Val(f"{fn}({args})", "vec", e.dtype)
+        raise NotVectorizable(f"{type(e).__name__} on vector lanes")
+
+    def _operands(self, e: E.BinaryOp) -> str:
+        return (f"{self.as_vec(self.expr(e.a), e.dtype)}, "
+                f"{self.as_vec(self.expr(e.b), e.dtype)}")
+
+    def _cast(self, e: E.Cast) -> _Val:
+        x = self.expr(e.value)
+        if is_bool(e.dtype):
+            if x.kind == "mask":
+                return x
+            zero = self.h.vbroadcast(e.value.dtype, self.lanes)
+            return _Val(f"({self.as_vec(x, e.value.dtype)} != {zero}(0))", "mask",
+                        bits=nbytes(e.value.dtype) * 8)
+        vt = self.h.vtype(e.dtype, self.lanes)
+        if x.kind == "mask":  # true lanes are -1: negate to get 1
+            return _Val(f"__builtin_convertvector(-{x.code}, {vt})", "vec", e.dtype)
+        return _Val(f"__builtin_convertvector({self.as_vec(x, e.value.dtype)}, {vt})", "vec",
+                    e.dtype)
+
+    def _select(self, e: E.Select) -> _Val:
+        if is_bool(e.dtype):
+            raise NotVectorizable("select of bool values")
+        t = self.as_vec(self.expr(e.true_value), e.dtype)
+        f = self.as_vec(self.expr(e.false_value), e.dtype)
+        if not self.depends(e.condition):
+            return _Val(f"({self.fw.expr(e.condition)} ? {t} : {f})", "vec", e.dtype)
+        if self._unsafe_loads(e.true_value) or self._unsafe_loads(e.false_value):
+            # the select may guard loads (padding): evaluating both sides must stay in bounds
+            raise NotVectorizable("a select with a lane-dependent condition guards loads "
+                                  "that may be out of bounds")
+        mask = self.as_mask(self.expr(e.condition), nbytes(e.dtype) * 8)
+        fn = self.h.vselect(e.dtype, self.lanes)
+        return _Val(f"{fn}({mask}, {t}, {f})", "vec", e.dtype)
+
+    def _floor_divmod(self, e: E.BinaryOp) -> _Val:
+        div = isinstance(e, E.FloorDiv)
+        a, b = self.as_vec(self.expr(e.a), e.dtype), self.as_vec(self.expr(e.b), e.dtype)
+        if is_float(e.dtype):
+            floor = self.h.vcall("floor", e.dtype, self.lanes, 1)
+            q = f"{floor}({a} / {b})"
+            return _Val(q if div else f"({a} - {q} * {b})", "vec", e.dtype)
+        if is_int(e.dtype) and self.fw.nonneg(e.a) and isinstance(e.b, E.IntImm) and e.b.value > 0:
+            return _Val(f"({a} {'/' if div else '%'} {b})", "vec", e.dtype)
+        raise NotVectorizable("floor division of possibly negative lanes")
+
+    def _unsafe_loads(self, e: E.PrimExpr) -> bool:
+        """True if ``e`` has a load not provably in bounds over the enclosing loops."""
+        unsafe = False
+        ranges = self.fw.ranges
+
+        class _V(Visitor):
+            def visit_BufferLoad(self, load: E.BufferLoad) -> None:
+                nonlocal unsafe
+                for idx, dim in zip(load.indices, load.buffer.static_shape()):
+                    b = const_bounds(idx, ranges)
+                    unsafe = unsafe or b is None or b[0] < 0 or b[1] >= dim
+                self.generic_visit(load)
+
+        _V().visit(e)
+        return unsafe
+
+    # conversions --------------------------------------------------------------------
+    def as_vec(self, x: _Val, dtype: str) -> str:
+        if x.kind == "vec":
+            return x.code
+        if x.kind == "scalar":
+            return f"{self.h.vbroadcast(dtype, self.lanes)}({x.code})"
+        raise NotVectorizable("a lane mask used as a number")
+
+    def as_mask(self, x: _Val, bits: int) -> str:
+        mt = self.h.mask_type(bits, self.lanes)
+        if x.kind == "mask":
+            return x.code if x.bits == bits else f"__builtin_convertvector({x.code}, {mt})"
+        if x.kind == "scalar":
+            int_t = {8: "int8", 16: "int16", 32: "int32", 64: "int64"}[bits]
+            return f"{self.h.vbroadcast(int_t, self.lanes)}(({x.code}) ? -1 : 0)"
+        raise NotVectorizable("a number used as a lane mask")
+
+

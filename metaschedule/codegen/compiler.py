@@ -1,0 +1,146 @@
+"""Invoking the system C compiler, with a content-addressed cache of built libraries.
+
+The compiler is ``$CC`` (which may carry arguments, e.g. ``"ccache gcc"``), else
+``cc``. A library is cached under the hash of (source, flags, compiler identity) in
+:func:`metaschedule.runtime.module.kernel_cache_dir`; it is written to a temporary
+file and renamed into place, so concurrent builders never see a partial library.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from functools import lru_cache
+
+from ..runtime.module import kernel_cache_dir
+from ..target import Target
+
+__all__ = ["BuildError", "compile_shared", "compiler_command", "compiler_flags"]
+
+#: Float flags that keep IEEE semantics for infinities and NaN (max-reductions start
+#: at -inf), unlike -ffast-math.
+SAFE_FLOAT_FLAGS = ("-fno-math-errno", "-ffp-contract=fast")
+
+
+class BuildError(RuntimeError):
+    """The C compiler rejected a generated source.
+
+    Attributes:
+        source: the C source that failed.
+        compiler_output: everything the compiler printed.
+        command: the command line that was run.
+    """
+
+    def __init__(self, message: str, source: str, compiler_output: str, command: list[str]):
+        super().__init__(message)
+        self.source = source
+        self.compiler_output = compiler_output
+        self.command = command
+
+
+def compiler_command() -> list[str]:
+    """The compiler to run: ``$CC`` split like a shell would, else ``cc``."""
+    return shlex.split(os.environ.get("CC") or "cc")
+
+
+def compiler_flags(target: Target) -> list[str]:
+    """Flags for ``target``; unknown functions and unresolved symbols are build errors."""
+    flags = [
+        "-O3", f"-march={target.mcpu}", "-fopenmp", "-shared", "-fPIC", "-std=gnu11",
+        *SAFE_FLOAT_FLAGS, "-Werror=implicit-function-declaration",
+    ]
+    if sys.platform.startswith("linux"):
+        flags.append("-Wl,-z,defs")
+    return flags
+
+
+@lru_cache(maxsize=16)
+def _compiler_identity(path: str, mtime: float) -> str:
+    try:
+        out = subprocess.run(
+            [path, "--version"], capture_output=True, text=True, timeout=30, check=False
+        )
+        return out.stdout.strip().splitlines()[0] if out.stdout.strip() else path
+    except (OSError, subprocess.SubprocessError):
+        return path
+
+
+@lru_cache(maxsize=1)
+def _host_fingerprint() -> str:
+    """The host CPU's model and feature flags: ``-march=native`` means different code on
+    different hosts, and a cache directory may be shared between machines."""
+    model = flags = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key == "model name" and not model:
+                    model = value.strip()
+                elif key in ("flags", "Features") and not flags:
+                    flags = value.strip()
+    except OSError:
+        pass
+    return f"{platform.machine()} {model} {hashlib.sha256(flags.encode()).hexdigest()[:16]}"
+
+
+def _identity(cmd: list[str], flags: list[str]) -> str:
+    exe = shutil.which(cmd[0])
+    out = " ".join(cmd)
+    if exe is not None:
+        out = " ".join([exe, *cmd[1:]]) + " / " + _compiler_identity(exe, os.path.getmtime(exe))
+    if "-march=native" in flags:
+        out += " / " + _host_fingerprint()
+    return out
+
+
+def compile_shared(source: str, flags: list[str], cache_dir: str | None = None) -> str:
+    """Compile ``source`` into a shared library; return its path (cached).
+
+    Raises:
+        BuildError: the compiler is missing or fails; carries source and output.
+    """
+    cmd = compiler_command()
+    if not cmd:
+        raise BuildError("$CC is set but empty; set it to a C compiler", source, "", cmd)
+    key = hashlib.sha256(
+        "\0".join([source, " ".join(flags), _identity(cmd, flags)]).encode()
+    ).hexdigest()[:32]
+    cache_dir = cache_dir or kernel_cache_dir()
+    os.makedirs(cache_dir, exist_ok=True)
+    final = os.path.join(cache_dir, f"{key}.so")
+    if os.path.exists(final):
+        return final
+    fd, src_path = tempfile.mkstemp(dir=cache_dir, prefix=".ms-build-", suffix=".c")
+    with os.fdopen(fd, "w") as f:
+        f.write(source)
+    out_path = src_path[:-2] + ".so"
+    full = [*cmd, *flags, src_path, "-o", out_path, "-lm"]
+    try:
+        try:
+            proc = subprocess.run(full, capture_output=True, text=True, check=False)
+        except OSError as err:
+            raise BuildError(
+                f"cannot run the C compiler {cmd[0]!r} ({err.strerror}); install one or set $CC",
+                source, str(err), full,
+            ) from None
+        output = (proc.stdout + proc.stderr).strip()
+        if proc.returncode != 0 or not os.path.exists(out_path):
+            shown = "\n".join(output.splitlines()[:60]) or "(no output)"
+            raise BuildError(
+                f"C compilation failed (exit code {proc.returncode}) running: "
+                f"{' '.join(shlex.quote(c) for c in full)}\n{shown}",
+                source, output, full,
+            )
+        os.replace(out_path, final)
+    finally:
+        for p in (src_path, out_path):
+            if os.path.exists(p):
+                os.unlink(p)
+    return final

@@ -1,0 +1,295 @@
+"""Built modules: a shared library loaded with ctypes, called on numpy arrays.
+
+Every library built by :func:`metaschedule.build` embeds two C string constants:
+``__metaschedule_metadata`` (JSON: the target and, per function, its C symbol and
+parameter names, dtypes and shapes) and ``__metaschedule_source`` (the kernel C
+source), so :func:`load_module` needs nothing but the ``.so``.
+
+Calls check every argument (count, ndarray, dtype, shape, C-contiguity, writeability
+of outputs, no aliasing with an output) and raise ``TypeError``/``ValueError``
+naming the parameter, so a bad call never reaches the kernel.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from typing import Any
+from collections.abc import Callable
+
+import numpy as np
+
+from ..target import Target
+from .timer import BenchmarkResult, default_flush_bytes
+
+METADATA_SYMBOL = "__metaschedule_metadata"
+SOURCE_SYMBOL = "__metaschedule_source"
+METADATA_VERSION = 1
+
+__all__ = ["Function", "Module", "embed_c", "kernel_cache_dir", "load_module"]
+
+
+def kernel_cache_dir() -> str:
+    """Where built libraries live: ``$XDG_CACHE_HOME/metaschedule/kernels`` or
+    ``~/.cache/metaschedule/kernels`` (created on demand)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    path = os.path.join(base, "metaschedule", "kernels")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def embed_c(metadata: dict[str, Any], source: str) -> str:
+    """C definitions of the metadata and source string constants."""
+    return (
+        "\n// ---- metaschedule runtime: embedded metadata and source ----\n"
+        f"const char {METADATA_SYMBOL}[] =\n{_c_string(json.dumps(metadata))};\n"
+        f"const char {SOURCE_SYMBOL}[] =\n{_c_string(source)};\n"
+    )
+
+
+def _c_string(text: str) -> str:
+    out = []
+    for line in text.encode().split(b"\n"):
+        chars = []
+        for byte in line:
+            c = chr(byte)
+            if c in '"\\':
+                chars.append("\\" + c)
+            elif 32 <= byte < 127 and c != "?":
+                chars.append(c)
+            else:
+                chars.append(f"\\{byte:03o}")
+        out.append('  "' + "".join(chars) + '\\n"')
+    return "\n".join(out)
+
+
+# ----------------------------------------------------------------------------- functions
+
+
+class Function:
+    """One kernel of a module; call it with numpy arrays (outputs are written in place)."""
+
+    def __init__(self, module: Module, index: int, info: dict[str, Any]) -> None:
+        self.module = module
+        self.index = index
+        self.name: str = info["name"]
+        self.symbol: str = info["symbol"]
+        self.params: list[dict[str, Any]] = info["params"]
+        self._fn = getattr(module._lib, self.symbol)
+        self._fn.restype = ctypes.c_int32
+        self._fn.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+
+    @property
+    def param_names(self) -> list[str]:
+        return [p["name"] for p in self.params]
+
+    def pack_args(self, args: tuple[Any, ...]) -> ctypes.Array:
+        """Check ``args`` against the parameters; return the ``void*`` array."""
+        if len(args) != len(self.params):
+            raise TypeError(
+                f"{self.name} takes {len(self.params)} arrays "
+                f"({', '.join(self.param_names)}), got {len(args)}"
+            )
+        for arr, p in zip(args, self.params):
+            self._check(arr, p)
+        self._check_aliasing(args)
+        ptrs = (ctypes.c_void_p * max(1, len(args)))()
+        for i, arr in enumerate(args):
+            ptrs[i] = arr.__array_interface__["data"][0]
+        return ptrs
+
+    def _check(self, arr: Any, p: dict[str, Any]) -> None:
+        where = f"parameter {p['name']} of {self.name}"
+        if not isinstance(arr, np.ndarray):
+            raise TypeError(f"{where} expects a numpy.ndarray, got {type(arr).__name__}")
+        if arr.dtype != np.dtype(p["dtype"]):
+            raise TypeError(f"{where} expects dtype {p['dtype']}, got {arr.dtype}")
+        if tuple(arr.shape) != tuple(p["shape"]):
+            raise ValueError(f"{where} expects shape {tuple(p['shape'])}, got {arr.shape}")
+        if not arr.flags.c_contiguous:
+            raise ValueError(f"{where} must be C-contiguous; pass np.ascontiguousarray(x)")
+        if p["written"] and not arr.flags.writeable:
+            raise ValueError(f"{where} is written by the kernel but the array is read-only")
+
+    def _check_aliasing(self, args: tuple[np.ndarray, ...]) -> None:
+        for i, (a, p) in enumerate(zip(args, self.params)):
+            if not p["written"] or a.size == 0:
+                continue
+            for j, b in enumerate(args):
+                if j != i and b.size and np.may_share_memory(a, b):
+                    raise ValueError(
+                        f"parameter {p['name']} of {self.name} is written but shares memory "
+                        f"with parameter {self.params[j]['name']}; pass separate arrays"
+                    )
+
+    def __call__(self, *args: np.ndarray) -> None:
+        ptrs = self.pack_args(args)
+        status = self._fn(ptrs)
+        if status != 0:
+            raise RuntimeError(f"kernel {self.name} failed with status {status} "
+                               "(an allocation failed)")
+
+    def __repr__(self) -> str:
+        return f"<metaschedule Function {self.name}({', '.join(self.param_names)})>"
+
+
+# ----------------------------------------------------------------------------- modules
+
+
+class Module:
+    """A loaded library of kernels (see the module docstring)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._lib = ctypes.CDLL(path)
+        meta = _read_cstring(self._lib, METADATA_SYMBOL)
+        if meta is None:
+            raise ValueError(f"{path} is not a metaschedule library (no {METADATA_SYMBOL})")
+        self.metadata: dict[str, Any] = json.loads(meta)
+        if self.metadata.get("version") != METADATA_VERSION:
+            raise ValueError(f"{path}: unsupported metadata version {self.metadata.get('version')}")
+        self.target = Target.from_json(self.metadata["target"])
+        self._functions = {
+            info["name"]: Function(self, i, info)
+            for i, info in enumerate(self.metadata["functions"])
+        }
+        self._timer = getattr(self._lib, "__ms_time")
+        self._timer.restype = ctypes.c_int32
+        self._timer.argtypes = [
+            ctypes.c_int32, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int32, ctypes.c_int32,
+            ctypes.c_int32, ctypes.c_int32, ctypes.POINTER(ctypes.c_double),
+        ]
+
+    @property
+    def function_names(self) -> list[str]:
+        return list(self._functions)
+
+    @property
+    def entry_name(self) -> str:
+        if "main" in self._functions:
+            return "main"
+        if len(self._functions) == 1:
+            return next(iter(self._functions))
+        raise ValueError(
+            f"module has no 'main' and several functions ({', '.join(self._functions)}); "
+            "pick one with module[name]"
+        )
+
+    def get_function(self, name: str) -> Function:
+        try:
+            return self._functions[name]
+        except KeyError:
+            raise KeyError(
+                f"no function {name!r} in module; it has: {', '.join(self._functions)}"
+            ) from None
+
+    __getitem__ = get_function
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._functions
+
+    def __call__(self, *args: np.ndarray) -> None:
+        """Call ``main`` (or the only function)."""
+        self.get_function(self.entry_name)(*args)
+
+    def get_source(self) -> str:
+        """The C source of the kernels."""
+        return _read_cstring(self._lib, SOURCE_SYMBOL) or ""
+
+    def export_library(self, path: str | os.PathLike) -> str:
+        """Write a self-contained shared library to ``path`` (atomically); return the path."""
+        path = os.fspath(path)
+        directory = os.path.dirname(os.path.abspath(path))
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".ms-export-", suffix=".so")
+        os.close(fd)
+        try:
+            shutil.copyfile(self.path, tmp)
+            os.chmod(tmp, 0o755)
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+        return path
+
+    def time_evaluator(
+        self,
+        func_name: str = "main",
+        dev: object = None,
+        number: int = 3,
+        repeat: int = 1,
+        min_repeat_ms: int = 0,
+        enable_cpu_cache_flush: bool = False,
+    ) -> Callable[..., BenchmarkResult]:
+        """A callable timing ``func_name`` on given arrays (see :mod:`.timer`).
+
+        Each call of the result returns a :class:`BenchmarkResult` of ``repeat`` entries,
+        each the mean seconds per call over ``number`` calls (more if ``min_repeat_ms``
+        asks for it). With ``enable_cpu_cache_flush`` every call is preceded by a write
+        pass over a buffer larger than the last-level cache, which costs far more than
+        a small kernel: keep ``number`` small (1 to 3) then. ``dev`` is accepted for
+        compatibility with TVM's signature and ignored. ``"main"`` also names the only
+        function of a single-function module.
+        """
+        if func_name == "main" and "main" not in self._functions:
+            func_name = self.entry_name
+        fn = self.get_function(func_name)
+        for key, value, low in (("number", number, 1), ("repeat", repeat, 1),
+                                ("min_repeat_ms", min_repeat_ms, 0)):
+            if not isinstance(value, int) or value < low:
+                raise ValueError(f"time_evaluator: {key} must be an int >= {low}, got {value!r}")
+        flush_kib = default_flush_bytes() // 1024 if enable_cpu_cache_flush else 0
+
+        def evaluate(*args: np.ndarray) -> BenchmarkResult:
+            ptrs = fn.pack_args(args)
+            out = (ctypes.c_double * repeat)()
+            status = self._timer(fn.index, ptrs, number, repeat, min_repeat_ms, flush_kib, out)
+            if status != 0:
+                raise RuntimeError(f"timing {fn.name} failed with status {status}")
+            return BenchmarkResult(tuple(out))
+
+        return evaluate
+
+    def __repr__(self) -> str:
+        return f"<metaschedule Module {', '.join(self._functions)} at {self.path}>"
+
+
+def _read_cstring(lib: ctypes.CDLL, symbol: str) -> str | None:
+    try:
+        head = ctypes.c_char.in_dll(lib, symbol)
+    except ValueError:
+        return None
+    return ctypes.string_at(ctypes.addressof(head)).decode()
+
+
+# realpath -> content hash of the library this process loaded from it. The dynamic loader
+# keeps libraries by path for the life of the process; this mirrors that table.
+_LOADED: dict[str, str] = {}
+
+
+def load_module(path: str | os.PathLike) -> Module:
+    """Load a library written by ``Module.export_library``.
+
+    The dynamic loader returns the library it already loaded from a path even when the
+    file has been replaced since; a path whose contents changed is therefore loaded
+    from a copy in the kernel cache, named by its content hash.
+    """
+    path = os.path.realpath(os.fspath(path))
+    with open(path, "rb") as f:
+        data = f.read()
+    digest = hashlib.sha256(data).hexdigest()[:32]
+    if _LOADED.setdefault(path, digest) == digest:
+        return Module(path)
+    cached = os.path.join(kernel_cache_dir(), f"loaded-{digest}.so")
+    if not os.path.exists(cached):
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(cached), prefix=".ms-load-", suffix=".so")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, cached)
+    return Module(cached)

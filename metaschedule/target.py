@@ -1,0 +1,378 @@
+"""Compilation targets: ``Target("cpu")`` (alias ``"llvm"``) and ``Target("cuda")``.
+
+A target is a kind plus a fixed set of attributes. Host-dependent defaults (core
+count, vector width, cache sizes) are read once when the target is created, so a
+target prints, serialises and compares with concrete values::
+
+    >>> Target("llvm -num-cores=4 -mcpu=skylake")
+    Target('cpu -cache_line_bytes=64 ... -mcpu=skylake -num_cores=4 -vector_width=32')
+
+TVM-style strings are accepted: ``-num-cores=4``, ``-num_cores 4`` and ``-mattr=+avx2``
+are all understood. Unknown kinds and attributes raise ``ValueError`` listing the
+accepted ones.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from dataclasses import dataclass
+from functools import lru_cache
+from types import MappingProxyType
+from typing import Any
+from collections.abc import Mapping
+
+from .tir.dtype import check_dtype, nbytes
+
+__all__ = ["Target", "host_cpu_info"]
+
+_KIND_ALIASES = {"cpu": "cpu", "llvm": "cpu", "c": "cpu", "cuda": "cuda", "nvidia": "cuda"}
+
+# attribute name -> (python type, description); order is the canonical print order
+_CPU_ATTRS: dict[str, tuple[type, str]] = {
+    "mcpu": (str, 'CPU name for -march ("native": the host)'),
+    "mtriple": (str, "target triple (informational)"),
+    "mattr": (tuple, "extra ISA features, e.g. ('+avx2',)"),
+    "num_cores": (int, "threads for parallel loops (physical cores by default)"),
+    "vector_width": (int, "SIMD register width in bytes"),
+    "cache_line_bytes": (int, "cache line size in bytes"),
+    "l1_cache_bytes": (int, "L1 data cache size in bytes"),
+    "l2_cache_bytes": (int, "L2 cache size in bytes"),
+    "l3_cache_bytes": (int, "last-level cache size in bytes"),
+}
+_CUDA_ATTRS: dict[str, tuple[type, str]] = {
+    "arch": (str, 'compute capability, e.g. "sm_80"'),
+    "max_threads_per_block": (int, "threads per block"),
+    "max_shared_memory_per_block": (int, "shared memory bytes per block"),
+    "thread_warp_size": (int, "threads per warp"),
+}
+_ATTRS = {"cpu": _CPU_ATTRS, "cuda": _CUDA_ATTRS}
+_CUDA_DEFAULTS = {
+    "arch": "sm_80",
+    "max_threads_per_block": 1024,
+    "max_shared_memory_per_block": 49152,
+    "thread_warp_size": 32,
+}
+# vector width (bytes) of a few named CPUs, for targets that are not the host
+_MCPU_VECTOR_WIDTH = {
+    **dict.fromkeys(
+        ("skylake-avx512", "cascadelake", "cooperlake", "icelake-server", "icelake-client",
+         "tigerlake", "sapphirerapids", "graniterapids", "emeraldrapids", "znver4", "znver5",
+         "x86-64-v4"), 64),
+    **dict.fromkeys(
+        ("haswell", "broadwell", "skylake", "alderlake", "raptorlake", "znver1", "znver2",
+         "znver3", "x86-64-v3", "core-avx2"), 32),
+    **dict.fromkeys(("sandybridge", "ivybridge", "corei7-avx", "btver2", "bdver1"), 32),
+    **dict.fromkeys(("x86-64", "x86-64-v2", "nehalem", "westmere", "core2", "generic"), 16),
+}
+
+
+# ----------------------------------------------------------------------------- host probing
+
+
+@dataclass(frozen=True)
+class HostCpuInfo:
+    """What /proc/cpuinfo and sysfs say about the host (None where unreadable)."""
+
+    physical_cores: int
+    vector_width: int
+    cache_line_bytes: int
+    l1_cache_bytes: int | None
+    l2_cache_bytes: int | None
+    l3_cache_bytes: int | None
+
+
+@lru_cache(maxsize=1)
+def host_cpu_info() -> HostCpuInfo:
+    """Probe the host CPU once per process."""
+    cpuinfo = _read("/proc/cpuinfo") or ""
+    caches = _sysfs_caches()
+    line = caches.get("line")
+    return HostCpuInfo(
+        physical_cores=_physical_cores(cpuinfo),
+        vector_width=_vector_width_from_flags(cpuinfo),
+        cache_line_bytes=line if line else 64,
+        l1_cache_bytes=caches.get(1),
+        l2_cache_bytes=caches.get(2),
+        l3_cache_bytes=caches.get(3),
+    )
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def _physical_cores(cpuinfo: str) -> int:
+    """Unique (physical id, core id) pairs; os.cpu_count() when cpuinfo lacks them."""
+    cores: set[tuple[str, str]] = set()
+    phys = core = None
+    for raw in cpuinfo.splitlines() + [""]:
+        key, _, value = raw.partition(":")
+        key, value = key.strip(), value.strip()
+        if key == "physical id":
+            phys = value
+        elif key == "core id":
+            core = value
+        elif not key:  # blank line ends one processor's record
+            if core is not None:
+                cores.add((phys or "0", core))
+            phys = core = None
+    if cores:
+        return len(cores)
+    return os.cpu_count() or 1
+
+
+def _vector_width_from_flags(cpuinfo: str) -> int:
+    flags: set[str] = set()
+    for raw in cpuinfo.splitlines():
+        key, _, value = raw.partition(":")
+        if key.strip() in ("flags", "Features"):
+            flags.update(value.split())
+            break
+    if "avx512f" in flags:
+        return 64
+    if "avx" in flags or "avx2" in flags:
+        return 32
+    if "sse2" in flags or "neon" in flags or "asimd" in flags:
+        return 16
+    return 16
+
+
+def _parse_size(text: str) -> int | None:
+    text = text.strip().upper()
+    scale = {"K": 1024, "M": 1024**2, "G": 1024**3}.get(text[-1:], 1)
+    digits = text[:-1] if text[-1:] in "KMG" else text
+    try:
+        return int(digits) * scale
+    except ValueError:
+        return None
+
+
+def _sysfs_caches() -> dict[Any, int]:
+    """{level: size of its data/unified cache, "line": coherency line size} of cpu0."""
+    out: dict[Any, int] = {}
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        entries = sorted(e for e in os.listdir(base) if e.startswith("index"))
+    except OSError:
+        return out
+    for entry in entries:
+        kind = (_read(f"{base}/{entry}/type") or "").strip()
+        if kind not in ("Data", "Unified"):
+            continue
+        level = _parse_size(_read(f"{base}/{entry}/level") or "")
+        size = _parse_size(_read(f"{base}/{entry}/size") or "")
+        line = _parse_size(_read(f"{base}/{entry}/coherency_line_size") or "")
+        if level and size:
+            out[level] = size
+        if line and "line" not in out:
+            out["line"] = line
+    return out
+
+
+# ----------------------------------------------------------------------------- Target
+
+
+class Target:
+    """A compilation target: ``kind`` ("cpu" or "cuda") and its attributes.
+
+    Args:
+        spec: a string (``"cpu"``, ``"llvm -num-cores=4 -mcpu=skylake"``, ``"cuda -arch=sm_86"``),
+            a dict with a ``"kind"`` key and attributes, or another Target.
+
+    Raises:
+        ValueError: an unknown kind or attribute, or an attribute of the wrong type.
+    """
+
+    __slots__ = ("_attrs", "_kind")
+
+    def __init__(self, spec: str | Mapping[str, Any] | Target = "cpu") -> None:
+        if isinstance(spec, Target):
+            kind, attrs = spec.kind, dict(spec._attrs)
+        elif isinstance(spec, str):
+            kind, attrs = _parse_string(spec)
+        elif isinstance(spec, Mapping):
+            attrs = dict(spec)
+            if "kind" not in attrs:
+                raise ValueError(f"a target dict needs a 'kind' key, got {sorted(attrs)}")
+            kind = _canonical_kind(attrs.pop("kind"))
+        else:
+            raise TypeError(
+                f"Target expects a string, a dict or a Target, got {type(spec).__name__}"
+            )
+        attrs = _complete(kind, _check_attrs(kind, attrs))
+        object.__setattr__(self, "_kind", kind)
+        object.__setattr__(self, "_attrs", tuple(sorted(attrs.items())))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(
+            "Target is immutable; build a new one, e.g. Target({**t.as_json(), ...})"
+        )
+
+    # attributes -----------------------------------------------------------------
+    @property
+    def kind(self) -> str:
+        return self._kind
+
+    @property
+    def attrs(self) -> Mapping[str, Any]:
+        return MappingProxyType(dict(self._attrs))
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        for key, value in self._attrs:
+            if key == name:
+                return value
+        raise AttributeError(
+            f"target {self._kind} has no attribute {name!r}; it has: "
+            f"{', '.join(k for k, _ in self._attrs)}"
+        )
+
+    def vector_lanes(self, dtype: str) -> int:
+        """How many ``dtype`` values fit in one SIMD register (at least 1)."""
+        if self._kind != "cpu":
+            raise ValueError(f"vector_lanes is defined for cpu targets, not {self._kind}")
+        return max(1, self.vector_width // nbytes(check_dtype(dtype)))
+
+    # printing, serialisation, identity ---------------------------------------------
+    def __str__(self) -> str:
+        parts = [self._kind]
+        for key, value in self._attrs:
+            if isinstance(value, tuple):
+                value = ",".join(value)
+            parts.append(f"-{key}={value}")
+        return " ".join(parts)
+
+    def __repr__(self) -> str:
+        return f"Target({str(self)!r})"
+
+    def as_json(self) -> dict[str, Any]:
+        """A JSON-compatible dict; ``Target.from_json`` inverts it."""
+        out: dict[str, Any] = {"kind": self._kind}
+        for key, value in self._attrs:
+            out[key] = list(value) if isinstance(value, tuple) else value
+        return out
+
+    @staticmethod
+    def from_json(obj: Mapping[str, Any] | str) -> Target:
+        if isinstance(obj, str):
+            obj = json.loads(obj)
+        return Target(dict(obj))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Target):
+            return NotImplemented
+        return self._kind == other._kind and self._attrs == other._attrs
+
+    def __hash__(self) -> int:
+        return hash((self._kind, self._attrs))
+
+    def __reduce__(self):
+        return (Target.from_json, (self.as_json(),))
+
+
+# ----------------------------------------------------------------------------- parsing
+
+
+def _canonical_kind(kind: Any) -> str:
+    if not isinstance(kind, str) or kind.lower() not in _KIND_ALIASES:
+        raise ValueError(
+            f"unknown target kind {kind!r}; expected one of: {', '.join(sorted(_KIND_ALIASES))}"
+        )
+    return _KIND_ALIASES[kind.lower()]
+
+
+def _parse_string(text: str) -> tuple[str, dict[str, Any]]:
+    tokens = shlex.split(text)
+    if not tokens:
+        raise ValueError("empty target string; expected e.g. 'cpu' or 'llvm -num-cores=4'")
+    kind = _canonical_kind(tokens[0])
+    attrs: dict[str, Any] = {}
+    i = 1
+    while i < len(tokens):
+        tok = tokens[i]
+        if not tok.startswith("-"):
+            raise ValueError(f"in target {text!r}: expected '-name=value', got {tok!r}")
+        name, eq, value = tok.lstrip("-").partition("=")
+        if not eq:  # "-num-cores 4" or a bare flag
+            if i + 1 < len(tokens) and not tokens[i + 1].startswith("-"):
+                value = tokens[i + 1]
+                i += 1
+            else:
+                value = "true"
+        attrs[name.replace("-", "_")] = value
+        i += 1
+    return kind, attrs
+
+
+def _check_attrs(kind: str, attrs: dict[str, Any]) -> dict[str, Any]:
+    schema = _ATTRS[kind]
+    out: dict[str, Any] = {}
+    for name, value in attrs.items():
+        key = name.replace("-", "_")
+        if key not in schema:
+            raise ValueError(
+                f"unknown attribute {name!r} for target kind {kind}; accepted: "
+                f"{', '.join(schema)}"
+            )
+        typ = schema[key][0]
+        out[key] = _convert(kind, key, typ, value)
+    return out
+
+
+def _convert(kind: str, key: str, typ: type, value: Any) -> Any:
+    where = f"target {kind} attribute {key}"
+    if typ is int:
+        if isinstance(value, bool):
+            raise ValueError(f"{where} must be a positive integer, got {value!r}")
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"{where} must be a positive integer, got {value!r}") from None
+        if number <= 0 or (isinstance(value, float) and not value.is_integer()):
+            raise ValueError(f"{where} must be a positive integer, got {value!r}")
+        return number
+    if typ is tuple:
+        if isinstance(value, str):
+            value = [v for v in value.split(",") if v]
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+            raise ValueError(f"{where} must be a list of strings, got {value!r}")
+        return tuple(value)
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{where} must be a non-empty string, got {value!r}")
+    return value
+
+
+def _complete(kind: str, attrs: dict[str, Any]) -> dict[str, Any]:
+    if kind == "cuda":
+        return {**_CUDA_DEFAULTS, **attrs}
+    host = host_cpu_info()
+    out = dict(attrs)
+    out.setdefault("mcpu", "native")
+    out.setdefault("num_cores", host.physical_cores)
+    if "vector_width" not in out:
+        out["vector_width"] = _default_vector_width(out["mcpu"], out.get("mattr", ()), host)
+    out.setdefault("cache_line_bytes", host.cache_line_bytes)
+    for level in (1, 2, 3):
+        key = f"l{level}_cache_bytes"
+        value = getattr(host, key)
+        if key not in out and value is not None:
+            out[key] = value
+    return out
+
+
+def _default_vector_width(mcpu: str, mattr: tuple[str, ...], host: HostCpuInfo) -> int:
+    features = {m.lstrip("+") for m in mattr if not m.startswith("-")}
+    if "avx512f" in features:
+        return 64
+    if features & {"avx", "avx2"}:
+        return 32
+    if mcpu == "native":
+        return host.vector_width
+    return _MCPU_VECTOR_WIDTH.get(mcpu, 16)

@@ -1,0 +1,229 @@
+"""build(): lowering + C + compiler + cache, checked against numpy."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from metaschedule import te
+from metaschedule.codegen import BuildError, build, c_helpers
+from metaschedule.target import Target
+from metaschedule.tir import (
+    Block, BlockRealize, Buffer, BufferRegion, BufferStore, For, ForKind, IRModule, IterType,
+    IterVar, PrimFunc, Range, SeqStmt, Var, const,
+)
+from metaschedule.tir.stmt import true
+
+pytestmark = pytest.mark.compiler
+RNG = np.random.default_rng(2)
+
+
+@pytest.fixture(autouse=True)
+def _kernel_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+
+# ----------------------------------------------------------------------------- workloads
+
+
+def matmul(n: int, m: int, k: int, dtype: str = "float32") -> PrimFunc:
+    A = te.placeholder((n, k), dtype, name="A")
+    B = te.placeholder((k, m), dtype, name="B")
+    r = te.reduce_axis((0, k), name="k")
+    C = te.compute((n, m), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
+    return te.create_prim_func([A, B, C])
+
+
+def _region(buf, *idx):
+    return BufferRegion(buf, tuple(Range(i, 1) for i in idx))
+
+
+def tiled_matmul(n: int = 64, ti: int = 4, tj: int = 16) -> PrimFunc:
+    """A scheduled matmul: parallel row tiles, a "local" accumulator tile computed at the
+    (i0, j0) tile (allocated at the root, as cache_write leaves it), unrolled rows and a
+    vectorized inner column loop."""
+    A, B, C = (Buffer(name, (n, n)) for name in "ABC")
+    CL = Buffer("C_local", (n, n), scope="local")
+    i0, j0, k, i1, j1, i2, j2 = (Var(x) for x in ("i0", "j0", "k", "i1", "j1", "i2", "j2"))
+    vi, vj, vk, wi, wj = (Var(x) for x in ("vi", "vj", "vk", "wi", "wj"))
+    update = Block(
+        (IterVar(vi, Range(0, n)), IterVar(vj, Range(0, n)),
+         IterVar(vk, Range(0, n), IterType.COMM_REDUCE)),
+        (_region(A, vi, vk), _region(B, vk, vj)), (_region(CL, vi, vj),), "C_local",
+        BufferStore(CL, CL[vi, vj] + A[vi, vk] * B[vk, vj], (vi, vj)),
+        init=BufferStore(CL, const(0.0), (vi, vj)),
+    )
+    nest1 = For(k, 0, n, ForKind.SERIAL, For(i1, 0, ti, ForKind.UNROLLED, For(
+        j1, 0, tj, ForKind.VECTORIZED, BlockRealize((i0 * ti + i1, j0 * tj + j1, k), true(),
+                                                    update))))
+    write_back = Block((IterVar(wi, Range(0, n)), IterVar(wj, Range(0, n))),
+                       (_region(CL, wi, wj),), (_region(C, wi, wj),), "C",
+                       BufferStore(C, CL[wi, wj], (wi, wj)))
+    nest2 = For(i2, 0, ti, ForKind.SERIAL, For(j2, 0, tj, ForKind.VECTORIZED, BlockRealize(
+        (i0 * ti + i2, j0 * tj + j2), true(), write_back)))
+    body = For(i0, 0, n // ti, ForKind.PARALLEL,
+               For(j0, 0, n // tj, ForKind.SERIAL, SeqStmt((nest1, nest2))))
+    root = Block((), (), (), "root", body, alloc_buffers=(CL,))
+    return PrimFunc((A, B, C), BlockRealize((), true(), root))
+
+
+def rand(*shape, dtype="float32"):
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+# ----------------------------------------------------------------------------- numerics
+
+
+def test_matmul_matches_numpy():
+    lib = build(matmul(33, 17, 29))
+    a, b, c = rand(33, 29), rand(29, 17), np.zeros((33, 17), "float32")
+    lib(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-5)
+
+
+def test_scheduled_tiled_matmul_with_local_tile():
+    lib = build(tiled_matmul(64, 4, 16))
+    src = lib.get_source()
+    assert "#pragma omp parallel for" in src and "ms_f32x16" in src
+    assert "float C_local[64] __attribute__((aligned(64)));" in src  # a 4x16 register tile
+    assert "not vectorized" not in src
+    a, b, c = rand(64, 64), rand(64, 64), np.zeros((64, 64), "float32")
+    lib(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_reduction_elementwise_and_intermediate_buffer():
+    A = te.placeholder((20, 30), name="A")
+    k = te.reduce_axis((0, 30), name="k")
+    M = te.compute((20,), lambda i: te.max(A[i, k], axis=k), name="M")
+    E = te.compute((20, 30), lambda i, j: te.exp(A[i, j] - M[i]), name="E")
+    k2 = te.reduce_axis((0, 30), name="k2")
+    S = te.compute((20,), lambda i: te.sum(E[i, k2], axis=k2), name="S")
+    Y = te.compute((20, 30), lambda i, j: E[i, j] / S[i], name="Y")
+    lib = build(te.create_prim_func([A, Y]))
+    a = rand(20, 30)
+    a[3, :] = -np.inf  # max-reductions start at -inf: no -ffast-math
+    a[3, 5] = 1.0
+    y = np.zeros_like(a)
+    lib(a, y)
+    e = np.exp(a - a.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(y, e / e.sum(axis=1, keepdims=True), rtol=1e-4, atol=1e-6)
+
+
+def test_int_and_float64_kernels():
+    lib = build(matmul(7, 5, 6, "int32"))
+    a = RNG.integers(-50, 50, (7, 6)).astype("int32")
+    b = RNG.integers(-50, 50, (6, 5)).astype("int32")
+    c = np.zeros((7, 5), "int32")
+    lib(a, b, c)
+    np.testing.assert_array_equal(c, a @ b)
+    lib = build(matmul(7, 5, 6, "float64"))
+    a, b, c = rand(7, 6, dtype="float64"), rand(6, 5, dtype="float64"), np.zeros((7, 5))
+    lib(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-12)
+
+
+def test_irmodule_with_two_functions():
+    A = te.placeholder((8,), name="A")
+    B = te.compute((8,), lambda i: A[i] * 2.0, name="B")
+    C = te.compute((8,), lambda i: A[i] + 1.0, name="C")
+    mod = IRModule({"double": te.create_prim_func([A, B]), "inc": te.create_prim_func([A, C])})
+    lib = build(mod)
+    a, out = rand(8), np.zeros(8, "float32")
+    lib["double"](a, out)
+    np.testing.assert_allclose(out, a * 2)
+    lib["inc"](a, out)
+    np.testing.assert_allclose(out, a + 1)
+    with pytest.raises(ValueError, match="no 'main' and several functions"):
+        lib(a, out)
+    assert build(IRModule({"inc": mod["inc"]})).entry_name == "inc"
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+def test_dynamic_shapes_are_rejected():
+    n = Var("n")
+    A = Buffer("A", (n,))
+    i = Var("i")
+    func = PrimFunc((A,), For(i, 0, n, ForKind.SERIAL, BufferStore(A, const(1.0), (i,))))
+    with pytest.raises(ValueError, match="dynamic shapes are not supported"):
+        build(func)
+
+
+def test_non_cpu_and_bad_inputs():
+    with pytest.raises(NotImplementedError, match="cuda"):
+        build(matmul(2, 2, 2), "cuda")
+    with pytest.raises(TypeError, match="PrimFunc or an IRModule"):
+        build("main")
+
+
+def test_compiler_error_carries_source_and_message(monkeypatch):
+    # a "bad intrinsic": exp spelled as a function the C library does not declare
+    monkeypatch.setitem(c_helpers._MATH, "exp", "ms_no_such_intrinsic")
+    A = te.placeholder((4,), name="A")
+    B = te.compute((4,), lambda i: te.exp(A[i]), name="B")
+    with pytest.raises(BuildError) as info:
+        build(te.create_prim_func([A, B]))
+    err = info.value
+    assert isinstance(err, RuntimeError)
+    assert "implicit declaration of function" in str(err)
+    assert "ms_no_such_intrinsicf" in str(err) and "ms_no_such_intrinsicf" in err.compiler_output
+    assert "ms_no_such_intrinsicf(A[i])" in err.source
+    assert "int32_t main_kernel(void** args)" in err.source
+
+
+def test_missing_or_failing_compiler(monkeypatch):
+    monkeypatch.setenv("CC", "/nonexistent/ms-cc")
+    with pytest.raises(BuildError, match="cannot run the C compiler '/nonexistent/ms-cc'"):
+        build(matmul(2, 2, 2))
+    monkeypatch.setenv("CC", "false")
+    with pytest.raises(BuildError, match=r"C compilation failed \(exit code 1\)"):
+        build(matmul(2, 2, 2))
+
+
+# ----------------------------------------------------------------------------- speed, cache
+
+
+def test_build_1024_matmul_is_fast_and_cached(tmp_path):
+    func = matmul(1024, 1024, 1024)
+    start = time.perf_counter()
+    lib = build(func, cache_dir=str(tmp_path / "k"))
+    cold = time.perf_counter() - start
+    start = time.perf_counter()
+    lib2 = build(func, cache_dir=str(tmp_path / "k"))
+    warm = time.perf_counter() - start
+    assert cold < 1.0, f"building a 1024^3 matmul took {cold:.2f} s"
+    assert warm < 0.1 and warm < cold / 2, (cold, warm)
+    assert lib2.path == lib.path
+    assert [p.name for p in (tmp_path / "k").iterdir()] == [lib.path.split("/")[-1]]
+
+
+def test_concurrent_builds_of_one_kernel(tmp_path):
+    func = matmul(16, 16, 16)
+    paths, errors = [], []
+
+    def work():
+        try:
+            paths.append(build(func, cache_dir=str(tmp_path)).path)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(set(paths)) == 1
+    assert sorted(p.suffix for p in tmp_path.iterdir()) == [".so"]  # no temporaries left
+
+
+def test_target_flags_reach_the_compiler():
+    lib = build(matmul(4, 4, 4), Target("llvm -mcpu=x86-64 -num-cores=1"))
+    assert lib.target.mcpu == "x86-64"
+    a, b, c = rand(4, 4), rand(4, 4), np.zeros((4, 4), "float32")
+    lib(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-6)

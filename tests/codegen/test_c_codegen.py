@@ -1,0 +1,362 @@
+"""C code generation: loop kinds, vector code, intrinsics; every kernel checked against numpy."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import numpy as np
+import pytest
+
+from metaschedule import te
+from metaschedule.codegen import CodegenError, build, codegen_c
+from metaschedule.codegen.c_helpers import c_literal
+from metaschedule.target import Target
+from metaschedule.tir import (
+    Block, BlockRealize, Buffer, BufferStore, For, ForKind, Mutator, PrimFunc, Var, Visitor,
+    const,
+)
+from metaschedule.tir.transform import lower
+
+RNG = np.random.default_rng(1)
+CPU = Target({"kind": "cpu", "num_cores": 2, "vector_width": 64})  # avx512-sized vectors
+CPU16 = Target({"kind": "cpu", "num_cores": 2, "vector_width": 16})  # sse/neon-sized
+needs_avx512 = pytest.mark.skipif(
+    Target("cpu").vector_width < 64, reason="64-byte vectors need an avx512 host"
+)
+
+
+@pytest.fixture(autouse=True)
+def _kernel_cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "cache"))
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def schedule_loops(func: PrimFunc, block: str, kinds=(), annotations=()) -> PrimFunc:
+    """Set the kinds/annotations of the loops around ``block``, outermost first (None: keep)."""
+    stack: list[Var] = []
+    found: list[Var] = []
+
+    class _Find(Visitor):
+        def visit_For(self, f: For) -> None:
+            stack.append(f.loop_var)
+            self.visit(f.body)
+            stack.pop()
+
+        def visit_BlockRealize(self, r: BlockRealize) -> None:
+            if r.block.name_hint == block:
+                found.extend(stack)
+            self.generic_visit(r)
+
+    _Find().visit(func.body)
+    assert found, f"no block {block}"
+    kind_of = dict(zip(found, kinds))
+    ann_of = dict(zip(found, annotations))
+
+    class _Set(Mutator):
+        def visit_For(self, f: For):
+            f = self.generic_visit(f)
+            changes = {}
+            if kind_of.get(f.loop_var) is not None:
+                changes["kind"] = kind_of[f.loop_var]
+            if ann_of.get(f.loop_var):
+                changes["annotations"] = {**f.annotations, **ann_of[f.loop_var]}
+            return dataclasses.replace(f, **changes) if changes else f
+
+    return func.with_body(_Set().visit(func.body))
+
+
+def run(func: PrimFunc, *arrays: np.ndarray, target=CPU) -> tuple[str, list[np.ndarray]]:
+    lib = build(func, target)
+    args = [a.copy() for a in arrays]
+    lib(*args)
+    return lib.get_source(), args
+
+
+def rand(*shape, dtype="float32") -> np.ndarray:
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+V, P, U = ForKind.VECTORIZED, ForKind.PARALLEL, ForKind.UNROLLED
+
+
+# ----------------------------------------------------------------------------- no compiler
+
+
+def test_literals_are_exact_and_typed():
+    assert c_literal(0.1, "float32") == "0.10000000149011612f"
+    assert c_literal(float("-inf"), "float32") == "(-INFINITY)"
+    assert c_literal(float("nan"), "float64") == "((double)NAN)"
+    assert c_literal(-(2**31), "int32") == "(-2147483647 - 1)"
+    assert c_literal(5, "int64") == "5LL"
+    assert c_literal(True, "bool") == "1"
+    assert c_literal(1.5, "float16") == "((_Float16)1.5f)"
+
+
+def test_loop_names_are_unique_and_not_c_keywords():
+    A = te.placeholder((4, 4), name="int")
+    B = te.compute((4, 4), lambda i, j: A[i, j] + 1.0, name="for")
+    C = te.compute((4, 4), lambda i, j: B[i, j] * 2.0, name="C")
+    code = codegen_c(lower(te.create_prim_func([A, C])), CPU).code
+    assert "float* restrict int_1 = (float*)args[0];" in code
+    assert "for (int32_t i = 0;" in code and "for (int32_t i_1 = 0;" in code
+    assert "int32_t main_kernel(void** args)" in code
+
+
+def test_thread_binding_is_rejected_on_cpu():
+    A = te.placeholder((32,), name="A")
+    B = te.compute((32,), lambda i: A[i] * 2.0, name="B")
+    func = te.create_prim_func([A, B])
+
+    class _Bind(Mutator):
+        def visit_For(self, f):
+            return dataclasses.replace(f, kind=ForKind.THREAD_BINDING, thread_binding="threadIdx.x")
+
+    func = func.with_body(_Bind().visit(func.body))
+    with pytest.raises(CodegenError, match="bind is for GPU targets"):
+        codegen_c(lower(func), CPU)
+
+
+def test_codegen_rejects_unlowered_and_non_cpu():
+    A = te.placeholder((4,), name="A")
+    B = te.compute((4,), lambda i: A[i] + 1.0, name="B")
+    func = te.create_prim_func([A, B])
+    with pytest.raises(CodegenError, match="lower it first"):
+        codegen_c(func, CPU)
+    with pytest.raises(CodegenError, match="cpu targets"):
+        codegen_c(lower(func), "cuda")
+
+
+# ----------------------------------------------------------------------------- parallel
+
+
+@pytest.mark.compiler
+def test_parallel_outermost_loop_becomes_one_omp_region():
+    A = te.placeholder((32, 16), name="A")
+    B = te.compute((32, 16), lambda i, j: A[i, j] * 3.0 + 1.0, name="B")
+    func = schedule_loops(te.create_prim_func([A, B]), "B", [P, P])
+    a = rand(32, 16)
+    src, (_, b) = run(func, a, np.zeros_like(a))
+    assert src.count("#pragma omp parallel for num_threads(2)") == 1
+    assert "nested in a parallel region" in src
+    np.testing.assert_allclose(b, a * 3 + 1, rtol=1e-5, atol=1e-6)
+
+
+# ----------------------------------------------------------------------------- vectorize
+
+
+def elementwise(n: int, m: int, dtype: str = "float32"):
+    A = te.placeholder((n, m), dtype, name="A")
+    B = te.placeholder((m,), dtype, name="B")
+    C = te.compute((n, m), lambda i, j: te.max(A[i, j] * B[j] + A[i, 0], B[j]), name="C")
+    return te.create_prim_func([A, B, C])
+
+
+@pytest.mark.compiler
+@pytest.mark.parametrize("m", [16, 100, 7])
+def test_vectorized_loop_emits_vector_code(m):
+    func = schedule_loops(elementwise(5, m), "C", [None, V])
+    a, b = rand(5, m), rand(m)
+    src, (_, _, c) = run(func, a, b, np.zeros((5, m), "float32"))
+    assert "__attribute__((vector_size(" in src and "not vectorized" not in src
+    assert re.search(r"ms_store_f32x\d+\(&C\[", src)
+    assert "ms_bcast_f32x" in src  # A[i, 0] is loop-invariant: broadcast
+    if m == 100:  # six 16-lane chunks in a loop, then a 4-lane tail
+        assert "j += 16" in src and "ms_store_f32x4(" in src
+    np.testing.assert_allclose(c, np.maximum(a * b + a[:, :1], b), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.compiler
+@pytest.mark.parametrize("dtype", ["float64", "float16", "int32", "int8"])
+def test_vectorized_dtypes(dtype):
+    func = schedule_loops(elementwise(3, 40, dtype), "C", [None, V])
+    if dtype.startswith("int"):
+        a = RNG.integers(-9, 9, (3, 40)).astype(dtype)
+        b = RNG.integers(-9, 9, (40,)).astype(dtype)
+    else:
+        a, b = rand(3, 40, dtype=dtype), rand(40, dtype=dtype)
+    src, (_, _, c) = run(func, a, b, np.zeros((3, 40), dtype))
+    assert "vector_size(" in src and "not vectorized" not in src
+    ref = np.maximum(a * b + a[:, :1], b)
+    np.testing.assert_allclose(c.astype("float64"), ref.astype("float64"),
+                               rtol=1e-2 if dtype == "float16" else 1e-6)
+
+
+@pytest.mark.compiler
+def test_vectorized_math_select_and_casts():
+    n = 37
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n,), lambda i: te.if_then_else(
+        i < 20,
+        te.sigmoid(A[i]) + te.rsqrt(te.fabs(A[i]) + 1.0),
+        te.exp(A[i]) * i.astype("float32"),
+    ), name="B")
+    C = te.compute((n,), lambda i: (B[i] > 0.5).astype("float32") + B[i].astype("int32").astype(
+        "float32"), name="C")
+    func = schedule_loops(schedule_loops(te.create_prim_func([A, C]), "B", [V]), "C", [V])
+    a = rand(n)
+    src, (_, c) = run(func, a, np.zeros(n, "float32"))
+    assert "ms_select_f32x16(" in src and "ms_sigmoid_f32x16(" in src
+    assert "__builtin_convertvector(" in src and "not vectorized" not in src
+    i = np.arange(n, dtype="float32")
+    b = np.where(i < 20, 1 / (1 + np.exp(-a)) + 1 / np.sqrt(np.abs(a) + 1), np.exp(a) * i)
+    np.testing.assert_allclose(c, (b > 0.5) + b.astype("int32"), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.compiler
+def test_vectorized_masks_bools_and_invariant_selects():
+    n = 23
+    A = te.placeholder((n,), "float64", name="A")
+    X = te.placeholder((n,), "int32", name="X")
+    F = te.placeholder((n,), "bool", name="F")
+    B = te.compute((n,), lambda i: te.if_then_else(A[0] > 0, A[i], -A[i])
+                   + i.astype("float64") / 2, name="B")
+    Q = te.compute((n,), lambda i: te.max(X[i], i // 2) + te.min(X[i], 3) + i % 3, name="Q")
+    M = te.compute((n,), lambda i: te.if_then_else(te.all(A[i] > 0, X[i] < 2), 1.0, 0.0)
+                   .astype("float32"), name="M")
+    G = te.compute((n,), lambda i: te.any(F[i], A[i] > 1.0), name="G")
+    func = te.create_prim_func([A, X, F, B, Q, M, G])
+    for block in "BQMG":
+        func = schedule_loops(func, block, [V])
+    a, x = rand(n, dtype="float64"), RNG.integers(-5, 5, n).astype("int32")
+    f = RNG.random(n) > 0.5
+    outs = [np.zeros(n), np.zeros(n, "int32"), np.zeros(n, "float32"), np.zeros(n, bool)]
+    src, (*_, b, q, m, g) = run(func, a, x, f, *outs)
+    assert "not vectorized" not in src and src.count("__builtin_convertvector(") >= 2
+    i = np.arange(n)
+    np.testing.assert_allclose(b, np.where(a[0] > 0, a, -a) + i / 2, rtol=1e-12)
+    np.testing.assert_array_equal(q, np.maximum(x, i // 2) + np.minimum(x, 3) + i % 3)
+    np.testing.assert_array_equal(m, ((a > 0) & (x < 2)).astype("float32"))
+    np.testing.assert_array_equal(g, f | (a > 1))
+
+
+@pytest.mark.compiler
+def test_vectorize_falls_back_for_gather_and_reduction():
+    n = 24
+    A = te.placeholder((n, 2 * n), name="A")
+    G = te.compute((n, n), lambda i, j: A[i, 2 * j] + 1.0, name="G")  # stride 2: gather
+    k = te.reduce_axis((0, n), name="k")
+    S = te.compute((n,), lambda i: te.sum(G[i, k], axis=k), name="S")
+    func = te.create_prim_func([A, S])
+    func = schedule_loops(schedule_loops(func, "G", [None, V]), "S", [None, V])
+    a = rand(n, 2 * n)
+    src, (_, s) = run(func, a, np.zeros(n, "float32"))
+    assert "j: not vectorized (access to A is not unit-stride" in src
+    assert "k: not vectorized (every lane would store the same element of S)" in src
+    assert src.count("#pragma GCC ivdep") == 1  # only the independent gather loop
+    np.testing.assert_allclose(s, (a[:, ::2] + 1).sum(axis=1), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.compiler
+def test_vectorize_padding_select_stays_in_bounds():
+    n = 33
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n,), lambda i: te.if_then_else(i >= 1, A[i - 1], 0.0) + A[i], name="B")
+    func = schedule_loops(te.create_prim_func([A, B]), "B", [V])
+    a = rand(n)
+    src, (_, b) = run(func, a, np.zeros(n, "float32"))
+    assert "not vectorized (a select with a lane-dependent condition guards loads" in src
+    np.testing.assert_allclose(b, np.concatenate([[0], a[:-1]]) + a, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.compiler
+def test_vector_width_follows_target():
+    func = schedule_loops(elementwise(2, 32), "C", [None, V])
+    src = codegen_c(lower(func), CPU16).code
+    assert "ms_f32x4 __attribute__((vector_size(16)))" in src and "ms_f32x16" not in src
+    a, b = rand(2, 32), rand(32)
+    _, (_, _, c) = run(func, a, b, np.zeros((2, 32), "float32"), target=CPU16)
+    np.testing.assert_allclose(c, np.maximum(a * b + a[:, :1], b), rtol=1e-5, atol=1e-6)
+
+
+# ----------------------------------------------------------------------------- unroll
+
+
+def small_matmul(n=6, m=4, k=5):
+    A = te.placeholder((n, k), name="A")
+    B = te.placeholder((k, m), name="B")
+    r = te.reduce_axis((0, k), name="k")
+    C = te.compute((n, m), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
+    return te.create_prim_func([A, B, C])
+
+
+@pytest.mark.compiler
+def test_unrolled_loop_gets_pragma():
+    func = schedule_loops(small_matmul(), "C", [None, None, U])
+    a, b = rand(6, 5), rand(5, 4)
+    src, (_, _, c) = run(func, a, b, np.zeros((6, 4), "float32"))
+    assert "#pragma GCC unroll 5\n" in src
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.compiler
+def test_auto_unroll_max_step_unrolls_small_inner_nests():
+    func = schedule_loops(small_matmul(), "C", annotations=[{"pragma_auto_unroll_max_step": 40}])
+    a, b = rand(6, 5), rand(5, 4)
+    src, (_, _, c) = run(func, a, b, np.zeros((6, 4), "float32"))
+    # a k iteration is 2 steps (guarded init, update): the k loop is 10 steps, the j loop
+    # 40: both fit in 40; the i loop (240 steps) does not
+    assert "#pragma GCC unroll 4\n" in src and "#pragma GCC unroll 5\n" in src
+    assert "#pragma GCC unroll 6" not in src
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.compiler
+def test_unroll_explicit_replicates_the_body():
+    ann = {"pragma_auto_unroll_max_step": 64, "pragma_unroll_explicit": 1}
+    func = schedule_loops(small_matmul(), "C", annotations=[ann])
+    a, b = rand(6, 5), rand(5, 4)
+    src, (_, _, c) = run(func, a, b, np.zeros((6, 4), "float32"))
+    assert src.count("{ const int32_t k = ") == 20 and "#pragma GCC unroll" not in src
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
+
+
+# ----------------------------------------------------------------------------- scalars
+
+
+@pytest.mark.compiler
+def test_intrinsics_by_dtype_and_floor_division():
+    n = 16
+    A = te.placeholder((n,), "float64", name="A")
+    X = te.placeholder((n,), "int32", name="X")
+    B = te.compute((n,), lambda i: te.exp(A[i]) + te.erf(A[i]) + te.round(A[i] * 4.0), name="B")
+    Q = te.compute((n,), lambda i: te.floordiv(X[i], 3) * 100 + te.floormod(X[i], 3), name="Q")
+    H = te.compute((n,), lambda i: te.tanh(A[i].astype("float16")), name="H")
+    func = te.create_prim_func([A, X, B, Q, H])
+    a = RNG.standard_normal(n)
+    x = np.arange(-8, 8, dtype="int32")
+    src, (_, _, b, q, h) = run(func, a, x, np.zeros(n), np.zeros(n, "int32"),
+                              np.zeros(n, "float16"))
+    assert "exp(" in src and "expf(" not in src and "nearbyint(" in src
+    assert "ms_floordiv_i32(" in src and "_Float16" in src
+    from math import erf
+
+    ref = np.exp(a) + np.array([erf(v) for v in a]) + np.round(a * 4)
+    np.testing.assert_allclose(b, ref, rtol=1e-12)
+    np.testing.assert_array_equal(q, (x // 3) * 100 + x % 3)
+    np.testing.assert_allclose(h, np.tanh(a.astype("float16")), rtol=2e-3, atol=2e-3)
+
+
+@pytest.mark.compiler
+def test_bool_buffers_and_large_heap_allocation():
+    n = 128
+    A = te.placeholder((n, n), name="A")
+    T = te.compute((n, n), lambda i, j: A[i, j] * 2.0, name="T")  # 64 KiB: on the heap
+    M = te.compute((n, n), lambda i, j: T[i, j] > 0.0, name="M")
+    func = te.create_prim_func([A, M])
+    a = rand(n, n)
+    src, (_, m) = run(func, a, np.zeros((n, n), bool))
+    assert "aligned_alloc(64, 65536)" in src and "free(T);" in src
+    np.testing.assert_array_equal(m, a > 0)
+
+
+def test_lowered_store_names_match_params():
+    A = Buffer("A", (4,))
+    i = Var("i")
+    func = PrimFunc((A,), For(i, 0, 4, ForKind.SERIAL, BufferStore(A, const(1.0), (i,))))
+    csrc = codegen_c(func, CPU)
+    (fn,) = csrc.functions
+    assert fn.params[0].name == "A" and fn.params[0].written and fn.params[0].shape == (4,)
+    assert isinstance(func.body, For) and not isinstance(func.body, Block)
