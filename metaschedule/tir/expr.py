@@ -496,10 +496,21 @@ def cast(dtype: str, value: ExprLike) -> PrimExpr:
     if value.dtype == dtype:
         return value
     if isinstance(value, IntImm) and not is_float(dtype):
-        return IntImm(dtype, value.value if not is_bool(dtype) else int(bool(value.value)))
+        if is_bool(dtype):
+            return IntImm(dtype, int(bool(value.value)))
+        return IntImm(dtype, _wrap_int(value.value, dtype))
     if isinstance(value, (IntImm, FloatImm)) and is_float(dtype):
         return FloatImm(dtype, float(value.value))
     return Cast(dtype, value)
+
+
+def _wrap_int(value: int, dtype: str) -> int:
+    """``value`` converted to ``dtype`` with two's-complement wrap-around, as a C cast does."""
+    n = bits(dtype)
+    value &= (1 << n) - 1
+    if not dtype.startswith("uint") and value >= 1 << (n - 1):
+        value -= 1 << n
+    return value
 
 
 def logical_and(*args: ExprLike) -> PrimExpr:
