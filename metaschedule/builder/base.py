@@ -1,0 +1,74 @@
+"""The builder interface: compile candidate modules into loadable artifacts."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..tir.function import IRModule, as_module
+
+if TYPE_CHECKING:
+    from ..target import Target
+
+__all__ = ["Builder", "BuilderInput", "BuilderResult", "PyBuilder", "create"]
+
+
+@dataclass(frozen=True, eq=False)
+class BuilderInput:
+    """What to build: a module (a PrimFunc becomes ``main``), a target, optional params.
+
+    ``params`` maps parameter names to numpy arrays to bind as constants; the default
+    build of a TIR module has nothing to bind and ignores them.
+    """
+
+    mod: IRModule
+    target: Target
+    params: dict[str, Any] | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "mod", as_module(self.mod))
+
+
+@dataclass(frozen=True)
+class BuilderResult:
+    """The outcome of one build: the artifact's path, or an error message saying why not."""
+
+    artifact_path: str | None
+    error_msg: str | None
+
+    def __post_init__(self):
+        if (self.artifact_path is None) == (self.error_msg is None):
+            raise ValueError(
+                "a BuilderResult has exactly one of artifact_path and error_msg, got "
+                f"artifact_path={self.artifact_path!r}, error_msg={self.error_msg!r}"
+            )
+
+
+class Builder(ABC):
+    """The abstract builder interface."""
+
+    @abstractmethod
+    def build(self, build_inputs: list[BuilderInput]) -> list[BuilderResult]:
+        """Build every input; one result per input, in order. Failures are results too."""
+
+    @staticmethod
+    def create(kind: Literal["local"] = "local", *args, **kwargs) -> Builder:
+        """Create a builder of the given kind ("local")."""
+        from .local_builder import LocalBuilder
+
+        kinds = {"local": LocalBuilder}
+        if kind not in kinds:
+            raise ValueError(f"unknown builder kind {kind!r}; expected one of: {', '.join(kinds)}")
+        return kinds[kind](*args, **kwargs)
+
+
+class PyBuilder(Builder):
+    """The base for builders written in Python: subclass it and implement ``build``.
+
+    Decorate subclasses with ``@ms.derived_object`` as in TVM (here it checks that
+    ``build`` is implemented).
+    """
+
+
+create = Builder.create

@@ -1,0 +1,184 @@
+"""LocalBuilder: build candidates in a pool of worker processes on this machine."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import traceback
+from collections.abc import Callable
+from concurrent.futures import TimeoutError as FutureTimeoutError
+from concurrent.futures.process import BrokenProcessPool
+from typing import TYPE_CHECKING, Any
+
+from ..tir.function import IRModule
+from ..utils import (
+    MAIN_GUARD_HINT,
+    WorkerPool,
+    check_picklable,
+    cpu_count,
+    derived_object,
+    describe_exit,
+    resolve_function,
+)
+from .base import BuilderInput, BuilderResult, PyBuilder
+
+if TYPE_CHECKING:
+    from ..runtime import Module
+    from ..target import Target
+
+__all__ = ["T_BUILD", "T_EXPORT", "LocalBuilder", "default_build", "default_export"]
+
+T_BUILD = Callable[[IRModule, "Target", "dict[str, Any] | None"], "Module"]
+T_EXPORT = Callable[["Module"], str]
+
+
+def default_build(mod: IRModule, target: Target, params: dict[str, Any] | None) -> Module:
+    """Compile ``mod`` for ``target`` with the project's code generator.
+
+    ``params`` are ignored: a TIR module has no parameters to bind as constants.
+    """
+    from ..codegen.build import build
+
+    return build(mod, target)
+
+
+def default_export(mod: Module) -> str:
+    """Export a built module as a shared library in a fresh temporary folder; its path."""
+    folder = tempfile.mkdtemp(prefix="metaschedule-build-")
+    path = os.path.join(folder, "artifact.so")
+    mod.export_library(path)
+    return path
+
+
+def _build_error_types() -> tuple[type, ...]:
+    try:
+        from ..codegen import BuildError
+    except ImportError:  # pragma: no cover - only while the code generator is absent
+        return ()
+    return (BuildError,)
+
+
+def _worker_build(
+    f_build: str | Callable | None,
+    f_export: str | Callable | None,
+    mod: IRModule,
+    target: Target,
+    params: dict[str, Any] | None,
+) -> tuple[str, str]:
+    """Runs in a worker: ("ok", artifact_path) or ("error", message).
+
+    Errors come back as text rather than as exceptions: an exception type that cannot
+    be unpickled in the parent would otherwise hide the real message.
+    """
+    try:
+        build = resolve_function(f_build, default_build, "f_build")
+        export = resolve_function(f_export, default_export, "f_export")
+        return "ok", export(build(mod, target, params))
+    except Exception as err:  # noqa: BLE001 - every failure is data for the tuner
+        if isinstance(err, _build_error_types()):
+            # The compiler's message is what the user needs; our stack is noise.
+            return "error", f"LocalBuilder: build failed: {type(err).__name__}: {err}"
+        return "error", (
+            f"LocalBuilder: build failed: {type(err).__name__}: {err}\n"
+            f"Traceback in the build worker:\n{traceback.format_exc()}"
+        )
+
+
+@derived_object
+class LocalBuilder(PyBuilder):
+    """Build the given inputs on this machine, in parallel worker processes.
+
+    Each build runs in a worker of a process pool with a per-build timeout; a build that
+    raises, crashes its worker or runs past ``timeout_sec`` becomes a ``BuilderResult``
+    whose ``error_msg`` says which and why, and the pool replaces a dead worker.
+
+    Args:
+        max_workers: worker processes (default: the CPUs this process may use).
+        timeout_sec: seconds one build may take (None: no limit).
+        f_build: the build function or its dotted name (default: :func:`default_build`).
+        f_export: the export function or its dotted name (default: :func:`default_export`).
+        initializer: run once in each worker when it starts (must be picklable).
+
+    Functions given as callables must be picklable (module-level); a dotted name is
+    imported in the worker. Call :meth:`close` (or use ``with``) to stop the workers
+    early; otherwise they stop when the builder is garbage collected. Workers import the
+    main module (see :func:`metaschedule.utils.worker_context`): a script that builds
+    must do its work under ``if __name__ == "__main__":``.
+    """
+
+    def __init__(
+        self,
+        max_workers: int | None = None,
+        timeout_sec: float | None = 30.0,
+        f_build: None | str | T_BUILD = None,
+        f_export: None | str | T_EXPORT = None,
+        initializer: Callable[[], None] | None = None,
+    ):
+        if max_workers is None:
+            max_workers = cpu_count()
+        if max_workers < 1:
+            raise ValueError(f"max_workers must be at least 1, got {max_workers}")
+        if timeout_sec is not None and timeout_sec <= 0:
+            raise ValueError(f"timeout_sec must be positive or None, got {timeout_sec}")
+        for name, f in (("f_build", f_build), ("f_export", f_export)):
+            resolve_function(f, default_build, name)  # fail early on a bad name
+            check_picklable(f, name)
+        if initializer is not None:
+            check_picklable(initializer, "initializer")
+        self.max_workers = max_workers
+        self.timeout_sec = timeout_sec
+        self.f_build = f_build
+        self.f_export = f_export
+        self.initializer = initializer
+        self._pool: WorkerPool | None = None
+
+    def build(self, build_inputs: list[BuilderInput]) -> list[BuilderResult]:
+        if self._pool is None:
+            self._pool = WorkerPool(self.max_workers, self.initializer)
+        futures = [
+            self._pool.schedule(
+                _worker_build,
+                (self.f_build, self.f_export, inp.mod, inp.target, inp.params),
+                timeout=self.timeout_sec,
+            )
+            for inp in build_inputs
+        ]
+        return [self._result(f) for f in futures]
+
+    def _result(self, future: Any) -> BuilderResult:
+        from pebble import ProcessExpired
+
+        try:
+            status, value = future.result()
+        except FutureTimeoutError:
+            return BuilderResult(
+                None, f"LocalBuilder: build timed out after {self.timeout_sec} s (worker killed)"
+            )
+        except ProcessExpired as err:
+            return BuilderResult(
+                None,
+                f"LocalBuilder: the build crashed (worker died: {describe_exit(err.exitcode)})",
+            )
+        except BrokenProcessPool as err:
+            return BuilderResult(
+                None, f"LocalBuilder: the build workers died at start ({err}); {MAIN_GUARD_HINT}"
+            )
+        except Exception as err:  # noqa: BLE001 - e.g. an input that cannot be pickled
+            return BuilderResult(
+                None, f"LocalBuilder: could not run the build: {type(err).__name__}: {err}"
+            )
+        if status == "ok":
+            return BuilderResult(value, None)
+        return BuilderResult(None, value)
+
+    def close(self) -> None:
+        """Stop the worker processes; a later ``build`` starts new ones."""
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+    def __enter__(self) -> LocalBuilder:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,8 @@
+"""Cost models: score measure candidates and learn from measurements."""
+
+from .base import CostModel, PyCostModel
+from .mlp_model import MLPModel
+from .random_model import RandomModel
+from .xgb_model import XGBConfig, XGBModel
+
+__all__ = ["CostModel", "MLPModel", "PyCostModel", "RandomModel", "XGBConfig", "XGBModel"]

@@ -1,0 +1,271 @@
+"""``XGBModel``: gradient-boosted trees over per-store features (needs ``xgboost``).
+
+How it learns. A candidate has one feature row per store; the booster predicts a
+score per row and a candidate's score is the sum of its rows' scores (sum pooling,
+as in TVM). The pooling is done in a custom objective: each row gets the gradient of
+its candidate's weighted squared error ``w * (sum_rows - y)^2 / 2`` with
+``w = y + 0.1`` (good candidates matter most; failures still count). Targets ``y`` are
+normalised throughputs, ``min_cost / cost`` per workload (failures are 0).
+
+Training stops once the average peak score of the training set (see
+:func:`~metaschedule.cost_model.metric.average_peak_score`, top ``average_peak_n``)
+has not improved for ``early_stopping_rounds`` rounds; the model then kept is the
+last one, which has gone on fitting the squared error in the meantime. Below
+``num_warmup_samples`` measured candidates, :meth:`XGBModel.predict` returns random
+scores from the model's own generator (seeded by ``config.seed``), as TVM does.
+
+``save(path)`` writes one tar file holding ``meta.json`` (counters and the generator
+state), ``data.npz`` (all training features and costs) and, once trained,
+``model.json`` (the booster in xgboost's JSON format).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+
+import numpy as np
+
+from ..feature_extractor import FeatureExtractor
+from .base import CostModel, check_lengths
+from .metric import (
+    TrainingData,
+    average_peak_score,
+    costs_of,
+    pooled,
+    read_archive,
+    workload_key,
+    write_archive,
+)
+
+if TYPE_CHECKING:
+    from ..runner import RunnerResult
+    from ..search_strategy import MeasureCandidate
+
+__all__ = ["XGBConfig", "XGBModel"]
+
+logger = logging.getLogger(__name__)
+
+#: upper bound on boosting rounds; early stopping ends training long before
+MAX_BOOST_ROUNDS = 10000
+
+
+class XGBConfig(NamedTuple):
+    """Booster parameters (TVM's fields and defaults)."""
+
+    max_depth: int = 10
+    gamma: float = 0.001
+    min_child_weight: float = 0
+    eta: float = 0.2
+    seed: int = 43
+    nthread: int | None = None
+    tree_method: Literal["auto", "exact", "approx", "hist", "gpu_hist"] = "auto"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Parameters for ``xgboost.train`` (``gpu_hist`` becomes ``hist`` on ``cuda``)."""
+        out: dict[str, Any] = {
+            "max_depth": self.max_depth, "gamma": self.gamma,
+            "min_child_weight": self.min_child_weight, "eta": self.eta, "seed": self.seed,
+        }
+        if self.nthread is not None:
+            out["nthread"] = self.nthread
+        if self.tree_method == "gpu_hist":
+            out.update(tree_method="hist", device="cuda")
+        elif self.tree_method != "auto":
+            out["tree_method"] = self.tree_method
+        return out
+
+
+class XGBModel(CostModel):
+    """XGBoost cost model.
+
+    Args:
+        extractor: the feature extractor, or the kind to create.
+        config: booster parameters.
+        num_warmup_samples: below this many measured candidates, predictions are random.
+        early_stopping_rounds: stop after this many rounds without a better average peak.
+        verbose_eval: log the training metrics every this many rounds (debug level).
+        average_peak_n: how many top predictions the average peak score looks at.
+        adaptive_training: retrain only once the data has grown by a fifth.
+        num_tuning_cores: threads for xgboost (overrides ``config.nthread``).
+        tree_method: overrides ``config.tree_method``.
+    """
+
+    def __init__(
+        self,
+        *,
+        extractor: Literal["per-store-feature"] | FeatureExtractor = "per-store-feature",
+        config: XGBConfig = XGBConfig(),  # noqa: B008 - an immutable NamedTuple
+        num_warmup_samples: int = 100,
+        early_stopping_rounds: int = 50,
+        verbose_eval: int = 25,
+        average_peak_n: int = 32,
+        adaptive_training: bool = True,
+        num_tuning_cores: int | None = None,
+        tree_method: Literal["auto", "exact", "approx", "hist", "gpu_hist"] | None = None,
+    ) -> None:
+        import xgboost  # noqa: F401  - fail here, not at the first update, when it is missing
+
+        if isinstance(extractor, str):
+            extractor = FeatureExtractor.create(extractor)
+        if not isinstance(extractor, FeatureExtractor):
+            raise TypeError(f"XGBModel: extractor must be a FeatureExtractor or a kind, "
+                            f"got {type(extractor).__name__}")
+        if num_tuning_cores is not None:
+            config = config._replace(nthread=num_tuning_cores)
+        if tree_method is not None:
+            config = config._replace(tree_method=tree_method)
+        if early_stopping_rounds < 1 or average_peak_n < 1:
+            raise ValueError("XGBModel: early_stopping_rounds and average_peak_n must be >= 1, "
+                             f"got {early_stopping_rounds} and {average_peak_n}")
+        self.extractor = extractor
+        self.config = config
+        self.num_warmup_samples = num_warmup_samples
+        self.early_stopping_rounds = early_stopping_rounds
+        self.verbose_eval = verbose_eval
+        self.average_peak_n = average_peak_n
+        self.adaptive_training = adaptive_training
+        self.data = TrainingData()
+        self.booster: Any = None
+        self.last_train_size = 0
+        self.rng = np.random.default_rng(config.seed)
+
+    @property
+    def data_size(self) -> int:
+        """Number of measured candidates learned from."""
+        return len(self.data)
+
+    # ------------------------------------------------------------------ persistence
+
+    def save(self, path: str) -> None:
+        """Write the booster, the training data and the counters to the tar file ``path``."""
+        meta = {"format": "metaschedule.XGBModel/1", "last_train_size": self.last_train_size,
+                "rng": self.rng.bit_generator.state}
+        members = {"meta.json": json.dumps(meta).encode(), "data.npz": self.data.to_bytes()}
+        if self.booster is not None:
+            members["model.json"] = bytes(self.booster.save_raw("json"))
+        write_archive(path, members)
+
+    def load(self, path: str) -> None:
+        """Restore what :meth:`save` wrote to ``path``.
+
+        The booster, training data, counters and generator state come from the file;
+        settings (config, warm-up, early stopping) stay those of this instance.
+        """
+        import xgboost as xgb
+
+        members = read_archive(path, "XGBModel")
+        if "meta.json" not in members or "data.npz" not in members:
+            raise ValueError(f"XGBModel.load: {path!r} lacks meta.json/data.npz; it was not "
+                             f"written by XGBModel.save (members: {sorted(members)})")
+        meta = json.loads(members["meta.json"])
+        self.data = TrainingData.from_bytes(members["data.npz"])
+        self.last_train_size = int(meta["last_train_size"])
+        bitgen = getattr(np.random, meta["rng"]["bit_generator"])()
+        bitgen.state = meta["rng"]
+        self.rng = np.random.Generator(bitgen)
+        self.booster = None
+        if "model.json" in members:
+            self.booster = xgb.Booster(params=self._params())
+            self.booster.load_model(bytearray(members["model.json"]))
+
+    # ------------------------------------------------------------------ learning
+
+    def update(self, context: Any, candidates: list[MeasureCandidate],
+               results: list[RunnerResult]) -> None:
+        """Add the measured candidates to the training data and retrain when due."""
+        check_lengths(candidates, results, "XGBModel.update")
+        if not candidates:
+            return
+        features = self.extractor.extract_from(context, candidates)
+        self.data.add(workload_key(context), features, costs_of(results))
+        if self.data_size < self.num_warmup_samples:
+            return
+        grown = self.data_size - self.last_train_size
+        if self.adaptive_training and self.booster is not None and grown < self.last_train_size / 5:
+            return
+        self._train()
+
+    def predict(self, context: Any, candidates: list[MeasureCandidate]) -> np.ndarray:
+        """Scores of ``candidates`` (higher is better); random during warm-up."""
+        if self.booster is None or self.data_size < self.num_warmup_samples:
+            return self.rng.random(len(candidates))
+        if not candidates:
+            return np.zeros(0)
+        return self.predict_features(self.extractor.extract_from(context, candidates))
+
+    def predict_features(self, features: list[np.ndarray]) -> np.ndarray:
+        """Pooled booster scores of per-candidate feature matrices."""
+        import xgboost as xgb
+
+        if self.booster is None:
+            raise RuntimeError("XGBModel.predict_features: the model is not trained yet; "
+                               f"it trains once {self.num_warmup_samples} samples are added")
+        rows = np.array([len(f) for f in features], dtype=np.int64)
+        if rows.sum() == 0:
+            return np.zeros(len(features))
+        x = np.concatenate(features).astype(np.float32, copy=False)
+        margin = self.booster.predict(xgb.DMatrix(x, nthread=self.config.nthread or -1),
+                                      output_margin=True)
+        return pooled(margin.astype(np.float64), rows)
+
+    def _params(self) -> dict[str, Any]:
+        return {**self.config.to_dict(), "base_score": 0.0, "verbosity": 0,
+                "disable_default_eval_metric": 1}
+
+    def _train(self) -> None:
+        import xgboost as xgb
+
+        rows = np.array([len(f) for f in self.data.features], dtype=np.int64)
+        if rows.sum() == 0:
+            return
+        ys = self.data.targets()
+        weights = ys + 0.1
+        group = np.repeat(np.arange(len(rows)), rows)
+        x = np.concatenate(self.data.features)
+        dtrain = xgb.DMatrix(x, nthread=self.config.nthread or -1)
+        peak_name = f"a-peak@{self.average_peak_n}"
+
+        def objective(preds: np.ndarray, _: Any) -> tuple[np.ndarray, np.ndarray]:
+            residual = pooled(preds.astype(np.float64), rows) - ys
+            return (weights * residual)[group], weights[group]
+
+        def metric(preds: np.ndarray, _: Any) -> list[tuple[str, float]]:
+            pred = pooled(preds.astype(np.float64), rows)
+            rmse = float(np.sqrt(np.mean((pred - ys) ** 2)))
+            return [("p-rmse", rmse), (peak_name, average_peak_score(pred, ys, self.average_peak_n))]
+
+        stop = _peak_early_stopping(peak_name, self.early_stopping_rounds, self.verbose_eval)
+        self.booster = xgb.train(
+            self._params(), dtrain, num_boost_round=MAX_BOOST_ROUNDS, obj=objective,
+            evals=[(dtrain, "tr")], custom_metric=metric, verbose_eval=False,
+            callbacks=[stop],
+        )
+        self.last_train_size = self.data_size
+        logger.debug("XGBModel: trained on %d samples, %d rounds, best %s=%.4f at round %d",
+                     self.data_size, stop.rounds, peak_name, stop.best, stop.best_round)
+
+
+def _peak_early_stopping(metric: str, patience: int, verbose_eval: int) -> Any:
+    """An xgboost callback that stops once ``metric`` on "tr" has not improved for
+    ``patience`` rounds (defined here so importing this module does not import xgboost)."""
+    import xgboost as xgb
+
+    class PeakEarlyStopping(xgb.callback.TrainingCallback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.best, self.best_round, self.rounds = -1.0, -1, 0
+
+        def after_iteration(self, model: Any, epoch: int, evals_log: dict) -> bool:
+            log = evals_log["tr"]
+            peak = log[metric][-1]
+            self.rounds = epoch + 1
+            if peak > self.best + 1e-12:
+                self.best, self.best_round = peak, epoch
+            if verbose_eval and epoch % verbose_eval == 0:
+                logger.debug("XGBModel round %d: tr-p-rmse=%.6f tr-%s=%.6f", epoch,
+                             log["p-rmse"][-1], metric, peak)
+            return epoch - self.best_round >= patience
+
+    return PeakEarlyStopping()

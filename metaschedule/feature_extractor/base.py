@@ -1,0 +1,59 @@
+"""The feature extractor interface: measure candidates to per-candidate feature matrices."""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from ..search_strategy import MeasureCandidate
+
+__all__ = ["FeatureExtractor", "PyFeatureExtractor"]
+
+#: kind -> "module:Class" of the implementation, imported on first use
+_KINDS: dict[str, str] = {
+    "per-store-feature": "metaschedule.feature_extractor.per_store_feature:PerStoreFeature",
+}
+
+
+class FeatureExtractor(ABC):
+    """Extracts features from measure candidates for a cost model.
+
+    Where TVM returns a list of ``runtime.Tensor``, this returns numpy arrays: one
+    2-D float32 array ``[rows, feature_vector_length]`` per candidate.
+    """
+
+    @abstractmethod
+    def extract_from(
+        self, context: Any, candidates: list[MeasureCandidate]
+    ) -> list[np.ndarray]:
+        """One feature matrix per candidate, in order.
+
+        Args:
+            context: the TuneContext (its ``target`` and ``mod`` may be consulted).
+            candidates: the measure candidates.
+        """
+
+    @staticmethod
+    def create(kind: Literal["per-store-feature"], *args, **kwargs) -> FeatureExtractor:
+        """Create a feature extractor of the given kind ("per-store-feature")."""
+        if kind not in _KINDS:
+            raise ValueError(
+                f"unknown feature extractor kind {kind!r}; expected one of: {', '.join(_KINDS)}"
+            )
+        module_name, cls_name = _KINDS[kind].split(":")
+        cls = getattr(importlib.import_module(module_name), cls_name)
+        return cls(*args, **kwargs)
+
+
+class PyFeatureExtractor(FeatureExtractor):
+    """The base for feature extractors written by users (TVM's name; no FFI here).
+
+    Subclass it, decorate with ``@derived_object`` and implement :meth:`extract_from`.
+    """
+
+    def __str__(self) -> str:
+        return f"{type(self).__name__}({id(self):#x})"

@@ -1,0 +1,11 @@
+"""Measure callbacks: act on each measured batch (database, artifacts, cost model)."""
+
+from .add_to_database import AddToDatabase
+from .base import MeasureCallback, PyMeasureCallback, create
+from .remove_build_artifact import RemoveBuildArtifact
+from .update_cost_model import UpdateCostModel
+
+__all__ = [
+    "AddToDatabase", "MeasureCallback", "PyMeasureCallback", "RemoveBuildArtifact",
+    "UpdateCostModel", "create",
+]

@@ -1,0 +1,46 @@
+"""``AddToDatabase``: commit every measured candidate to the database as a record."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..database import MAX_RUN_SEC, TuningRecord
+from .base import MeasureCallback
+
+if TYPE_CHECKING:
+    from ..builder import BuilderResult
+    from ..runner import RunnerResult
+    from ..search_strategy import MeasureCandidate
+    from ..task_scheduler import TaskScheduler
+
+__all__ = ["AddToDatabase"]
+
+
+class AddToDatabase(MeasureCallback):
+    """Commits one :class:`TuningRecord` per candidate to the scheduler's database.
+
+    A candidate that failed to build or run is committed too, with ``run_secs=[1e10]``
+    (TVM's convention): the database then knows it was tried, so a resumed search does
+    not measure it again, and it is never returned as the best. Without a database the
+    callback does nothing.
+    """
+
+    def apply(
+        self,
+        task_scheduler: TaskScheduler,
+        task_id: int,
+        measure_candidates: list[MeasureCandidate],
+        builder_results: list[BuilderResult],
+        runner_results: list[RunnerResult],
+    ) -> None:
+        database = task_scheduler.database
+        if database is None:
+            return
+        ctx = task_scheduler.tasks[task_id].ctx
+        workload = database.commit_workload(ctx.mod)
+        for cand, built, ran in zip(measure_candidates, builder_results, runner_results):
+            failed = built.error_msg is not None or ran.error_msg is not None
+            run_secs = [MAX_RUN_SEC] if failed else list(ran.run_secs)
+            database.commit_tuning_record(TuningRecord(
+                trace=cand.sch.trace, workload=workload, run_secs=run_secs, target=ctx.target,
+                args_info=list(cand.args_info)))

@@ -1,0 +1,46 @@
+"""``RemoveBuildArtifact``: delete the built artifacts once they are measured."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from .base import MeasureCallback
+
+if TYPE_CHECKING:
+    from ..builder import BuilderResult
+    from ..runner import RunnerResult
+    from ..search_strategy import MeasureCandidate
+    from ..task_scheduler import TaskScheduler
+
+__all__ = ["RemoveBuildArtifact"]
+
+
+class RemoveBuildArtifact(MeasureCallback):
+    """Deletes each artifact file, then its folder if that is left empty (the local
+    builder puts each artifact in a folder of its own).
+
+    Paths that are not files (a dummy builder's ``dummy://...``, an artifact already
+    gone) are left alone.
+    """
+
+    def apply(
+        self,
+        task_scheduler: TaskScheduler,
+        task_id: int,
+        measure_candidates: list[MeasureCandidate],
+        builder_results: list[BuilderResult],
+        runner_results: list[RunnerResult],
+    ) -> None:
+        for result in builder_results:
+            path = result.artifact_path
+            if path is None or not os.path.isfile(path):
+                continue
+            try:
+                os.remove(path)
+            except OSError:
+                continue  # removed by someone else, or not ours to remove
+            try:
+                os.rmdir(os.path.dirname(path) or ".")
+            except OSError:
+                pass  # not empty: other files live there

@@ -1,0 +1,377 @@
+"""LocalRunner: measure built artifacts in worker processes on this machine.
+
+Isolation: every measurement runs in a worker process of a pool. A kernel that crashes
+kills only its worker, one that runs past ``timeout_sec`` is killed, and either way the
+candidate gets a ``RunnerResult`` with an error message while the pool replaces the
+worker and the next candidate runs.
+
+No overlap: the timed part of a measurement holds an exclusive lock on a host-wide lock
+file (``fcntl.flock``), so measurements never overlap, not even those of two tuners on
+the same machine. The kernel releases the lock when its holder dies, so a crashed or
+killed measurement cannot leave it held. Two workers let the next candidate load its
+library and allocate its arguments while the current one is timed; a candidate that
+fails before it is timed (e.g. its library does not load) finishes without waiting.
+
+Timeouts: ``timeout_sec`` bounds loading, allocating and timing one candidate, not the
+time spent waiting for the lock or cooling down. It is enforced inside the worker by
+``SIGALRM`` left at its default action, which terminates the process even in the middle
+of a C call that never returns to Python.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from concurrent.futures import CancelledError
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..tir.dtype import is_bool, is_float, numpy_dtype
+from ..utils import (
+    MAIN_GUARD_HINT,
+    WorkerPool,
+    check_picklable,
+    derived_object,
+    describe_exit,
+    resolve_function,
+)
+from .base import PyRunner, RunnerFuture, RunnerInput, RunnerResult
+from .config import EvaluatorConfig
+
+if TYPE_CHECKING:
+    from ..runtime import Module
+
+__all__ = [
+    "T_ALLOC_ARGUMENT",
+    "T_CLEANUP",
+    "T_RUN_EVALUATOR",
+    "LocalRunner",
+    "LocalRunnerFuture",
+    "default_alloc_argument",
+    "default_cleanup",
+    "default_run_evaluator",
+    "host_measurement_lock",
+    "measurement_lock_path",
+]
+
+T_ARG_INFO_JSON_OBJ_LIST = list[Any]
+T_ARGUMENT_LIST = list[Any]
+T_ALLOC_ARGUMENT = Callable[[str, T_ARG_INFO_JSON_OBJ_LIST, int], list[T_ARGUMENT_LIST]]
+T_RUN_EVALUATOR = Callable[["Module", str, EvaluatorConfig, list[T_ARGUMENT_LIST]], list[float]]
+T_CLEANUP = Callable[[], None]
+
+# One worker times a candidate while the other prepares the next.
+_NUM_WORKERS = 2
+
+
+# --------------------------------------------------------------------------- defaults
+def default_alloc_argument(
+    device: str, args_info: T_ARG_INFO_JSON_OBJ_LIST, alloc_repeat: int
+) -> list[T_ARGUMENT_LIST]:
+    """``alloc_repeat`` sets of numpy arrays for the arguments described by ``args_info``.
+
+    Floats are uniform in [0, 1) (no denormals to slow a kernel down), booleans random,
+    integers zero: an integer argument may be an index, and zero is in bounds.
+    ``device`` is the device type; arrays live on the host and the runtime moves them.
+    """
+    from ..arg_info import ArgInfo
+
+    rng = np.random.default_rng(0)
+    infos = [ArgInfo.from_json(a) for a in args_info]
+    repeated = []
+    for _ in range(alloc_repeat):
+        args = []
+        for info in infos:
+            dtype = numpy_dtype(info.dtype)
+            if is_float(info.dtype):
+                args.append(rng.random(info.shape, dtype=np.float32).astype(dtype))
+            elif is_bool(info.dtype):
+                args.append(rng.integers(0, 2, info.shape).astype(dtype))
+            else:
+                args.append(np.zeros(info.shape, dtype=dtype))
+        repeated.append(args)
+    return repeated
+
+
+def default_run_evaluator(
+    rt_mod: Module,
+    device: str,
+    evaluator_config: EvaluatorConfig,
+    repeated_args: list[T_ARGUMENT_LIST],
+) -> list[float]:
+    """Time the module's entry function on each argument set; all repeats, in seconds."""
+    evaluator = rt_mod.time_evaluator(
+        getattr(rt_mod, "entry_name", "main"),
+        number=evaluator_config.number,
+        repeat=evaluator_config.repeat,
+        min_repeat_ms=evaluator_config.min_repeat_ms,
+        enable_cpu_cache_flush=evaluator_config.enable_cpu_cache_flush,
+    )
+    costs: list[float] = []
+    for args in repeated_args:
+        costs.extend(float(c) for c in evaluator(*args).results)
+    return costs
+
+
+def default_cleanup() -> None:
+    """Nothing to clean up locally."""
+
+
+def _default_load(path: str) -> Module:
+    from ..runtime import load_module
+
+    return load_module(path)
+
+
+# --------------------------------------------------------------------------- host lock
+def measurement_lock_path() -> str:
+    """The file whose exclusive lock every measurement on this host holds."""
+    return os.path.join(tempfile.gettempdir(), "metaschedule-measure.lock")
+
+
+@contextmanager
+def host_measurement_lock(path: str | None = None) -> Iterator[None]:
+    """Hold the host-wide measurement lock (blocking) for the duration of the block."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: no host lock, one runner at a time
+        yield
+        return
+    path = path or measurement_lock_path()
+    try:  # open first without O_CREAT: another user's file in a sticky /tmp refuses it
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the only descriptor releases the lock
+
+
+class _Deadline:
+    """A budget of seconds enforced by SIGALRM at its default action (termination)."""
+
+    def __init__(self, seconds: float | None):
+        self.left = seconds
+
+    def resume(self) -> None:
+        if self.left is not None:
+            signal.signal(signal.SIGALRM, signal.SIG_DFL)
+            signal.setitimer(signal.ITIMER_REAL, max(self.left, 1e-3))
+
+    def pause(self) -> None:
+        if self.left is not None:
+            remaining, _ = signal.setitimer(signal.ITIMER_REAL, 0)
+            self.left = remaining
+
+
+def _worker_run(
+    artifact_path: str,
+    device_type: str,
+    args_info: list,
+    config: EvaluatorConfig,
+    alloc_repeat: int,
+    cooldown_sec: float,
+    timeout_sec: float | None,
+    f_alloc_argument: Any,
+    f_run_evaluator: Any,
+    f_cleanup: Any,
+) -> tuple[str, Any]:
+    """Runs in a worker: ("ok", run_secs) or ("error", message)."""
+    # Let SIGTERM (closing the runner) kill at once, even inside a kernel that never
+    # returns to Python to run a Python-level handler.
+    previous_sigterm = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    deadline = _Deadline(timeout_sec)
+    stage = "preparing the run"
+    deadline.resume()
+    try:
+        alloc = resolve_function(f_alloc_argument, default_alloc_argument, "f_alloc_argument")
+        evaluate = resolve_function(f_run_evaluator, default_run_evaluator, "f_run_evaluator")
+        cleanup = resolve_function(f_cleanup, default_cleanup, "f_cleanup")
+        stage = f"loading the artifact {artifact_path}"
+        rt_mod = _default_load(artifact_path)
+        stage = "allocating the arguments"
+        repeated_args = alloc(device_type, args_info, alloc_repeat)
+        deadline.pause()
+        with host_measurement_lock():
+            if cooldown_sec > 0:
+                time.sleep(cooldown_sec)
+            stage = "running the kernel"
+            deadline.resume()
+            try:
+                costs = evaluate(rt_mod, device_type, config, repeated_args)
+            finally:
+                deadline.pause()
+        deadline.resume()
+        stage = "cleaning up"
+        cleanup()
+        return "ok", [float(c) for c in costs]
+    except Exception as err:  # noqa: BLE001 - every failure is data for the tuner
+        return "error", (
+            f"LocalRunner: failed while {stage}: {type(err).__name__}: {err}\n"
+            f"Traceback in the runner worker:\n{traceback.format_exc()}"
+        )
+    finally:
+        deadline.pause()
+        signal.signal(signal.SIGTERM, previous_sigterm)
+
+
+# --------------------------------------------------------------------------- runner
+class LocalRunnerFuture(RunnerFuture):
+    """A measurement in flight in the local pool, or an already known result.
+
+    Created either from a pool future (as :class:`LocalRunner` does) or, as in TVM, from
+    ``res`` or ``error_message``.
+    """
+
+    def __init__(
+        self,
+        res: list[float] | None = None,
+        error_message: str | None = None,
+        *,
+        future: Any = None,
+        timeout_sec: float | None = None,
+        pool: WorkerPool | None = None,
+    ):
+        if future is None and (res is None) == (error_message is None):
+            raise ValueError("give exactly one of res and error_message (or a pool future)")
+        self._future = future
+        self._pool = pool  # keeps the workers alive while the measurement is pending
+        self._timeout_sec = timeout_sec
+        self._result = None if future is not None else RunnerResult(res, error_message)
+        super().__init__(self.done, self.result)
+
+    def done(self) -> bool:
+        return self._result is not None or self._future.done()
+
+    def result(self) -> RunnerResult:
+        if self._result is None:
+            self._result = self._convert()
+            self._pool = None
+        return self._result
+
+    def _convert(self) -> RunnerResult:
+        from pebble import ProcessExpired
+
+        try:
+            status, value = self._future.result()
+        except ProcessExpired as err:
+            if err.exitcode == -signal.SIGALRM:
+                msg = f"LocalRunner: timed out after {self._timeout_sec} s (the run was killed)"
+            else:
+                msg = (
+                    f"LocalRunner: the kernel crashed (worker died: {describe_exit(err.exitcode)})"
+                )
+            return RunnerResult(None, msg)
+        except CancelledError:
+            return RunnerResult(None, "LocalRunner: cancelled (the runner was closed)")
+        except BrokenProcessPool as err:
+            return RunnerResult(
+                None, f"LocalRunner: the runner workers died at start ({err}); {MAIN_GUARD_HINT}"
+            )
+        except Exception as err:  # noqa: BLE001 - e.g. an input that cannot be pickled
+            return RunnerResult(None, f"LocalRunner: could not run: {type(err).__name__}: {err}")
+        if status == "ok":
+            return RunnerResult(value, None)
+        return RunnerResult(None, value)
+
+
+@derived_object
+class LocalRunner(PyRunner):
+    """Measure artifacts on this machine; see the module docstring for the guarantees.
+
+    Args:
+        timeout_sec: seconds to load, allocate and time one candidate (None: no limit).
+        evaluator_config: the timing loop's settings (default ``EvaluatorConfig()``).
+        cooldown_sec: idle seconds on the host before each measurement.
+        alloc_repeat: argument sets to allocate; each is timed.
+        f_alloc_argument: function or dotted name (default :func:`default_alloc_argument`).
+        f_run_evaluator: function or dotted name (default :func:`default_run_evaluator`).
+        f_cleanup: function or dotted name, run in the worker after each measurement.
+        initializer: run once in each worker when it starts (must be picklable).
+
+    ``device`` in the function signatures is the input's device type string. As for
+    :class:`~metaschedule.builder.LocalBuilder`, functions must be picklable or dotted
+    names, and a script that measures must do its work under
+    ``if __name__ == "__main__":``. Futures keep the workers alive until they are done;
+    :meth:`close` cancels pending measurements (their results say so).
+    """
+
+    def __init__(
+        self,
+        timeout_sec: float | None = 30,
+        evaluator_config: EvaluatorConfig | None = None,
+        cooldown_sec: float = 0.0,
+        alloc_repeat: int = 1,
+        f_alloc_argument: T_ALLOC_ARGUMENT | str | None = None,
+        f_run_evaluator: T_RUN_EVALUATOR | str | None = None,
+        f_cleanup: T_CLEANUP | str | None = None,
+        initializer: Callable[[], None] | None = None,
+    ):
+        if timeout_sec is not None and timeout_sec <= 0:
+            raise ValueError(f"timeout_sec must be positive or None, got {timeout_sec}")
+        if cooldown_sec < 0:
+            raise ValueError(f"cooldown_sec must be non-negative, got {cooldown_sec}")
+        if alloc_repeat < 1:
+            raise ValueError(f"alloc_repeat must be at least 1, got {alloc_repeat}")
+        for name, f, default in (
+            ("f_alloc_argument", f_alloc_argument, default_alloc_argument),
+            ("f_run_evaluator", f_run_evaluator, default_run_evaluator),
+            ("f_cleanup", f_cleanup, default_cleanup),
+        ):
+            resolve_function(f, default, name)  # fail early on a bad name
+            check_picklable(f, name)
+        if initializer is not None:
+            check_picklable(initializer, "initializer")
+        self.timeout_sec = timeout_sec
+        self.evaluator_config = EvaluatorConfig._normalized(evaluator_config)
+        self.cooldown_sec = float(cooldown_sec)
+        self.alloc_repeat = int(alloc_repeat)
+        self.f_alloc_argument = f_alloc_argument
+        self.f_run_evaluator = f_run_evaluator
+        self.f_cleanup = f_cleanup
+        self.initializer = initializer
+        self._pool: WorkerPool | None = None
+
+    def run(self, runner_inputs: list[RunnerInput]) -> list[RunnerFuture]:
+        if self._pool is None:
+            self._pool = WorkerPool(_NUM_WORKERS, self.initializer)
+        futures: list[RunnerFuture] = []
+        for inp in runner_inputs:
+            args = (
+                inp.artifact_path,
+                inp.device_type,
+                [a.as_json() for a in inp.args_info],
+                self.evaluator_config,
+                self.alloc_repeat,
+                self.cooldown_sec,
+                self.timeout_sec,
+                self.f_alloc_argument,
+                self.f_run_evaluator,
+                self.f_cleanup,
+            )
+            future = self._pool.schedule(_worker_run, args)
+            futures.append(
+                LocalRunnerFuture(future=future, timeout_sec=self.timeout_sec, pool=self._pool)
+            )
+        return futures
+
+    def close(self) -> None:
+        """Stop the worker processes; measurements still pending become errors."""
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+    def __enter__(self) -> LocalRunner:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,17 @@
+"""Search strategies: draw measure candidates from design spaces."""
+
+from .base import PySearchStrategy, SearchStrategy, create
+from .evolutionary_search import EvolutionarySearch
+from .measure_candidate import MeasureCandidate
+from .replay_func import ReplayFunc
+from .replay_trace import ReplayTrace
+
+__all__ = [
+    "EvolutionarySearch",
+    "MeasureCandidate",
+    "PySearchStrategy",
+    "ReplayFunc",
+    "ReplayTrace",
+    "SearchStrategy",
+    "create",
+]

@@ -1,0 +1,245 @@
+"""The search strategy interface: draw measure candidates from design spaces.
+
+The tuning loop calls, per task: ``pre_tuning`` once, then ``generate_measure_candidates``
+(None means the task is done) and ``notify_runner_results`` with what was measured, until
+done, then ``post_tuning``. Shared pieces of the built-in strategies live here too: binding
+to a TuneContext and replaying traces with the postprocessors.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from abc import ABC, abstractmethod
+from collections import Counter
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Union
+
+import numpy as np
+
+from ..arg_info import ArgInfo
+from ..profiler import Profiler
+from ..schedule import Schedule, ScheduleError, Trace
+from .measure_candidate import MeasureCandidate
+
+if TYPE_CHECKING:
+    from ..cost_model.base import CostModel
+    from ..database import Database
+    from ..mutator import Mutator
+    from ..postproc import Postproc
+    from ..runner import RunnerResult
+    from ..tir.function import IRModule
+
+__all__ = ["PySearchStrategy", "SearchStrategy", "TraceReplayer", "create", "trace_key"]
+
+
+class SearchStrategy(ABC):
+    """Generates measure candidates from design spaces, learning from measurements."""
+
+    SearchStrategyType = Union[
+        "SearchStrategy", Literal["replay-func", "replay-trace", "evolutionary"]
+    ]
+
+    def _initialize_with_tune_context(self, context: Any) -> None:
+        """Read what the strategy needs from its TuneContext. Default: nothing."""
+
+    @abstractmethod
+    def pre_tuning(
+        self,
+        max_trials: int,
+        num_trials_per_iter: int,
+        design_spaces: list[Schedule],
+        database: Database | None = None,
+        cost_model: CostModel | None = None,
+    ) -> None:
+        """Prepare to tune: at most ``max_trials`` candidates, ``num_trials_per_iter`` per
+        batch, drawn from ``design_spaces``."""
+
+    def post_tuning(self) -> None:
+        """Clean up after tuning. Default: nothing."""
+
+    @abstractmethod
+    def generate_measure_candidates(self) -> list[MeasureCandidate] | None:
+        """The next batch of candidates to measure, or None when the search is over."""
+
+    @abstractmethod
+    def notify_runner_results(
+        self, measure_candidates: list[MeasureCandidate], results: list[RunnerResult]
+    ) -> None:
+        """Learn that ``measure_candidates`` were measured with ``results`` (same order)."""
+
+    @abstractmethod
+    def clone(self) -> SearchStrategy:
+        """A fresh strategy with the same settings and no tuning state."""
+
+    @staticmethod
+    def create(
+        kind: Literal["evolutionary", "replay-trace", "replay-func"] = "evolutionary",
+        *args,
+        **kwargs,
+    ) -> SearchStrategy:
+        """Create a search strategy: "evolutionary", "replay-trace" or "replay-func"."""
+        from .evolutionary_search import EvolutionarySearch
+        from .replay_func import ReplayFunc
+        from .replay_trace import ReplayTrace
+
+        kinds = {
+            "evolutionary": EvolutionarySearch,
+            "replay-trace": ReplayTrace,
+            "replay-func": ReplayFunc,
+        }
+        if kind not in kinds:
+            raise ValueError(
+                f"unknown search strategy kind {kind!r}; expected one of: {', '.join(kinds)}"
+            )
+        return kinds[kind](*args, **kwargs)
+
+    def __str__(self) -> str:
+        return type(self).__name__
+
+
+class PySearchStrategy(SearchStrategy):
+    """The base for search strategies written by users (TVM's name; no FFI here).
+
+    Subclass it, decorate with ``@derived_object`` and implement ``pre_tuning``,
+    ``generate_measure_candidates``, ``notify_runner_results`` and ``clone`` (optionally
+    ``_initialize_with_tune_context`` and ``post_tuning``).
+    """
+
+
+create = SearchStrategy.create
+
+
+# ----------------------------------------------------------------------------- shared parts
+
+
+def trace_key(trace: Trace) -> str:
+    """A string naming the schedule a trace builds: its simplified instructions and
+    decisions without post-processing. Equal keys replay to equal modules."""
+    return json.dumps(trace.simplified(remove_postproc=True).as_json(), separators=(",", ":"))
+
+
+def timed(name: str) -> contextlib.AbstractContextManager:
+    """Time a phase of the search as ``name`` in the entered Profilers."""
+    return Profiler.timeit(name)
+
+
+def random_seed(rng: np.random.Generator) -> int:
+    """A seed for a Schedule, drawn from ``rng``."""
+    return int(rng.integers(2**31 - 1))
+
+
+class TraceReplayer:
+    """Replays traces on the workload and runs the postprocessors, counting failures.
+
+    A replay that raises ``ValueError`` (``ScheduleError`` included: a decision that does
+    not fit) or a postprocessor that returns False or raises ``ScheduleError`` is a
+    failure: the result is None and ``failures`` counts it by cause.
+    """
+
+    def __init__(self, mod: IRModule, postprocs: list[Postproc]):
+        self.mod = mod
+        self.postprocs = list(postprocs)
+        self.failures: Counter[str] = Counter()
+
+    def __call__(self, trace: Trace, seed: int) -> Schedule | None:
+        """``trace`` replayed (post-processing removed; missing decisions sampled with
+        ``seed``) on a fresh schedule of the workload, then post-processed."""
+        sch = Schedule(self.mod, seed=seed, error_render_level="none")
+        try:
+            trace.apply_to_schedule(sch, remove_postproc=True)
+        except ValueError as err:
+            self.failures[f"replay: {type(err).__name__}"] += 1
+            return None
+        return sch if self.apply_postprocs(sch) else None
+
+    def apply_postprocs(self, sch: Schedule) -> bool:
+        """Enter post-processing on ``sch`` and run every postprocessor; False on failure."""
+        sch.enter_postproc()
+        for postproc in self.postprocs:
+            try:
+                ok = postproc.apply(sch)
+            except ScheduleError:
+                ok = False
+            if not ok:
+                self.failures[str(postproc)] += 1
+                return False
+        return True
+
+    def summary(self) -> str:
+        if not self.failures:
+            return "no failures"
+        return ", ".join(f"{cause}: {n}" for cause, n in self.failures.most_common())
+
+
+class ContextBound:
+    """What the built-in strategies take from their TuneContext."""
+
+    context: Any = None
+
+    def _bind(self, context: Any) -> None:
+        if getattr(context, "mod", None) is None:
+            raise ValueError(
+                f"{type(self).__name__} needs a TuneContext with a mod (the workload to tune)"
+            )
+        space = getattr(context, "space_generator", None)
+        self.context = context
+        self.mod: IRModule = context.mod
+        self.postprocs: list[Postproc] = list(getattr(space, "postprocs", None) or [])
+        self.mutator_probs: dict[Mutator, float] = dict(getattr(space, "mutator_probs", None) or {})
+        self.rng = np.random.default_rng(context.fork_seed())
+
+    def _check_bound(self) -> None:
+        if self.context is None:
+            raise ValueError(
+                f"{type(self).__name__} is not initialised: create it through "
+                "TuneContext(search_strategy=...), which initialises it"
+            )
+
+    def _candidates(self, schs: list[Schedule]) -> list[MeasureCandidate]:
+        # From the scheduled module, as TVM: a postprocessor may change the parameters.
+        return [MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod)) for sch in schs]
+
+    def _log(self, level: int, msg: str, *args) -> None:
+        logger = getattr(self.context, "logger", None)
+        if logger is not None:
+            logger.log(level, msg, *args)
+
+
+@dataclass
+class TrialWindow:
+    """The trials of the next batch, ``[st, ed)``, within ``max_trials`` (TVM's counters)."""
+
+    max_trials: int
+    num_trials_per_iter: int
+    st: int = 0
+    ed: int = 0
+
+    def __post_init__(self):
+        if not isinstance(self.max_trials, int) or self.max_trials < 0:
+            raise ValueError(f"max_trials must be a non-negative int, got {self.max_trials!r}")
+        if not isinstance(self.num_trials_per_iter, int) or self.num_trials_per_iter < 1:
+            raise ValueError(
+                f"num_trials_per_iter must be a positive int, got {self.num_trials_per_iter!r}"
+            )
+        self.ed = self.st + self.num_trials_per_iter
+
+    def next_batch(self) -> int:
+        """How many candidates the next batch has; 0 once ``max_trials`` are done."""
+        if self.st >= self.max_trials:
+            return 0
+        self.ed = min(self.ed, self.max_trials)
+        return self.ed - self.st
+
+    def advance(self, n: int) -> None:
+        """``n`` candidates were measured."""
+        self.st += n
+        self.ed += n
+
+
+def check_design_spaces(design_spaces: list) -> None:
+    if not design_spaces:
+        raise ValueError("pre_tuning needs at least one design space, got none")
+    bad = [s for s in design_spaces if not isinstance(s, Schedule)]
+    if bad:
+        raise TypeError(f"design spaces must be Schedules, got {bad[0]!r}")

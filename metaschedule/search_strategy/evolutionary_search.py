@@ -1,0 +1,468 @@
+"""``EvolutionarySearch``: evolve schedules with mutators, guided by a cost model.
+
+Each batch (as TVM's evolutionary search):
+
+1. the initial population: the best measured traces of the workload from the database,
+   replayed, plus random replays of the design spaces that were not measured yet;
+2. ``genetic_num_iters`` rounds of evolution: parents drawn in proportion to their
+   predicted score, mutated (a mutator drawn by ``mutator_probs``, with probability
+   ``genetic_mutate_prob``) and replayed with the postprocessors; every schedule seen is
+   scored by the cost model and the best unmeasured ones are kept;
+3. the picks: the best schedules, with a share ``eps_greedy`` of random initial ones.
+
+A schedule is never picked twice, nor picked when it was measured before: picked schedules
+and the database records of the workload are remembered (by the structure of the scheduled
+module, and by trace for records not replayed).
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..schedule import Schedule, Trace
+from ..tir.function import IRModule
+from ..tir.structural import structural_equal, structural_hash
+from .base import (
+    ContextBound,
+    SearchStrategy,
+    TraceReplayer,
+    TrialWindow,
+    check_design_spaces,
+    random_seed,
+    timed,
+    trace_key,
+)
+from .measure_candidate import MeasureCandidate
+
+if TYPE_CHECKING:
+    from ..cost_model.base import CostModel
+    from ..database import Database, Workload
+    from ..mutator import Mutator
+    from ..runner import RunnerResult
+
+__all__ = ["EvolutionarySearch"]
+
+
+class _Info:
+    """A schedule with its module hash and trace key, computed once."""
+
+    __slots__ = ("_shash", "_tkey", "sch")
+
+    def __init__(self, sch: Schedule):
+        self.sch = sch
+        self._shash: int | None = None
+        self._tkey: str | None = None
+
+    @property
+    def shash(self) -> int:
+        if self._shash is None:
+            self._shash = structural_hash(self.sch.mod)
+        return self._shash
+
+    @property
+    def tkey(self) -> str:
+        if self._tkey is None:
+            self._tkey = trace_key(self.sch.trace)
+        return self._tkey
+
+
+class _ScheduleSet:
+    """Schedules up to the structure of their module, and traces by key."""
+
+    def __init__(self) -> None:
+        self._mods: dict[int, list[IRModule]] = {}
+        self._trace_keys: set[str] = set()
+
+    def add(self, info: _Info) -> None:
+        if not self.contains(info, check_traces=False):
+            self._mods.setdefault(info.shash, []).append(info.sch.mod)
+
+    def add_trace_key(self, key: str) -> None:
+        self._trace_keys.add(key)
+
+    def discard(self, info: _Info) -> None:
+        """Forget this very module (by identity)."""
+        bucket = self._mods.get(info.shash, [])
+        bucket[:] = [m for m in bucket if m is not info.sch.mod]
+
+    def contains(self, info: _Info, check_traces: bool = True) -> bool:
+        mod = info.sch.mod
+        for other in self._mods.get(info.shash, ()):
+            if other is mod or structural_equal(other, mod, map_free_vars=True):
+                return True
+        return check_traces and bool(self._trace_keys) and info.tkey in self._trace_keys
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._mods.values()) + len(self._trace_keys)
+
+
+@dataclass
+class _State:
+    window: TrialWindow
+    design_spaces: list[Trace]
+    database: Database
+    cost_model: CostModel
+    workload: Workload
+    replayer: TraceReplayer
+    measured: _ScheduleSet = field(default_factory=_ScheduleSet)
+    db_replays: dict[str, Schedule | None] = field(default_factory=dict)
+    picked: list[_Info] = field(default_factory=list)  # the last batch, until notified
+    num_empty_iters: int = 0
+
+
+class EvolutionarySearch(ContextBound, SearchStrategy):
+    """Evolutionary search guided by a cost model (see the module docstring).
+
+    Args:
+        population_size: schedules per generation.
+        init_measured_ratio: share of the initial population taken from the database.
+        init_min_unmeasured: fewest unmeasured initial schedules; with fewer the search
+            is over (the space is exhausted or cannot be sampled).
+        max_fail_count: rounds of initial sampling (``population_size`` replays each) to
+            reach ``init_min_unmeasured``.
+        genetic_num_iters: rounds of evolution per batch.
+        genetic_mutate_prob: probability that a child is a mutation (else a copy).
+        genetic_max_fail_count: retries of a failed mutation before copying the parent.
+        eps_greedy: share of random initial schedules among the picks.
+    """
+
+    #: batches in a row without a new schedule before the search stops (TVM's default)
+    num_empty_iters_before_early_stop: int = 5
+
+    def __init__(
+        self,
+        *,
+        population_size: int = 512,
+        init_measured_ratio: float = 0.2,
+        init_min_unmeasured: int = 50,
+        max_fail_count: int = 5,
+        genetic_num_iters: int = 4,
+        genetic_mutate_prob: float = 0.85,
+        genetic_max_fail_count: int = 10,
+        eps_greedy: float = 0.05,
+    ) -> None:
+        for name, value, low in (
+            ("population_size", population_size, 1),
+            ("init_min_unmeasured", init_min_unmeasured, 1),
+            ("max_fail_count", max_fail_count, 1),
+            ("genetic_num_iters", genetic_num_iters, 0),
+            ("genetic_max_fail_count", genetic_max_fail_count, 0),
+        ):
+            if not isinstance(value, int) or value < low:
+                raise ValueError(
+                    f"EvolutionarySearch: {name} must be an int >= {low}, got {value!r}"
+                )
+        for name, value in (
+            ("init_measured_ratio", init_measured_ratio),
+            ("genetic_mutate_prob", genetic_mutate_prob),
+            ("eps_greedy", eps_greedy),
+        ):
+            if not 0.0 <= float(value) <= 1.0:
+                raise ValueError(f"EvolutionarySearch: {name} must be in [0, 1], got {value!r}")
+        self.population_size = population_size
+        self.init_measured_ratio = float(init_measured_ratio)
+        self.init_min_unmeasured = init_min_unmeasured
+        self.max_fail_count = max_fail_count
+        self.genetic_num_iters = genetic_num_iters
+        self.genetic_mutate_prob = float(genetic_mutate_prob)
+        self.genetic_max_fail_count = genetic_max_fail_count
+        self.eps_greedy = float(eps_greedy)
+        self._state: _State | None = None
+        self._new_batch()
+
+    def _new_batch(self) -> None:
+        """Forget per-batch memos (scores may change between batches as the model learns)."""
+        self._infos: dict[int, _Info] = {}  # id(sch) -> info; keeps sch alive
+        self._scores: dict[int, float] = {}  # id(sch) -> predicted score
+        self._replays: dict[str, Schedule | None] = {}  # trace key -> replayed schedule
+
+    # --------------------------------------------------------------------- interface
+    def _initialize_with_tune_context(self, context: Any) -> None:
+        self._bind(context)
+        self._state = None
+
+    def pre_tuning(
+        self,
+        max_trials: int,
+        num_trials_per_iter: int,
+        design_spaces: list[Schedule],
+        database: Database | None = None,
+        cost_model: CostModel | None = None,
+    ) -> None:
+        self._check_bound()
+        if self._state is not None:
+            raise ValueError("pre_tuning was already called without a matching post_tuning")
+        check_design_spaces(design_spaces)
+        if database is None or cost_model is None:
+            missing = "database" if database is None else "cost_model"
+            raise ValueError(
+                f"EvolutionarySearch needs a {missing} in pre_tuning "
+                "(TuneContext.pre_tuning supplies a memory database and a "
+                "random model when none is given)"
+            )
+        workload = database.commit_workload(self.mod)
+        self._state = _State(
+            TrialWindow(max_trials, num_trials_per_iter),
+            [Trace(sch.trace.insts, {}) for sch in design_spaces],
+            database,
+            cost_model,
+            workload,
+            TraceReplayer(self.mod, self.postprocs),
+        )
+        # Records measured earlier (a resumed run) are never measured again.
+        for record in database.get_all_tuning_records():
+            if record.workload is workload or record.workload.shash == workload.shash:
+                self._state.measured.add_trace_key(trace_key(record.trace))
+
+    def post_tuning(self) -> None:
+        state = self._require_state()
+        self._log(logging.INFO, "EvolutionarySearch failures: %s", state.replayer.summary())
+        self._state = None
+
+    def generate_measure_candidates(self) -> list[MeasureCandidate] | None:
+        state = self._require_state()
+        num = state.window.next_batch()
+        if num == 0:
+            return None
+        self._new_batch()
+        pop = self.population_size
+        measured = self._pick_best_from_database(int(pop * self.init_measured_ratio))
+        unmeasured = self._sample_init_population(pop - len(measured))
+        self._log(
+            logging.INFO,
+            "Picked %d schedule(s) from the database, sampled %d",
+            len(measured),
+            len(unmeasured),
+        )
+        if len(unmeasured) < self.init_min_unmeasured:
+            self._log(
+                logging.WARNING,
+                "Cannot sample enough initial population (%d < "
+                "init_min_unmeasured=%d): the search is over",
+                len(unmeasured),
+                self.init_min_unmeasured,
+            )
+            return None
+        bests = self._evolve(measured + unmeasured, num)
+        with timed("EvoSearch/PickWithEpsGreedy"):
+            picks = self._pick_with_eps_greedy(unmeasured, bests, num)
+        self._log(logging.INFO, "Sending %d candidate(s) for measurement", len(picks))
+        if not picks:
+            state.num_empty_iters += 1
+            if state.num_empty_iters >= self.num_empty_iters_before_early_stop:
+                return None
+        else:
+            state.num_empty_iters = 0
+        return self._candidates(picks)
+
+    def notify_runner_results(
+        self, measure_candidates: list[MeasureCandidate], results: list[RunnerResult]
+    ) -> None:
+        state = self._require_state()
+        state.window.advance(len(measure_candidates))
+        sent = {id(c.sch) for c in measure_candidates}
+        for info in state.picked:  # picks the caller did not measure may be picked again
+            if id(info.sch) not in sent:
+                state.measured.discard(info)
+        state.picked = []
+        for cand in measure_candidates:
+            state.measured.add(_Info(cand.sch))
+
+    def clone(self) -> EvolutionarySearch:
+        return EvolutionarySearch(
+            population_size=self.population_size,
+            init_measured_ratio=self.init_measured_ratio,
+            init_min_unmeasured=self.init_min_unmeasured,
+            max_fail_count=self.max_fail_count,
+            genetic_num_iters=self.genetic_num_iters,
+            genetic_mutate_prob=self.genetic_mutate_prob,
+            genetic_max_fail_count=self.genetic_max_fail_count,
+            eps_greedy=self.eps_greedy,
+        )
+
+    # --------------------------------------------------------------------- the phases
+    def _pick_best_from_database(self, num: int) -> list[Schedule]:
+        state = self._require_state()
+        if num <= 0:
+            return []
+        out = []
+        with timed("EvoSearch/PickBestFromDatabase"):
+            for record in state.database.get_top_k(state.workload, num):
+                key = trace_key(record.trace)
+                if key not in state.db_replays:
+                    sch = state.replayer(record.trace, random_seed(self.rng))
+                    if sch is None:
+                        self._log(
+                            logging.WARNING,
+                            "A database record of this workload does "
+                            "not replay here; ignoring it:\n%s",
+                            record.trace,
+                        )
+                    state.db_replays[key] = sch
+                sch = state.db_replays[key]
+                if sch is not None:
+                    out.append(sch)
+                    state.measured.add(self._info(sch))
+        return out
+
+    def _sample_init_population(self, num: int) -> list[Schedule]:
+        state = self._require_state()
+        out: list[Schedule] = []
+        with timed("EvoSearch/SampleInitPopulation"):
+            for _ in range(self.max_fail_count):
+                for _ in range(num):
+                    space = state.design_spaces[int(self.rng.integers(len(state.design_spaces)))]
+                    sch = state.replayer(space, random_seed(self.rng))
+                    if sch is not None and not state.measured.contains(self._info(sch)):
+                        out.append(sch)  # repeats allowed: they weigh the sampling, as TVM
+                if len(out) >= self.init_min_unmeasured:
+                    break
+        return out
+
+    def _evolve(self, population: list[Schedule], num: int) -> list[Schedule]:
+        state = self._require_state()
+        seen = _ScheduleSet()
+        heap: list[tuple[float, int, Schedule]] = []  # the best `num`, a min-heap
+        for it in range(self.genetic_num_iters + 1):
+            with timed("EvoSearch/Evolve/PredictNormalizedScore"):
+                scores = self._predict(population)
+            for sch, score in zip(population, scores):
+                info = self._info(sch)
+                if state.measured.contains(info) or seen.contains(info):
+                    continue
+                seen.add(info)
+                item = (float(score), -len(seen), sch)  # ties: the earlier one wins
+                if len(heap) < num:
+                    heapq.heappush(heap, item)
+                elif item[:2] > heap[0][:2]:
+                    heapq.heapreplace(heap, item)
+            if it == self.genetic_num_iters or not population:
+                break
+            with timed("EvoSearch/Evolve/Mutation"):
+                population = self._mutate(population, scores)
+        best = sorted(heap, key=lambda x: x[:2], reverse=True)
+        if best:
+            self._log(
+                logging.INFO,
+                "Scores of the best %d schedule(s): %s",
+                len(best),
+                ", ".join(f"{s:.4f}" for s, _, _ in best[:16]),
+            )
+        return [sch for _, _, sch in best]
+
+    def _mutate(self, population: list[Schedule], scores: np.ndarray) -> list[Schedule]:
+        total = float(scores.sum())
+        parent_p = scores / total if total > 0 else None  # all zero: uniform
+        mutators: list[Mutator | None] = [None]
+        masses = [1.0 - self.genetic_mutate_prob]
+        mass = sum(self.mutator_probs.values())
+        if self.genetic_mutate_prob > 0 and mass > 0:
+            for mutator, p in self.mutator_probs.items():
+                mutators.append(mutator)
+                masses.append(self.genetic_mutate_prob * p / mass)
+        else:
+            masses = [1.0]
+        mutator_p = np.array(masses) / sum(masses)
+        return [
+            self._child(population, parent_p, mutators, mutator_p)
+            for _ in range(self.population_size)
+        ]
+
+    def _child(
+        self,
+        population: list[Schedule],
+        parent_p: np.ndarray | None,
+        mutators: list,
+        mutator_p: np.ndarray,
+    ) -> Schedule:
+        failures = self._require_state().replayer.failures
+        parent = population[0]
+        for _ in range(self.genetic_max_fail_count + 1):
+            parent = population[int(self.rng.choice(len(population), p=parent_p))]
+            mutator = mutators[int(self.rng.choice(len(mutators), p=mutator_p))]
+            if mutator is None:
+                return parent
+            try:
+                trace = mutator.apply(parent.trace, self.rng)
+            except ValueError as err:
+                failures[f"{mutator}: {type(err).__name__}"] += 1
+                continue
+            if trace is None:
+                failures[f"{mutator}: nothing to mutate"] += 1
+                continue
+            child = self._replay(trace)
+            if child is not None:
+                return child
+        return parent  # out of retries: keep the last parent, as TVM
+
+    def _pick_with_eps_greedy(
+        self, unmeasured: list[Schedule], bests: list[Schedule], num: int
+    ) -> list[Schedule]:
+        state = self._require_state()
+        num_rands = int(num * self.eps_greedy)
+        num_bests = num - num_rands
+        rands = [unmeasured[i] for i in self.rng.permutation(len(unmeasured))]
+        i_best = i_rand = 0
+        out = []
+        for i in range(num):
+            prefer_best = i < num_bests
+            if (prefer_best or i_rand >= len(rands)) and i_best < len(bests):
+                sch, i_best = bests[i_best], i_best + 1
+            elif i_rand < len(rands):
+                sch, i_rand = rands[i_rand], i_rand + 1
+            else:
+                break
+            info = self._info(sch)
+            if not state.measured.contains(info):
+                state.measured.add(info)
+                state.picked.append(info)
+                out.append(sch)
+        return out
+
+    # --------------------------------------------------------------------- helpers
+    def _info(self, sch: Schedule) -> _Info:
+        info = self._infos.get(id(sch))
+        if info is None:
+            info = self._infos[id(sch)] = _Info(sch)  # keeps sch alive: ids stay unique
+        return info
+
+    def _replay(self, trace: Trace) -> Schedule | None:
+        key = trace_key(trace)
+        if key not in self._replays:
+            self._replays[key] = self._require_state().replayer(trace, random_seed(self.rng))
+        return self._replays[key]
+
+    def _predict(self, population: list[Schedule]) -> np.ndarray:
+        state = self._require_state()
+        todo = list({id(s): s for s in population if id(s) not in self._scores}.values())
+        if todo:
+            raw = np.asarray(
+                state.cost_model.predict(self.context, self._candidates(todo)), dtype=float
+            ).reshape(-1)
+            if raw.shape[0] != len(todo):
+                raise ValueError(
+                    f"the cost model {state.cost_model} predicted {raw.shape[0]} "
+                    f"scores for {len(todo)} candidates"
+                )
+            # Negative or NaN scores count as 0 (TVM clamps), so they are never parents.
+            raw = np.maximum(np.nan_to_num(raw, nan=0.0, posinf=1e30, neginf=0.0), 0.0)
+            for sch, score in zip(todo, raw):
+                self._scores[id(sch)] = float(score)
+                self._info(sch)  # keeps sch alive while its id is a key
+        return np.array([self._scores[id(s)] for s in population], dtype=float)
+
+    def _require_state(self) -> _State:
+        if self._state is None:
+            raise ValueError("EvolutionarySearch is not tuning: call pre_tuning first")
+        return self._state
+
+    def __str__(self) -> str:
+        return (
+            f"EvolutionarySearch(population_size={self.population_size}, "
+            f"eps_greedy={self.eps_greedy})"
+        )

@@ -1,0 +1,9 @@
+"""Task schedulers: decide which task to tune next and run the tuning loop."""
+
+from .base import PyTaskScheduler, TaskScheduler, create
+from .gradient_based import GradientBased
+from .round_robin import RoundRobin
+from .task_record import TaskRecord
+
+__all__ = ["GradientBased", "PyTaskScheduler", "RoundRobin", "TaskRecord", "TaskScheduler",
+           "create"]

@@ -1,0 +1,1 @@
+"""Test doubles and workloads shared by the tests (importable by worker processes)."""

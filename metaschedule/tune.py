@@ -1,0 +1,246 @@
+"""``tune_tasks`` and ``tune_tir``: the tuner's entry points (the seed's signatures).
+
+``tune_tasks`` tunes prepared TuneContexts under a task scheduler: it turns the
+string arguments into components (``"local"`` builder and runner, a ``"json"`` database
+in ``work_dir``, the ``"xgb"`` cost model, the ``"default"`` callbacks, the ``"gradient"``
+scheduler), opens the run's logs in ``work_dir/logs``, runs the scheduler and returns the
+database. ``tune_tir`` makes one task per function of a TIR module and calls it.
+
+Tuning again with the same ``work_dir`` resumes: the JSON database holds the earlier
+records, which the evolutionary search starts from and never measures again.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Literal
+
+from .builder import Builder
+from .cost_model.base import CostModel
+from .database import Database, JSONDatabase, MemoryDatabase
+from .logging import TuningLogs
+from .measure_callback.base import MeasureCallback, normalize_callbacks
+from .runner import Runner
+from .search_strategy import SearchStrategy
+from .space_generator import SpaceGenerator
+from .target import Target
+from .task_scheduler import TaskScheduler
+from .tir.function import IRModule, PrimFunc, as_module
+from .tune_context import TuneContext
+
+__all__ = ["tune_tasks", "tune_tir"]
+
+def tune_tasks(
+    *,
+    tasks: list[TuneContext],
+    task_weights: Sequence[float],
+    work_dir: str,
+    max_trials_global: int,
+    max_trials_per_task: int | None = None,
+    num_trials_per_iter: int = 64,
+    builder: Builder | Literal["local"] = "local",
+    runner: Runner | Literal["local", "rpc"] = "local",
+    database: Database | Literal["json", "memory"] = "json",
+    cost_model: CostModel | Literal["xgb", "mlp", "random"] = "xgb",
+    measure_callbacks: list[MeasureCallback] | MeasureCallback | Literal["default"] = "default",
+    task_scheduler: TaskScheduler | Literal["gradient", "round-robin"] = "gradient",
+    module_equality: str = "structural",
+    post_optimization: bool | None = False,
+) -> Database:
+    """Tune a list of tasks with a task scheduler.
+
+    Args:
+        tasks: the tasks; each needs a mod, a target, a space generator and a strategy.
+        task_weights: one weight per task (how often the task runs in the whole program).
+        work_dir: the folder of the run: the JSON database and ``logs/``.
+        max_trials_global: candidates to measure in all.
+        max_trials_per_task: candidates to measure per task (default: the global one).
+        num_trials_per_iter: candidates per batch.
+        builder, runner: components, or "local" (created here and closed at the end).
+        database: a database, "json" (in ``work_dir``) or "memory".
+        cost_model: a cost model, or "xgb", "mlp", "random".
+        measure_callbacks: callbacks, one callback, or "default".
+        task_scheduler: a scheduler, or "gradient", "round-robin".
+        module_equality: how the created database matches workloads ("structural",
+            "ignore-tensor", "anchor-block").
+        post_optimization: Droplet-search post-optimization; not supported yet.
+
+    Returns:
+        The database with all tuning records.
+
+    During the run each task's ``ctx.logger`` is replaced by a logger that writes
+    ``work_dir/logs/task_<i>_<name>.log`` and forwards to the original one, and the
+    scheduler logs to ``work_dir/logs/task_scheduler.log``; both are restored at the end.
+    """
+    if post_optimization:
+        raise NotImplementedError("tune_tasks: post_optimization (Droplet search) is not yet "
+                                  "supported; pass post_optimization=False")
+    tasks = list(tasks)
+    task_weights = [float(w) for w in task_weights]
+    if not tasks:
+        raise ValueError("tune_tasks: no tasks to tune")
+    if len(tasks) != len(task_weights):
+        raise ValueError(f"tune_tasks: {len(tasks)} tasks but {len(task_weights)} task_weights")
+    bad = [t for t in tasks if not isinstance(t, TuneContext)]
+    if bad:
+        raise TypeError(f"tune_tasks: tasks must be TuneContexts, got {bad[0]!r}")
+    if max_trials_per_task is None:
+        max_trials_per_task = max_trials_global
+    if not isinstance(work_dir, (str, os.PathLike)):
+        raise TypeError(f"tune_tasks: work_dir must be a path, got {work_dir!r}")
+    work_dir = os.fspath(work_dir)
+    os.makedirs(work_dir, exist_ok=True)
+    database = _database(database, work_dir, module_equality)
+    cost_model = _cost_model(cost_model)
+    callbacks = normalize_callbacks(measure_callbacks)
+    scheduler = _task_scheduler(task_scheduler)
+    owned: list = []
+    builder = _component(builder, Builder, "builder", owned)
+    runner = _component(runner, Runner, "runner", owned)
+    logs = TuningLogs(work_dir, [t.task_name for t in tasks], [t.logger for t in tasks])
+    saved_loggers = [t.logger for t in tasks]
+    had_logger = "logger" in scheduler.__dict__
+    saved_scheduler_logger = scheduler.logger
+    try:
+        for task, logger in zip(tasks, logs.tasks):
+            task.logger = logger
+        scheduler.logger = logs.scheduler
+        logs.scheduler.info(
+            "Tuning %d task(s) with %s: max_trials_global=%d, max_trials_per_task=%d, "
+            "num_trials_per_iter=%d, database=%s, cost_model=%s, work_dir=%s", len(tasks),
+            scheduler, max_trials_global, max_trials_per_task, num_trials_per_iter,
+            type(database).__name__, type(cost_model).__name__, work_dir,
+            extra={"progress": (0, max_trials_global)})
+        scheduler.tune(tasks, task_weights, max_trials_global, max_trials_per_task,
+                       num_trials_per_iter, builder, runner, callbacks, database, cost_model)
+    finally:
+        for task, logger in zip(tasks, saved_loggers):
+            task.logger = logger
+        if had_logger:
+            scheduler.logger = saved_scheduler_logger
+        else:
+            del scheduler.logger
+        logs.close()
+        for component in owned:
+            component.close()
+    return database
+
+
+def tune_tir(
+    mod: IRModule | PrimFunc,
+    target: str | Target,
+    work_dir: str,
+    max_trials_global: int,
+    *,
+    max_trials_per_task: int | None = None,
+    num_trials_per_iter: int = 64,
+    builder: Builder | Literal["local"] = "local",
+    runner: Runner | Literal["local", "rpc"] = "local",
+    database: Database | Literal["json", "memory"] = "json",
+    cost_model: CostModel | Literal["xgb", "mlp", "random"] = "xgb",
+    measure_callbacks: list[MeasureCallback] | MeasureCallback | Literal["default"] = "default",
+    task_scheduler: TaskScheduler | Literal["gradient", "round-robin"] = "gradient",
+    space: SpaceGenerator.SpaceGeneratorType = "post-order-apply",
+    strategy: SearchStrategy | Literal["replay-func", "replay-trace", "evolutionary"] = "evolutionary",
+    num_tuning_cores: Literal["physical", "logical"] | int = "physical",
+    seed: int | None = None,
+    module_equality: str = "structural",
+    special_space: Mapping[str, SpaceGenerator.SpaceGeneratorType] | None = None,
+    post_optimization: bool | None = False,
+) -> Database:
+    """Tune a TIR function, or each function of an IRModule (one task each, weight 1).
+
+    Args:
+        mod: a PrimFunc, or an IRModule of PrimFuncs; each function is tuned as a
+            workload of its own (a module whose only function is ``main``).
+        target: the target, or its string ("cpu", "llvm -num-cores 4", ...).
+        space: the space generator: an object, a schedule function (a hand-written
+            template, see :class:`~metaschedule.space_generator.ScheduleFn`), or a kind.
+            An object serves the first task; the other tasks get clones.
+        strategy: the search strategy: an object (first task; clones for the others) or
+            a kind.
+        num_tuning_cores: threads of each task's search ("physical", "logical", a count).
+        seed: the random seed of the tasks, and of a "gradient" task scheduler created
+            here (None: from the OS).
+        special_space: a space per function name, instead of ``space``.
+        The others: as :func:`tune_tasks`.
+
+    Returns:
+        The database with all tuning records; ``compile_tir`` reads the best one.
+    """
+    mod = as_module(mod)
+    target = target if isinstance(target, Target) else Target(target)
+    special_space = dict(special_space or {})
+    unknown = sorted(set(special_space) - set(mod))
+    if unknown:
+        raise ValueError(f"tune_tir: special_space names {', '.join(unknown)}, which the module "
+                         f"does not have; its functions: {', '.join(mod)}")
+    if task_scheduler == "gradient" and seed is not None:  # reproducible tie-breaking too
+        task_scheduler = TaskScheduler.create("gradient", seed=seed)
+    used: set[int] = set()
+
+    def fresh(component):  # an object serves once; later tasks get clones
+        if isinstance(component, (SpaceGenerator, SearchStrategy)):
+            if id(component) in used:
+                return component.clone()
+            used.add(id(component))
+        return component
+
+    tasks = []
+    for name, func in mod.items():
+        if not isinstance(func, PrimFunc):
+            raise TypeError(f"tune_tir: function {name!r} is a {type(func).__name__}, not a "
+                            "PrimFunc")
+        tasks.append(TuneContext(
+            IRModule({"main": func}), target=target,
+            space_generator=fresh(special_space.get(name, space)),
+            search_strategy=fresh(strategy), task_name=name,
+            rand_state=-1 if seed is None else seed, num_threads=num_tuning_cores))
+    return tune_tasks(
+        tasks=tasks, task_weights=[1.0] * len(tasks), work_dir=work_dir,
+        max_trials_global=max_trials_global, max_trials_per_task=max_trials_per_task,
+        num_trials_per_iter=num_trials_per_iter, builder=builder, runner=runner,
+        database=database, cost_model=cost_model, measure_callbacks=measure_callbacks,
+        task_scheduler=task_scheduler, module_equality=module_equality,
+        post_optimization=post_optimization)
+
+
+# --------------------------------------------------------------------------- components
+def _database(database, work_dir: str, module_equality: str) -> Database:
+    if isinstance(database, Database):
+        return database
+    if database == "json":
+        return JSONDatabase(work_dir=work_dir, module_equality=module_equality)
+    if database == "memory":
+        return MemoryDatabase(module_equality=module_equality)
+    raise ValueError(f"database must be a Database, 'json' or 'memory', got {database!r}")
+
+
+def _cost_model(cost_model) -> CostModel | None:
+    if cost_model is None or isinstance(cost_model, CostModel):
+        return cost_model
+    if isinstance(cost_model, str):
+        return CostModel.create(cost_model)
+    raise TypeError(f"cost_model must be a CostModel or 'xgb', 'mlp', 'random', got "
+                    f"{cost_model!r}")
+
+
+def _task_scheduler(task_scheduler) -> TaskScheduler:
+    if isinstance(task_scheduler, TaskScheduler):
+        return task_scheduler
+    if isinstance(task_scheduler, str):
+        return TaskScheduler.create(task_scheduler)
+    raise TypeError("task_scheduler must be a TaskScheduler or 'gradient', 'round-robin', got "
+                    f"{task_scheduler!r}")
+
+
+def _component(value, cls: type, what: str, owned: list):
+    if isinstance(value, cls):
+        return value
+    if isinstance(value, str):
+        component = cls.create(value)
+        if hasattr(component, "close"):
+            owned.append(component)
+        return component
+    raise TypeError(f"{what} must be a {cls.__name__} or a kind such as 'local', got {value!r}")

@@ -1,0 +1,213 @@
+"""EvolutionarySearch driven without a compiler (dummy builder and runner)."""
+
+import numpy as np
+import pytest
+
+from metaschedule.cost_model.base import PyCostModel
+from metaschedule.database import MemoryDatabase
+from metaschedule.search_strategy import EvolutionarySearch, SearchStrategy
+from metaschedule.space_generator import ScheduleFn
+from metaschedule.testing.tuning_records import matmul
+from metaschedule.tir.interpreter import interpret
+from metaschedule.tir.structural import structural_equal, structural_hash
+from metaschedule.tune_context import TuneContext
+from metaschedule.utils import derived_object
+
+
+def small_evo(**kwargs):
+    params = {"population_size": 16, "init_min_unmeasured": 2, "genetic_num_iters": 2}
+    params.update(kwargs)
+    return EvolutionarySearch(**params)
+
+
+def make_ctx(func, sch_fn, seed=1, **kwargs):
+    return TuneContext(
+        func,
+        target="cpu",
+        space_generator=ScheduleFn(sch_fn),
+        search_strategy=small_evo(**kwargs),
+        rand_state=seed,
+    )
+
+
+def all_candidates(batches):
+    return [c for batch in batches for c in batch]
+
+
+def assert_structurally_unique(schs):
+    by_hash = {}
+    for sch in schs:
+        for other in by_hash.setdefault(structural_hash(sch.mod), []):
+            assert not structural_equal(other.mod, sch.mod, map_free_vars=True), sch.trace
+        by_hash[structural_hash(sch.mod)].append(sch)
+
+
+@derived_object
+class InnerJScore(PyCostModel):
+    """Scores a candidate by the innermost tile of loop j (prefers 16, then 8, ...) and
+    records what it scored."""
+
+    def __init__(self, decisions):
+        self.decisions = decisions
+        self.calls = []
+
+    def load(self, path):
+        pass
+
+    def save(self, path):
+        pass
+
+    def update(self, context, candidates, results):
+        pass
+
+    def predict(self, context, candidates):
+        self.calls.append([self.decisions(c.sch) for c in candidates])
+        return np.array([score(self.decisions(c.sch)) for c in candidates])
+
+
+def score(key):
+    return float(key[1][1])  # the innermost factor of j's tile
+
+
+def test_respects_max_trials_and_batch_size(task, tile_ij, drive):
+    ctx = make_ctx(task, tile_ij)
+    batches = drive(ctx, MemoryDatabase(), max_trials=10, num_trials_per_iter=4)
+    assert [len(b) for b in batches] == [4, 4, 2]
+    assert_structurally_unique([c.sch for c in all_candidates(batches)])
+
+
+def test_never_remeasures_and_stops_when_the_space_is_exhausted(tile_i, drive, decisions):
+    ctx = make_ctx(matmul(8), tile_i)  # 4 points: the innermost tile of i is 1, 2, 4 or 8
+    batches = drive(ctx, MemoryDatabase(), max_trials=100, num_trials_per_iter=3)
+    cands = all_candidates(batches)
+    assert sorted(decisions(c.sch) for c in cands) == [((1, 8),), ((2, 4),), ((4, 2),), ((8, 1),)]
+    assert_structurally_unique([c.sch for c in cands])
+
+
+def test_resumed_run_skips_database_records(task, tile_ij, drive):
+    db = MemoryDatabase()
+    first = all_candidates(drive(make_ctx(task, tile_ij, seed=1), db, max_trials=10))
+    assert len(db) == 10
+    # The space has 25 points: a second run can find at most the 15 others.
+    second = all_candidates(drive(make_ctx(task, tile_ij, seed=2), db, max_trials=100))
+    assert 10 <= len(second) <= 15
+    assert_structurally_unique([c.sch for c in first + second])
+
+
+def test_picks_follow_the_cost_model(task, tile_ij, drive, decisions):
+    model = InnerJScore(decisions)
+    ctx = make_ctx(task, tile_ij, eps_greedy=0.0)
+    batches = drive(ctx, MemoryDatabase(), max_trials=4, num_trials_per_iter=4, cost_model=model)
+    picks = [score(decisions(c.sch)) for c in batches[0]]
+    seen = {key for call in model.calls for key in call}
+    assert sorted(picks, reverse=True) == sorted((score(k) for k in seen), reverse=True)[:4]
+    assert max(picks) == 16.0  # j's innermost tile can be 16, and evolution finds it
+
+
+def test_eps_greedy_one_picks_only_initial_samples(task, tile_ij, drive, decisions):
+    model = InnerJScore(decisions)
+    ctx = make_ctx(task, tile_ij, eps_greedy=1.0)
+    batches = drive(ctx, MemoryDatabase(), max_trials=4, num_trials_per_iter=4, cost_model=model)
+    initial = set(model.calls[0])  # the first prediction scores the initial population
+    assert {decisions(c.sch) for c in batches[0]} <= initial
+
+
+def test_same_rand_state_gives_same_candidates(task, tile_ij, drive, decisions):
+    runs = [
+        [
+            decisions(c.sch)
+            for c in all_candidates(drive(make_ctx(task, tile_ij, seed=7), MemoryDatabase()))
+        ]
+        for _ in range(2)
+    ]
+    assert runs[0] == runs[1]
+    other = [
+        decisions(c.sch)
+        for c in all_candidates(drive(make_ctx(task, tile_ij, seed=8), MemoryDatabase()))
+    ]
+    assert other != runs[0]
+
+
+def test_defaults_from_the_context_and_numbers(tile_ij, drive):
+    func = matmul(8)
+    ctx = make_ctx(func, tile_ij)
+    batches = drive(ctx, None, max_trials=3, num_trials_per_iter=3)  # memory db, random model
+    rng = np.random.default_rng(0)
+    a, b = rng.random((8, 8), dtype=np.float32), rng.random((8, 8), dtype=np.float32)
+    for cand in all_candidates(batches):
+        c = np.zeros((8, 8), np.float32)
+        interpret(cand.sch.mod["main"], a, b, c)
+        np.testing.assert_allclose(c, a @ b, rtol=1e-5)
+        assert [info.shape for info in cand.args_info] == [(8, 8)] * 3
+
+
+def test_call_order_and_arguments_are_checked(task, tile_ij):
+    ctx = make_ctx(task, tile_ij)
+    with pytest.raises(ValueError, match="pre_tuning first"):
+        ctx.generate_measure_candidates()
+    strategy = ctx.search_strategy
+    with pytest.raises(ValueError, match="needs a database"):
+        strategy.pre_tuning(4, 2, ctx.generate_design_space(), None, None)
+    ctx.pre_tuning(4, 2)
+    with pytest.raises(ValueError, match="already called"):
+        ctx.pre_tuning(4, 2)
+    ctx.post_tuning()
+    with pytest.raises(ValueError, match="at least one design space"):
+        ctx.pre_tuning(4, 2, design_spaces=[])
+    with pytest.raises(ValueError, match="population_size"):
+        EvolutionarySearch(population_size=0)
+    with pytest.raises(ValueError, match="eps_greedy"):
+        EvolutionarySearch(eps_greedy=1.5)
+    with pytest.raises(ValueError, match="not initialised"):
+        EvolutionarySearch().pre_tuning(4, 2, ctx.generate_design_space(), MemoryDatabase(), None)
+
+
+def test_create_and_clone():
+    evo = SearchStrategy.create("evolutionary", population_size=8, eps_greedy=0.25)
+    assert isinstance(evo, EvolutionarySearch)
+    twin = evo.clone()
+    assert twin is not evo and (twin.population_size, twin.eps_greedy) == (8, 0.25)
+    assert SearchStrategy.create().population_size == 512
+    with pytest.raises(ValueError, match="replay-trace"):
+        SearchStrategy.create("annealing")
+
+
+def test_user_mutators_are_sampled_with_the_search_stream(task, tile_ij, drive):
+    from metaschedule.mutator import MutateTileSize, PyMutator
+
+    @derived_object
+    class Spy(PyMutator):
+        def __init__(self):
+            self.states = []
+
+        def apply(self, trace, rand_state=None):
+            self.states.append(rand_state)
+            return MutateTileSize().apply(trace, rand_state)
+
+    spy = Spy()
+    space = ScheduleFn(tile_ij, sch_rules=[], postprocs=[], mutator_probs={spy: 1.0})
+    ctx = TuneContext(
+        task,
+        target="cpu",
+        space_generator=space,
+        search_strategy=small_evo(genetic_mutate_prob=1.0),
+        rand_state=1,
+    )
+    drive(ctx, MemoryDatabase(), max_trials=4)
+    assert spy.states and all(isinstance(s, np.random.Generator) for s in spy.states)
+    assert all(s is ctx.search_strategy.rng for s in spy.states)
+
+
+def test_picks_not_measured_can_come_back(tile_i, decisions):
+    from metaschedule.runner import RunnerResult
+
+    ctx = make_ctx(matmul(8), tile_i)
+    ctx.pre_tuning(100, 4)
+    first = ctx.generate_measure_candidates()
+    assert len(first) == 4  # the whole space
+    ctx.notify_runner_results(first[:2], [RunnerResult([1.0], None)] * 2)  # 2 were measured
+    second = ctx.generate_measure_candidates()
+    assert sorted(decisions(c.sch) for c in second) == sorted(decisions(c.sch) for c in first[2:])
+    ctx.notify_runner_results(second, [RunnerResult([1.0], None)] * 2)
+    assert ctx.generate_measure_candidates() is None
+    ctx.post_tuning()

@@ -1,0 +1,8 @@
+"""Fixtures for the task scheduler tests."""
+
+import pytest
+
+
+@pytest.fixture
+def events():
+    return []
