@@ -1,5 +1,27 @@
 """Schedule rules: how PostOrderApply rewrites each block into design spaces."""
 
+from .add_rfactor import AddRFactor
+from .apply_custom_rule import ApplyCustomRule, register_custom_rule
+from .auto_inline import AutoInline
 from .base import RULE_KINDS, PyScheduleRule, ScheduleRule, create, register_default_rules
+from .default_rules import llvm_rules
+from .multi_level_tiling import MultiLevelTiling, ReuseType
+from .parallel_vectorize_unroll import ParallelizeVectorizeUnroll
+from .random_compute_location import RandomComputeLocation
 
-__all__ = ["RULE_KINDS", "PyScheduleRule", "ScheduleRule", "create", "register_default_rules"]
+__all__ = [
+    "RULE_KINDS",
+    "AddRFactor",
+    "ApplyCustomRule",
+    "AutoInline",
+    "MultiLevelTiling",
+    "ParallelizeVectorizeUnroll",
+    "PyScheduleRule",
+    "RandomComputeLocation",
+    "ReuseType",
+    "ScheduleRule",
+    "create",
+    "llvm_rules",
+    "register_custom_rule",
+    "register_default_rules",
+]

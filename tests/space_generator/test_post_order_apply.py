@@ -108,7 +108,11 @@ def test_removed_and_filtered_and_annotated_blocks_are_skipped():
 def test_from_target_fills_defaults_and_initialises_parts():
     space = PostOrderApply()
     ctx = TuneContext(chain(), target="cpu", space_generator=space, rand_state=0)
-    assert space.sch_rules == [] and space.postprocs == []  # none registered yet
+    from metaschedule.postproc import Postproc
+    from metaschedule.schedule_rule import ScheduleRule
+
+    assert [type(r) for r in space.sch_rules] == [type(r) for r in ScheduleRule.create("llvm")]
+    assert [type(p) for p in space.postprocs] == [type(p) for p in Postproc.create("llvm")]
     assert {type(m) for m in space.mutator_probs} >= {MutateTileSize}
     assert all(m._mod is ctx.mod for m in space.mutator_probs)
     bare = PostOrderApply()

@@ -530,3 +530,25 @@ def test_transpose_reshape_property(shape, data):
     out = np.zeros(Y.shape, "float32")
     interpret(te.create_prim_func([X, Y]), x, out)
     np.testing.assert_array_equal(out, np.transpose(x, axes).reshape(first, -1))
+
+
+def test_depthwise_multiplier_one_reads_kernel_column_zero():
+    """Regression: a 4-D depthwise kernel with M = 1 indexed the multiplier axis by f."""
+    import numpy as np
+
+    from metaschedule.tir.interpreter import interpret
+
+    x = te.placeholder((1, 6, 6, 4), "float32", "X")
+    w = te.placeholder((3, 3, 4, 1), "float32", "W")
+    f = te.create_prim_func([x, w, ops.depthwise_conv2d_nhwc(x, w, 1, 1)])
+    rng = np.random.default_rng(0)
+    xa = rng.standard_normal((1, 6, 6, 4)).astype("float32")
+    wa = rng.standard_normal((3, 3, 4, 1)).astype("float32")
+    out = np.zeros((1, 6, 6, 4), "float32")
+    interpret(f, xa, wa, out)
+    xp = np.pad(xa, ((0, 0), (1, 1), (1, 1), (0, 0)))
+    ref = np.zeros_like(out)
+    for dy in range(3):
+        for dx in range(3):
+            ref += xp[:, dy:dy + 6, dx:dx + 6, :] * wa[dy, dx, :, 0]
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5)

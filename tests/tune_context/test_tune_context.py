@@ -105,7 +105,7 @@ def test_clone_is_independent():
     ctx = TuneContext(
         matmul(8),
         target="cpu",
-        space_generator=PostOrderApply(),
+        space_generator=PostOrderApply(sch_rules=[], postprocs=[]),
         search_strategy=evo(),
         task_name="t",
         rand_state=9,

@@ -138,7 +138,7 @@ def depthwise_conv2d_nhwc(data: Tensor, kernel: Tensor, stride: IntOrSeq = 1,
         if kernel.ndim == 3:
             w = kernel[ry, rx, c]
         else:
-            w = kernel[ry, rx, c, f if M == 1 else f % M]
+            w = kernel[ry, rx, c, 0 if M == 1 else f % M]
         return te_sum(a * to_dtype(w, out_dtype), axis=[ry, rx])
 
     shape = (data.shape[0], *out_sp, C * M)
