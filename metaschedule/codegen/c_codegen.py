@@ -12,6 +12,16 @@ Loops map to C as follows:
   count is at most ``S``; ``pragma_unroll_explicit = 1`` replicates the body of such
   loops (small constant extents) instead of relying on the pragma.
 * ``thread_binding``: rejected, it is for GPU targets.
+
+Allocations of up to :data:`STACK_ALLOC_LIMIT` bytes are stack arrays declared where
+the ``Allocate`` is (inside a loop: one per iteration, which costs nothing). Larger
+ones go on the heap, and are hoisted so that ``malloc`` never runs in a loop: those
+outside every parallel loop are allocated once per call at the top of the function,
+those inside a parallel loop once per thread, in an ``omp parallel`` region that
+wraps the ``omp for``. Reusing the memory between iterations is safe because a
+lowered ``Allocate`` promises nothing about the initial contents, and lowering
+(``plan_allocations``) places a buffer used in a parallel loop inside its body, so
+each iteration's buffer is private to its thread.
 """
 
 from __future__ import annotations
@@ -147,6 +157,7 @@ class FunctionWriter:
         self.lines: list[str] = []
         self.indent = 1
         self.in_parallel = False
+        self.hoisted: set[Buffer] = set()  # heap buffers allocated at function/thread entry
         self.auto_unroll: int | None = None
         self.explicit_unroll = False
 
@@ -176,8 +187,34 @@ class FunctionWriter:
             t = c_type(b.dtype)
             head.append(f"  {t}* restrict {name} = ({t}*)args[{i}];")
         head.append("  int32_t ms_status = 0;")
-        self.stmt(self.func.body)
+        heap = _heap_allocations(self.func.body, inside_parallel=False)
+        if heap:
+            ok = self.open_heap(heap)
+            self.line(f"if ({ok}) {{")
+            self.block(self.func.body)
+            self.line("} else {")
+            self.line("  ms_status = -1;")
+            self.line("}")
+            self.close_heap(heap)
+        else:
+            self.stmt(self.func.body)
         return "\n".join([*head, *self.lines, "  return ms_status;", "}", ""])
+
+    def open_heap(self, bufs: list[Buffer]) -> str:
+        """Declare and allocate hoisted heap buffers; returns the C test that all succeeded."""
+        names = []
+        for b in bufs:
+            name = self.buf_names[b] = self.names.fresh(b.name)
+            t, size = c_type(b.dtype), _alloc_bytes(b)
+            self.line(f"{t}* restrict {name} = ({t}*)aligned_alloc(64, {-(-size // 64) * 64});")
+            self.hoisted.add(b)
+            names.append(name)
+        return " && ".join(f"{n} != NULL" for n in names)
+
+    def close_heap(self, bufs: list[Buffer]) -> None:
+        for b in bufs:
+            self.line(f"free({self.buf_names[b]});")
+            self.hoisted.discard(b)
 
     # statements -----------------------------------------------------------------------
     def stmt(self, s: Stmt) -> None:
@@ -216,28 +253,17 @@ class FunctionWriter:
 
     def allocate(self, s: Allocate) -> None:
         b = s.buffer
-        try:
-            numel = b.numel()
-        except ValueError:
-            raise CodegenError(f"dynamic shapes are not supported: allocation of {b.name} "
-                               f"has shape {tuple(str(x) for x in b.shape)}") from None
+        if b in self.hoisted:  # allocated at function or thread entry
+            self.stmt(s.body)
+            return
         name = self.buf_names.get(b) or self.names.fresh(b.name)
         self.buf_names[b] = name
-        t, size = c_type(b.dtype), max(1, numel) * nbytes(b.dtype)
+        numel = _numel_checked(b)
+        if _alloc_bytes(b) > STACK_ALLOC_LIMIT:  # only when allocate() is used directly
+            raise CodegenError(f"heap allocation of {b.name} was not hoisted")
         self.line("{")
-        if size <= STACK_ALLOC_LIMIT:
-            self.line(f"  {t} {name}[{max(1, numel)}] __attribute__((aligned(64)));")
-            self.block(s.body)
-        else:
-            self.line(f"  {t}* restrict {name} = ({t}*)aligned_alloc(64, {-(-size // 64) * 64});")
-            self.line(f"  if ({name} == NULL) {{")
-            self.line("    __atomic_store_n(&ms_status, -1, __ATOMIC_RELAXED);")
-            self.line("  } else {")
-            self.indent += 1
-            self.block(s.body)
-            self.indent -= 1
-            self.line(f"    free({name});")
-            self.line("  }")
+        self.line(f"  {c_type(b.dtype)} {name}[{max(1, numel)}] __attribute__((aligned(64)));")
+        self.block(s.body)
         self.line("}")
 
     # loops ----------------------------------------------------------------------------
@@ -280,6 +306,10 @@ class FunctionWriter:
                 return
             parallel = loop.kind is ForKind.PARALLEL and not self.in_parallel
             if parallel:
+                heap = _heap_allocations(loop.body, inside_parallel=True)
+                if heap:
+                    self.parallel_with_heap(loop, name, heap)
+                    return
                 self.line(f"#pragma omp parallel for num_threads({self.target.num_cores}) "
                           "schedule(static)")
             elif mode == "pragma":
@@ -293,6 +323,27 @@ class FunctionWriter:
             self.line("}")
         finally:
             del self.ranges[var]
+
+    def parallel_with_heap(self, loop: For, name: str, heap: list[Buffer]) -> None:
+        """An ``omp parallel`` region whose threads each allocate ``heap`` once, around
+        the ``omp for`` of ``loop``."""
+        self.line(f"#pragma omp parallel num_threads({self.target.num_cores})")
+        self.line("{")
+        self.indent += 1
+        ok = self.open_heap(heap)
+        ok_name = self.names.fresh("heap_ok")
+        self.line(f"const int {ok_name} = {ok};")
+        self.line(f"if (!{ok_name}) __atomic_store_n(&ms_status, -1, __ATOMIC_RELAXED);")
+        self.line("#pragma omp for schedule(static)")
+        self.for_header(loop, name)
+        self.in_parallel = True
+        self.line(f"  if (!{ok_name}) continue;")
+        self.block(loop.body)
+        self.in_parallel = False
+        self.line("}")
+        self.close_heap(heap)
+        self.indent -= 1
+        self.line("}")
 
     def for_header(self, loop: For, name: str, step: int = 1, stop: E.PrimExpr | None = None):
         t = c_type(loop.loop_var.dtype)
@@ -470,6 +521,38 @@ def linear_index(buf: Buffer, indices: tuple[E.PrimExpr, ...]) -> E.PrimExpr:
     if total is None:
         return E.const(0, dtype)
     return total.to_expr(dtype)
+
+
+def _numel_checked(b: Buffer) -> int:
+    try:
+        return b.numel()
+    except ValueError:
+        raise CodegenError(f"dynamic shapes are not supported: allocation of {b.name} "
+                           f"has shape {tuple(str(x) for x in b.shape)}") from None
+
+
+def _alloc_bytes(b: Buffer) -> int:
+    return max(1, _numel_checked(b)) * nbytes(b.dtype)
+
+
+def _heap_allocations(s: Stmt, inside_parallel: bool) -> list[Buffer]:
+    """Heap-sized allocations in ``s``, in order: those outside every parallel loop
+    (``inside_parallel=False``), or all of them (``s`` is a parallel loop's body)."""
+    out: list[Buffer] = []
+
+    class _V(Visitor):
+        def visit_For(self, loop: For) -> None:
+            if loop.kind is ForKind.PARALLEL and not inside_parallel:
+                return  # allocated per thread by that loop
+            self.generic_visit(loop)
+
+        def visit_Allocate(self, a: Allocate) -> None:
+            if _alloc_bytes(a.buffer) > STACK_ALLOC_LIMIT and a.buffer not in out:
+                out.append(a.buffer)
+            self.generic_visit(a)
+
+    _V().visit(s)
+    return out
 
 
 def _numel(shape: tuple[int, ...]) -> int:

@@ -100,10 +100,11 @@ class Helpers:
     def vbroadcast(self, dtype: str, lanes: int) -> str:
         vt, t = self.vtype(dtype, lanes), c_type(dtype)
         name = f"ms_bcast_{SHORT[dtype]}x{lanes}"
+        # an initializer list: GCC turns it into one vbroadcast, whereas a lane-by-lane
+        # loop into a vector variable becomes one masked insert per lane
+        xs = ", ".join(["x"] * lanes)
         return self.need(
-            name,
-            f"static inline {vt} {name}({t} x) {{\n"
-            f"  {vt} r;\n  for (int l = 0; l < {lanes}; ++l) r[l] = x;\n  return r;\n}}\n",
+            name, f"static inline {vt} {name}({t} x) {{ return ({vt}){{{xs}}}; }}\n"
         )
 
     def viota(self, dtype: str, lanes: int) -> str:

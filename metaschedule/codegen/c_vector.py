@@ -4,8 +4,9 @@ The body of ``for v in vectorized(lo, lo + n)`` is emitted once per chunk of lan
 with vector values: a load or store whose row-major offset is ``base + 1 * v`` is an
 unaligned vector load/store, a value that does not depend on ``v`` is broadcast,
 arithmetic, comparisons, select, min/max and casts work lane-wise, math intrinsics
-run lane by lane. ``n`` is split into chunks of the target's native width (a chunked
-loop when ``n`` spans several) and a power-of-two tail (a single lane is scalar code).
+run lane by lane. ``n`` is split into chunks of the target's native width (written
+out one by one up to :data:`EXPLICIT_CHUNKS` chunks, a chunked loop beyond) and a
+power-of-two tail (a single lane is scalar code).
 
 A body that cannot be written this way (a gather or strided access, an ``if`` whose
 condition depends on ``v``, an inner loop, a store that every lane would write)
@@ -24,6 +25,10 @@ from ..tir.functor import Visitor, collect_vars
 from ..tir.stmt import BufferStore, Evaluate, For, IfThenElse, SeqStmt, Stmt
 from ..tir.transform.affine import Affine, affine, const_bounds
 from .c_codegen import FunctionWriter, linear_index, strip_parens
+
+
+#: Up to this many full-width chunks are emitted one after the other instead of as a loop.
+EXPLICIT_CHUNKS = 4
 
 
 class NotVectorizable(Exception):
@@ -145,7 +150,12 @@ def _emit_chunks(fw: FunctionWriter, loop: For, name: str, lanes: int) -> None:
     extent = loop.extent.value
     full, tail = divmod(extent, lanes)
     body = _VectorBody(fw, loop)
-    if full >= 2:
+    if 2 <= full <= EXPLICIT_CHUNKS:
+        # a few chunks are written out: every access then has a constant offset, which
+        # keeps a small accumulator array in registers
+        for c in range(full):
+            _chunk(fw, loop, name, t, c * lanes, lambda: body.emit(lanes))
+    elif full > EXPLICIT_CHUNKS:
         stop = affine(loop.min).offset(full * lanes).to_expr(loop.loop_var.dtype)
         fw.for_header(loop, name, step=lanes, stop=stop)
         fw.indent += 1

@@ -51,10 +51,12 @@ def matmul_tiles(
 ) -> MatmulTiles:
     """Pick a register tile that fits the target's vector registers, and block sizes.
 
-    The accumulators (``rows * vectors`` registers), one broadcast of ``A`` and the
-    ``vectors`` loads of ``B`` must fit in the register file; among those tiles the one
-    with the most accumulators (the most FMAs per loaded value) wins. Every size is
-    shrunk to a divisor of its extent, so the splits are exact.
+    The tile is ``vectors`` vectors wide (default 2) and as many rows high as the
+    register file holds next to them: ``rows * vectors`` accumulators, one broadcast of
+    ``A`` and ``vectors`` loads of ``B`` (AVX-512: 8 x 2 of 32 registers, AVX2: 4 x 2 or
+    6 x 2 of 16), capped at 8 rows. Every size is shrunk to a divisor of its extent, so
+    the splits are exact; ``row_block`` shrinks until there are two parallel tasks per
+    core where the rows allow it.
     """
     lanes = target.vector_lanes("float32")
     regs = _VECTOR_REGISTERS.get(target.vector_width, 16)
@@ -63,7 +65,7 @@ def matmul_tiles(
     cols = _divisor_at_most(n, vectors * lanes)
     if cols % lanes == 0:
         vectors = cols // lanes
-    else:  # the extent does not hold a whole vector: one partial vector per row
+    else:  # not a whole number of vectors: one vectorized loop of `cols` lanes per row
         vectors, lanes = 1, cols
     if rows is None:
         rows = max(1, (regs - vectors - 1) // vectors)
@@ -71,6 +73,9 @@ def matmul_tiles(
     rows = _divisor_at_most(m, rows)
     row_block = rows * _divisor_at_most(m // rows, max(1, row_block // rows))
     col_block = cols * _divisor_at_most(n // cols, max(1, col_block // cols))
+    # at least two parallel tasks per core where the rows allow it (load balance)
+    while (m // row_block) * (n // col_block) < 2 * target.num_cores and row_block > rows:
+        row_block = rows * _divisor_at_most(m // rows, row_block // rows - 1)
     return MatmulTiles(rows, vectors, lanes, row_block, col_block)
 
 

@@ -13,8 +13,8 @@ from metaschedule.codegen import CodegenError, build, codegen_c
 from metaschedule.codegen.c_helpers import c_literal
 from metaschedule.target import Target
 from metaschedule.tir import (
-    Block, BlockRealize, Buffer, BufferStore, For, ForKind, Mutator, PrimFunc, Var, Visitor,
-    const,
+    Allocate, Block, BlockRealize, Buffer, BufferStore, For, ForKind, Mutator, PrimFunc, SeqStmt,
+    Var, Visitor, const,
 )
 from metaschedule.tir.transform import lower
 
@@ -360,3 +360,45 @@ def test_lowered_store_names_match_params():
     (fn,) = csrc.functions
     assert fn.params[0].name == "A" and fn.params[0].written and fn.params[0].shape == (4,)
     assert isinstance(func.body, For) and not isinstance(func.body, Block)
+
+
+# ----------------------------------------------------------------------------- allocations
+
+
+def test_broadcast_helper_is_one_initializer():
+    """A lane-by-lane loop into a vector variable compiles to one masked insert per lane."""
+    src = codegen_c(lower(schedule_loops(elementwise(4, 32), "C", [None, V])), CPU).code
+    (helper,) = [ln for ln in src.splitlines() if "ms_bcast_f32x16(float x)" in ln]
+    assert "return (ms_f32x16){x, x, x," in helper and "for" not in helper
+
+
+def test_few_vector_chunks_are_written_out():
+    src = codegen_c(lower(schedule_loops(elementwise(4, 32), "C", [None, V])), CPU).code
+    assert "{ const int32_t j = 16;" in src and "j += 16" not in src
+
+
+def _heap_in_loop(kind: ForKind, n: int = 128) -> PrimFunc:
+    """for o: T = A * (o + 1) (64 KiB, allocated in the loop body); B[o] = sum(T[0, :])."""
+    A, B = Buffer("A", (n, n)), Buffer("B", (4, n))
+    T = Buffer("T", (n, n))
+    o, i, j = Var("o"), Var("i"), Var("j")
+    fill = For(i, 0, n, ForKind.SERIAL, For(j, 0, n, ForKind.SERIAL, BufferStore(
+        T, A[i, j] * (o + 1).astype("float32"), (i, j))))
+    use = For(j, 0, n, ForKind.SERIAL, BufferStore(B, T[o, j] + T[n - 1 - o, j], (o, j)))
+    return PrimFunc((A, B), For(o, 0, 4, kind, Allocate(T, SeqStmt((fill, use)))))
+
+
+@pytest.mark.compiler
+@pytest.mark.parametrize("kind", [ForKind.SERIAL, P], ids=["serial", "parallel"])
+def test_heap_allocations_are_hoisted_out_of_loops(kind):
+    a = rand(128, 128)
+    src, (_, b) = run(_heap_in_loop(kind), a, np.zeros((4, 128), "float32"))
+    body = src[src.index("(void** args) {"):]
+    assert body.count("aligned_alloc(64, 65536)") == 1 and body.count("free(T);") == 1
+    alloc_at, loop_at = body.index("aligned_alloc"), body.index("for (int32_t o")
+    assert alloc_at < loop_at  # allocated once, not once per iteration
+    if kind is P:  # once per thread, in a parallel region around the omp for
+        region = body.index("#pragma omp parallel num_threads(2)\n")
+        assert region < alloc_at < body.index("#pragma omp for schedule(static)") < loop_at
+    expected = np.stack([(a[o] + a[127 - o]) * (o + 1) for o in range(4)])
+    np.testing.assert_allclose(b, expected, rtol=1e-5, atol=1e-5)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -11,6 +13,7 @@ from metaschedule.tir import (
     IfThenElse, IterType, IterVar, PrimFunc, Range, SeqStmt, Var, const, floordiv,
     post_order_visit,
 )
+from metaschedule.tir.functor import substitute
 from metaschedule.tir.interpreter import interpret
 from metaschedule.tir.stmt import true
 from metaschedule.tir.transform import (
@@ -70,6 +73,22 @@ def tiled_matmul_local(n: int = 16, ti: int = 4, tj: int = 8) -> PrimFunc:
                For(j0, 0, n // tj, ForKind.SERIAL, SeqStmt((nest1, nest2))))
     root = Block((), (), (), "root", body, alloc_buffers=(CL,))
     return PrimFunc((A, B, C), BlockRealize((), true(), root))
+
+
+def fused_tiled_matmul_local(n: int = 16, ti: int = 4, tj: int = 8,
+                             kind: ForKind = ForKind.PARALLEL) -> PrimFunc:
+    """tiled_matmul_local with the tile loops fused into one loop ``f`` of ``kind``: the tile
+    is indexed by ``f // (n // tj)`` in rows and ``f % (n // tj)`` in columns."""
+    func = tiled_matmul_local(n, ti, tj)
+    (i0_loop,) = [f for f in nodes(func.body, For) if f.loop_var.name == "i0"]
+    j0_loop = i0_loop.body
+    f = Var("f")
+    cols = n // tj
+    vmap = {i0_loop.loop_var: floordiv(f, cols), j0_loop.loop_var: f % cols}
+    body = For(f, 0, (n // ti) * cols, kind, substitute(j0_loop.body, vmap))
+    root = func.body.block
+    new_root = Block((), (), (), "root", body, alloc_buffers=root.alloc_buffers)
+    return PrimFunc(func.params, BlockRealize((), true(), new_root))
 
 
 def guarded_copy(n: int = 10, factor: int = 4) -> PrimFunc:
@@ -134,7 +153,7 @@ def run_prefix(func: PrimFunc, count: int) -> PrimFunc:
     return func
 
 
-WORKLOADS = [matmul_exp, tiled_matmul_local, guarded_copy, running_sum]
+WORKLOADS = [matmul_exp, tiled_matmul_local, fused_tiled_matmul_local, guarded_copy, running_sum]
 
 
 # ----------------------------------------------------------------------------- affine
@@ -204,6 +223,76 @@ def test_plan_allocations_sinks_local_tile_into_tile_loop():
     (j0_loop,) = [f for f in nodes(func.body, For) if f.loop_var.name == "j0"]
     assert j0_loop.body is alloc  # inside both tile loops, around the two nests
     assert_same_meaning(tiled_matmul_local(), func)
+
+
+@pytest.mark.parametrize("kind", [ForKind.PARALLEL, ForKind.SERIAL], ids=["parallel", "serial"])
+def test_fused_tile_loop_gets_a_private_compact_tile(kind):
+    """f // 2 and f % 2 index disjoint tiles: the tile sinks into f (and below) and shrinks."""
+    before = fused_tiled_matmul_local(16, 4, 8, kind)
+    func = lower(before)
+    (alloc,) = nodes(func.body, Allocate)
+    (f_loop,) = [f for f in nodes(func.body, For) if f.loop_var.name == "f"]
+    assert f_loop.kind is kind and f_loop.body is alloc
+    assert alloc.buffer.static_shape() == (4, 8)
+    assert_same_meaning(before, func)
+
+
+def _carried_by_pairs(kind: ForKind) -> PrimFunc:
+    """acc[f // 2] accumulates over the two iterations 2m, 2m + 1: only f // 2 separates
+    iterations, which is not one-to-one in f."""
+    A, B = Buffer("A", (8,)), Buffer("B", (4,))
+    acc = Buffer("acc", (4,))
+    f, i = Var("f"), Var("i")
+    body = SeqStmt((
+        For(i, 0, 4, ForKind.SERIAL, BufferStore(acc, const(0.0), (i,))),
+        For(f, 0, 8, kind, BufferStore(acc, acc[floordiv(f, 2)] + A[f], (floordiv(f, 2),))),
+        For(i, 0, 4, ForKind.SERIAL, BufferStore(B, acc[i], (i,))),
+    ))
+    return PrimFunc((A, B), Allocate(acc, body))
+
+
+def test_plan_allocations_needs_a_one_to_one_split_of_the_fused_loop():
+    func = plan_allocations(_carried_by_pairs(ForKind.SERIAL))
+    assert isinstance(func.body, Allocate)  # all three loops use it: stays around them
+    T = Buffer("T", (4, 8))
+    A = Buffer("A", (8, 8))
+    f, j = Var("f"), Var("j")
+    # f // 2 in one dimension only: iterations 2m and 2m + 1 both touch row m
+    loop = For(f, 0, 8, ForKind.SERIAL, For(j, 0, 8, ForKind.SERIAL, SeqStmt((
+        BufferStore(T, T[floordiv(f, 2), j] + 1.0, (floordiv(f, 2), j)),
+        BufferStore(A, T[floordiv(f, 2), j], (f, j)),
+    ))))
+    func = plan_allocations(PrimFunc((A,), Allocate(T, loop)))
+    assert isinstance(func.body, Allocate)
+    # f // 2 and f % 2 in two dimensions: one-to-one, so the buffer moves in
+    i = Var("i")
+    loop2 = For(f, 0, 8, ForKind.SERIAL, SeqStmt((
+        For(j, 0, 4, ForKind.SERIAL, BufferStore(T, const(1.0), (floordiv(f, 2), (f % 2) * 4 + j))),
+        For(i, 0, 4, ForKind.SERIAL, BufferStore(A, T[floordiv(f, 2), (f % 2) * 4 + i], (f, i))),
+    )))
+    func = plan_allocations(PrimFunc((A,), Allocate(T, loop2)))
+    assert isinstance(func.body, For) and isinstance(func.body.body, Allocate)
+    func = lower(func)
+    assert nodes(func.body, Allocate)[0].buffer.static_shape() == (1, 4)
+
+
+def test_parallel_loop_privatizes_buffers_it_cannot_prove_disjoint():
+    """Every iteration writes then reads all of T: not disjoint, but a parallel loop's
+    iterations are independent, so each gets its own T instead of racing on a shared one."""
+    A, B = Buffer("A", (6, 4)), Buffer("B", (6,))
+    T = Buffer("T", (4,))
+    p, i, j = Var("p"), Var("i"), Var("j")
+    body = For(p, 0, 6, ForKind.PARALLEL, SeqStmt((
+        For(i, 0, 4, ForKind.SERIAL, BufferStore(T, A[p, i] * 2.0, (i,))),
+        BufferStore(B, const(0.0), (p,)),
+        For(j, 0, 4, ForKind.SERIAL, BufferStore(B, B[p] + T[j], (p,))),
+    )))
+    before = PrimFunc((A, B), Allocate(T, body))
+    func = plan_allocations(before)
+    assert isinstance(func.body, For) and isinstance(func.body.body, Allocate)
+    assert_same_meaning(before, func)
+    serial = PrimFunc((A, B), Allocate(T, dataclasses.replace(body, kind=ForKind.SERIAL)))
+    assert isinstance(plan_allocations(serial).body, Allocate)  # a serial loop is not proof
 
 
 def test_plan_allocations_keeps_carried_buffer_outside_loop():

@@ -2,11 +2,25 @@
 
 An allocation moves into a sub-statement of a sequence when only a contiguous run of
 the sequence uses it, into the branch of an ``if`` that holds every use, and into the
-body of a serial, parallel or unrolled loop when different iterations touch disjoint
-parts of the buffer (so no value flows from one iteration to the next through it).
-This is what turns a ``cache_write`` to "local" under a ``compute_at`` into a
-per-iteration tile that ``compact_allocations`` then shrinks. An unused allocation
-is dropped.
+body of a serial or unrolled loop when different iterations touch disjoint parts of
+the buffer (so no value flows from one iteration to the next through it). This is
+what turns a ``cache_write`` to "local" under a ``compute_at`` into a per-iteration
+tile that ``compact_allocations`` then shrinks. An unused allocation is dropped.
+
+Disjointness is proved per dimension: if the touched interval of a dimension is
+``g * h(v) + r`` to ``g * h(v) + r + w`` with ``w < g`` (``r`` and ``w`` free of the loop
+variable ``v``), iterations with different values of ``h(v)`` touch different
+elements. The dimensions whose ``h`` separate iterations this way prove the loop
+disjoint when ``v -> (h_1(v), h_2(v), ...)`` is one-to-one over the loop's range,
+checked with :func:`~metaschedule.tir.arith.detect_iter_map` (bijective). That covers
+a fused loop ``f`` whose tile is indexed by ``f // 8`` in one dimension and ``f % 8``
+in another.
+
+A parallel loop is different: its iterations are independent by the contract of the
+``parallel`` primitive, so a buffer whose every use lies inside one is *private* to an
+iteration and is always allocated inside the loop body, even when disjointness cannot
+be proved. A buffer shared by all threads would race as soon as two iterations
+touch the same element.
 
 Before::
 
@@ -26,14 +40,19 @@ After::
 from __future__ import annotations
 
 import dataclasses
+import itertools
+from math import gcd
 
+from .. import expr as E
+from ..arith import detect_iter_map
 from ..buffer import Buffer
 from ..function import PrimFunc
-from ..functor import Mutator
-from ..stmt import Allocate, For, ForKind, IfThenElse, SeqStmt, Stmt, seq
+from ..functor import Mutator, collect_vars
+from ..stmt import Allocate, For, ForKind, IfThenElse, Range, SeqStmt, Stmt, seq
+from .affine import Affine
 from .region import touched_region, touches
 
-_SINKABLE = (ForKind.SERIAL, ForKind.PARALLEL, ForKind.UNROLLED)
+_SINKABLE = (ForKind.SERIAL, ForKind.UNROLLED)
 
 
 class _PlanAllocations(Mutator):
@@ -56,7 +75,10 @@ def _sink(buf: Buffer, stmt: Stmt) -> Stmt:
         return seq(*stmt.seq[:first], inner, *stmt.seq[last + 1 :])
     if not touches(stmt, buf):
         return stmt
-    if isinstance(stmt, For) and stmt.kind in _SINKABLE and _iterations_disjoint(buf, stmt):
+    if isinstance(stmt, For) and (
+        stmt.kind is ForKind.PARALLEL
+        or (stmt.kind in _SINKABLE and _iterations_disjoint(buf, stmt))
+    ):
         return dataclasses.replace(stmt, body=_sink(buf, stmt.body))
     if isinstance(stmt, IfThenElse) and not touches(stmt.condition, buf):
         in_then = touches(stmt.then_case, buf)
@@ -71,28 +93,57 @@ def _sink(buf: Buffer, stmt: Stmt) -> Stmt:
 
 
 def _iterations_disjoint(buf: Buffer, loop: For) -> bool:
-    """True if two iterations of ``loop`` never touch the same element of ``buf``.
-
-    Sufficient test: in some dimension the touched interval moves by ``c * loop_var``
-    and is narrower than ``|c|``.
-    """
+    """True if two iterations of ``loop`` never touch the same element of ``buf``."""
     region = touched_region(loop.body, buf)
     if region is None:
         return True
     v = loop.loop_var
+    separating: list[E.PrimExpr] = []
     for iv in region:
-        if iv is None:
+        h = _separated_part(iv, v)
+        if h is None:
             continue
-        lo, hi = iv
-        c = lo.coef(v)
-        if c == 0 or hi.coef(v) != c:
-            continue
-        if lo.without(v).uses(v) or hi.without(v).uses(v):
-            continue
-        width = hi - lo
-        if width.is_const() and width.const < abs(c):
+        if h is v:
+            return True  # the common case, decided without the iter-map analysis
+        separating.append(h)
+    if not separating:
+        return False
+    dom = {v: Range(loop.min, loop.extent)}
+    for subset in _subsets(separating):
+        if detect_iter_map(subset, dom, check_level="bijective").success:
             return True
     return False
+
+
+def _separated_part(iv: tuple[Affine, Affine] | None, v: E.Var) -> E.PrimExpr | None:
+    """``h(v)`` if the interval is ``[g*h(v) + r, g*h(v) + r + w]`` with ``0 <= w < g``."""
+    if iv is None:
+        return None
+    lo, hi = iv
+    width = hi - lo
+    if not width.is_const() or width.const < 0:
+        return None
+    dep = {k: t for k, t in lo.terms.items() if v in collect_vars(t[1])}
+    if not dep:
+        return None
+    g = 0
+    for coef, _ in dep.values():
+        g = gcd(g, abs(coef))
+    if width.const >= g:
+        return None
+    if len(dep) == 1:  # c * atom: the sign of c does not matter for one-to-one-ness
+        return next(iter(dep.values()))[1]
+    return Affine({k: (c // g, a) for k, (c, a) in dep.items()}, 0).to_expr(v.dtype)
+
+
+def _subsets(parts: list[E.PrimExpr]) -> list[list[E.PrimExpr]]:
+    """All parts first, then smaller groups (a redundant part can break bijectivity)."""
+    if len(parts) > 4:
+        return [parts] + [[p] for p in parts]
+    out = []
+    for size in range(len(parts), 0, -1):
+        out.extend(list(c) for c in itertools.combinations(parts, size))
+    return out
 
 
 def plan_allocations(func: PrimFunc) -> PrimFunc:
