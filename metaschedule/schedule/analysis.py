@@ -1,15 +1,15 @@
 """Analyses shared by the schedule primitives.
 
-* region relaxation: the part of a buffer a block touches while some loops run
-  (``relax_region``), and unions of such regions;
+* regions: the part of a buffer a block touches while some loops run
+  (``relax_region``), unions of such regions, clamping to a buffer's bounds;
+* buffers: a block's n-th read or write buffer, where a buffer is allocated;
 * dataflow within a scope: the writers and readers of a buffer, a block's producers
   and consumers (siblings under the same scope block, in program order);
 * block kinds: complete blocks (spatial, the only writer of what they write, no
-  read-back), reduction blocks, affine bindings;
-* statement surgery: the statement to remove when a block leaves its loops, and
-  removing it.
+  read-back), reduction blocks (affine bindings: ``affine.py``);
+* tree queries: ancestors, lowest common ancestors, the blocks of a subtree.
 
-Everything here reads the IR; nothing commits to the schedule state.
+Everything here reads the IR; statement surgery lives in ``edit.py``.
 """
 
 from __future__ import annotations
@@ -17,91 +17,72 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from ..tir import (
+    Add,
+    And,
     Block,
     BlockRealize,
     Buffer,
     BufferLoad,
     BufferRegion,
+    FloorDiv,
+    FloorMod,
     For,
+    IntImm,
     IterType,
     Max,
     Min,
+    Mul,
+    PrimFunc,
     Range,
-    SeqStmt,
     Stmt,
+    Sub,
     Var,
 )
 from ..tir.arith import Analyzer
-from ..tir.arith.iter_map import is_affine_binding
 from ..tir.expr import PrimExpr, const
-from ..tir.functor import Mutator, Visitor, collect_vars, post_order_visit, substitute
-from .error import ScheduleError
-from .state import ScheduleState
+from ..tir.functor import Visitor, collect_vars, post_order_visit, substitute
+from .error import (
+    BufferIndexError,
+    NotCompleteOrReductionBlockError,
+    NotOnlyWriterError,
+    ScheduleError,
+    StorageScopeError,
+)
+from .linear import relax_linear
+from .state import ScheduleState, child_stmts
 
-__all__ = [
-    "InsertionIndexError",
-    "LoopPositionError",
-    "NotAllBlocksUnderLoopError",
-    "NotCompleteOrReductionBlockError",
-    "NotInlinableError",
-    "NotOnlyWriterError",
-    "analyzer_for_loops",
-    "buffers_of",
-    "check_affine_binding",
-    "check_complete_or_reduction",
-    "check_only_writer",
-    "consumers",
-    "has_affine_binding",
-    "is_ancestor",
-    "is_leaf_block",
-    "load_regions",
-    "loop_iter_type",
-    "lowest_common_ancestor",
-    "not_complete_reason",
-    "not_reduction_reason",
-    "producers",
-    "readers_in_scope",
-    "region_bounds",
-    "relax_region",
-    "removal_target",
-    "remove_stmt",
-    "scope_blocks",
-    "stmt_children",
-    "subtree_blocks",
-    "union_range",
-    "union_regions",
-    "writers_in_scope",
-]
+#: storage scopes a cache stage or ``set_scope`` may use
+STORAGE_SCOPES = ("global", "local", "shared")
 
 
-# ----------------------------------------------------------------------------- errors
+# ----------------------------------------------------------------------------- variables
+
+_ARITH = (Add, Sub, Mul, FloorDiv, FloorMod, Min, Max)
 
 
-class NotCompleteOrReductionBlockError(ScheduleError):
-    """The block is neither complete (spatial, only writer) nor a well-formed reduction."""
-
-
-class NotOnlyWriterError(ScheduleError):
-    """Another block of the scope writes the same buffer (the dataflow is not compact)."""
-
-
-class LoopPositionError(ScheduleError):
-    """The loop is in another scope than the block, or inside the block itself."""
-
-
-class NotAllBlocksUnderLoopError(ScheduleError):
-    """Some consumers (compute_at) or producers (reverse_compute_at) are not under the loop."""
-
-
-class InsertionIndexError(ScheduleError):
-    """No legal insertion point, or the requested ``index`` is outside the legal range."""
-
-
-class NotInlinableError(ScheduleError):
-    """compute_inline / reverse_compute_inline preconditions do not hold."""
+def expr_vars(exprs: Iterable[PrimExpr]) -> set[Var]:
+    """The variables of ``exprs``; like ``collect_vars`` but quick on the integer
+    arithmetic of bindings (the hot path of trace replay)."""
+    out: set[Var] = set()
+    stack = list(exprs)
+    while stack:
+        e = stack.pop()
+        if isinstance(e, Var):
+            out.add(e)
+        elif type(e) in _ARITH:
+            stack.append(e.a)
+            stack.append(e.b)
+        elif not isinstance(e, IntImm):
+            out |= collect_vars(e)
+    return out
 
 
 # ----------------------------------------------------------------------------- regions
+
+
+def loop_doms(loops: Iterable[For]) -> dict[Var, Range]:
+    """The iteration domain of each loop variable."""
+    return {lp.loop_var: Range(lp.min, lp.extent) for lp in loops}
 
 
 def analyzer_for_loops(loops: Iterable[For], analyzer: Analyzer | None = None) -> Analyzer:
@@ -115,7 +96,7 @@ def analyzer_for_loops(loops: Iterable[For], analyzer: Analyzer | None = None) -
 def _dom_map(loops_to_relax) -> dict[Var, Range]:
     if isinstance(loops_to_relax, Mapping):
         return dict(loops_to_relax)
-    return {lp.loop_var: Range(lp.min, lp.extent) for lp in loops_to_relax}
+    return loop_doms(loops_to_relax)
 
 
 def _bindings(realize_bindings) -> dict[Var, PrimExpr]:
@@ -153,6 +134,10 @@ def relax_region(
         ranges = []
         for d, rng in enumerate(region.region):
             lo_e = substitute(rng.min, vmap)
+            fast = relax_linear(lo_e, rng.extent, dom, ana)
+            if fast is not None:
+                ranges.append(fast)
+                continue
             hi_e = substitute(rng.min + rng.extent - 1, vmap)
             lo = ana.int_set(lo_e, dom).min
             hi = ana.int_set(hi_e, dom).max
@@ -212,6 +197,80 @@ def load_regions(expr, analyzer: Analyzer | None = None) -> list[BufferRegion]:
     return union_regions(regions, analyzer or Analyzer())
 
 
+def clamp_region(region: BufferRegion, ana: Analyzer) -> BufferRegion:
+    """Intersect ``region`` with the buffer's bounds (relaxation may overshoot)."""
+    out = []
+    for rng, dim in zip(region.region, region.buffer.shape):
+        lo, hi = rng.min, ana.simplify(rng.min + rng.extent)
+        lo_ok, hi_ok = ana.can_prove(lo >= 0), ana.can_prove(hi <= dim)
+        if lo_ok and hi_ok:
+            out.append(rng)
+            continue
+        lo = lo if lo_ok else ana.simplify(Max(lo, const(0, lo.dtype)))
+        hi = hi if hi_ok else ana.simplify(Min(hi, dim))
+        out.append(Range(lo, ana.simplify(hi - lo)))
+    return BufferRegion(region.buffer, tuple(out))
+
+
+def buffer_loads(node, buffer: Buffer) -> list[BufferLoad]:
+    """Every load of ``buffer`` in ``node``, innermost first."""
+    out: list[BufferLoad] = []
+    post_order_visit(node, lambda n: out.append(n) if isinstance(n, BufferLoad)
+                     and n.buffer is buffer else None)
+    return out
+
+
+# ----------------------------------------------------------------------------- buffers
+
+
+def check_storage_scope(scope: object, primitive: str) -> str:
+    """``scope`` if it is one of :data:`STORAGE_SCOPES`, else a StorageScopeError."""
+    if not isinstance(scope, str) or scope not in STORAGE_SCOPES:
+        raise StorageScopeError(
+            f"{primitive}: storage scope {scope!r} is not one of {', '.join(STORAGE_SCOPES)}"
+        )
+    return scope
+
+
+def nth_buffer(block: Block, index: int, kind: str, primitive: str) -> Buffer:
+    """The buffer of ``block``'s ``index``-th read (kind "read") or write region."""
+    regions = block.reads if kind == "read" else block.writes
+    if isinstance(index, bool) or not isinstance(index, int):
+        raise BufferIndexError(f"{primitive}: the {kind} buffer index must be an int, got "
+                               f"{index!r}")
+    if not 0 <= index < len(regions):
+        names = [r.buffer.name for r in regions]
+        raise BufferIndexError(
+            f"{primitive}: {kind} buffer index {index} is out of range for block "
+            f"{block.name_hint!r}, which has {len(regions)} {kind} buffer(s) {names}"
+        )
+    return regions[index].buffer
+
+
+def allocation_site(func: PrimFunc, buffer: Buffer) -> Block | None:
+    """The block whose ``alloc_buffers`` holds ``buffer`` (None for parameters)."""
+    found: list[Block] = []
+
+    class _Find(Visitor):
+        def visit_Block(self, block: Block) -> None:
+            if any(b is buffer for b in block.alloc_buffers):
+                found.append(block)
+            self.visit(block.init)
+            self.visit(block.body)
+
+        def visit_BlockRealize(self, realize: BlockRealize) -> None:
+            self.visit(realize.block)
+
+        def visit_For(self, loop: For) -> None:
+            self.visit(loop.body)
+
+        def visit_BufferStore(self, store) -> None:
+            pass  # no statements below
+
+    _Find().visit(func.body)
+    return found[0] if found else None
+
+
 # ----------------------------------------------------------------------------- dataflow
 
 
@@ -223,13 +282,21 @@ def buffers_of(regions: Iterable[BufferRegion]) -> list[Buffer]:
     return out
 
 
-def scope_blocks(state: ScheduleState, fname: str, realize: BlockRealize) -> list[BlockRealize]:
-    """The blocks of ``realize``'s scope (its siblings and itself), in program order."""
+def scope_of(state: ScheduleState, fname: str, realize: BlockRealize,
+             primitive: str = "") -> BlockRealize:
+    """The BlockRealize of ``realize``'s scope block; a ScheduleError for the root block."""
     scope = state.scope_realize(fname, realize)
     if scope is None:
-        raise ScheduleError(f"block {realize.block.name_hint!r} is the root block; it has no "
-                            "scope to move in")
-    return state.child_block_realizes(scope)
+        where = f"{primitive}: " if primitive else ""
+        raise ScheduleError(f"{where}block {realize.block.name_hint!r} is the root block; it "
+                            "has no scope to work in")
+    return scope
+
+
+def scope_blocks(state: ScheduleState, fname: str, realize: BlockRealize,
+                 primitive: str = "") -> list[BlockRealize]:
+    """The blocks of ``realize``'s scope (its siblings and itself), in program order."""
+    return state.child_block_realizes(scope_of(state, fname, realize, primitive))
 
 
 def writers_in_scope(blocks: Sequence[BlockRealize], buffer: Buffer) -> list[BlockRealize]:
@@ -350,24 +417,13 @@ def check_complete_or_reduction(blocks: Sequence[BlockRealize], realize: BlockRe
         f"{why_r}")
 
 
-def has_affine_binding(state: ScheduleState, fname: str, realize: BlockRealize) -> bool:
-    """True when the block's bindings are a surjective affine map of its loops."""
-    loops = state.loops_above(fname, realize)
-    ranges = {lp.loop_var: Range(lp.min, lp.extent) for lp in loops}
-    if not realize.iter_values:
-        return True
-    return is_affine_binding(realize.iter_values, ranges, realize.predicate)
-
-
-def check_affine_binding(state: ScheduleState, fname: str, realize: BlockRealize,
-                         primitive: str) -> None:
-    from .error import NotAffineError
-
-    if not has_affine_binding(state, fname, realize):
-        vals = ", ".join(str(v) for v in realize.iter_values)
-        raise NotAffineError(
-            f"{primitive}: block {realize.block.name_hint!r} has bindings [{vals}] that are "
-            "not an affine map of its loops; it needs affine bindings")
+def iter_kinds_by_var(realize: BlockRealize) -> dict[Var, set[IterType]]:
+    """For each variable in the block's bindings, the kinds of the iter vars it feeds."""
+    kinds: dict[Var, set[IterType]] = {}
+    for iv, v in zip(realize.block.iter_vars, realize.iter_values):
+        for var in expr_vars((v,)):
+            kinds.setdefault(var, set()).add(iv.iter_type)
+    return kinds
 
 
 def loop_iter_type(state: ScheduleState, fname: str, loop: For) -> IterType:
@@ -375,9 +431,7 @@ def loop_iter_type(state: ScheduleState, fname: str, loop: For) -> IterType:
     only feeds reduction ones (or both), OPAQUE if it feeds anything else."""
     kinds: set[IterType] = set()
     for r in subtree_blocks(loop):
-        for iv, v in zip(r.block.iter_vars, r.iter_values):
-            if loop.loop_var in collect_vars(v):
-                kinds.add(iv.iter_type)
+        kinds |= iter_kinds_by_var(r).get(loop.loop_var, set())
     if kinds <= {IterType.DATA_PAR}:
         return IterType.DATA_PAR
     if kinds <= {IterType.DATA_PAR, IterType.COMM_REDUCE}:
@@ -385,19 +439,37 @@ def loop_iter_type(state: ScheduleState, fname: str, loop: For) -> IterType:
     return IterType.OPAQUE
 
 
+# ----------------------------------------------------------------------------- predicates
+
+
+def conjuncts(pred: PrimExpr) -> list[PrimExpr]:
+    """``a && b && c`` as ``[a, b, c]``."""
+    if isinstance(pred, And):
+        return conjuncts(pred.a) + conjuncts(pred.b)
+    return [pred]
+
+
+def and_all(items: Iterable[PrimExpr]) -> PrimExpr:
+    """The conjunction of ``items`` (``True`` for none)."""
+    out: PrimExpr = const(True)
+    for c in items:
+        out = c if isinstance(out, IntImm) else And(out, c)
+    return out
+
+
 # ----------------------------------------------------------------------------- tree helpers
 
 
 def subtree_blocks(node: Stmt) -> list[BlockRealize]:
-    """Every BlockRealize under ``node`` (nested ones included), in program order."""
+    """Every BlockRealize under ``node`` (itself and nested ones included), in program
+    order."""
     out: list[BlockRealize] = []
-
-    class _V(Visitor):
-        def visit_BlockRealize(self, r):
-            out.append(r)
-            self.generic_visit(r)
-
-    _V().visit(node)
+    stack = [node]
+    while stack:
+        s = stack.pop()
+        if isinstance(s, BlockRealize):
+            out.append(s)
+        stack.extend(reversed(child_stmts(s)))
     return out
 
 
@@ -415,73 +487,3 @@ def lowest_common_ancestor(state: ScheduleState, fname: str,
         if all(any(c is cand for c in ch) for ch in chains[1:]):
             return cand
     return None
-
-
-def removal_target(state: ScheduleState, fname: str, realize: BlockRealize) -> Stmt:
-    """The statement to delete when ``realize`` leaves its place: its highest enclosing
-    loop (below the scope block) that holds nothing but this block, else the block."""
-    target: Stmt = realize
-    for anc in state.ancestors(fname, realize):
-        if not isinstance(anc, For):
-            break
-        blocks = state.child_block_realizes(anc)
-        if len(blocks) != 1 or blocks[0] is not realize:
-            break
-        target = anc
-    return target
-
-
-class _Remover(Mutator):
-    """Drops ``target`` from the SeqStmt holding it; only statements are walked."""
-
-    def __init__(self, target: Stmt):
-        self.target = target
-        self.done = False
-
-    def visit(self, node):
-        if isinstance(node, tuple) and node and isinstance(node[0], Stmt):
-            kept = []
-            for x in node:
-                if x is self.target:
-                    self.done = True
-                    continue
-                kept.append(self.visit(x))
-            same = len(kept) == len(node) and all(a is b for a, b in zip(kept, node))
-            return node if same else tuple(kept)
-        if isinstance(node, Stmt):
-            if node is self.target:
-                raise ScheduleError(
-                    "cannot remove the block: it is the whole body of its enclosing loop or "
-                    "block, which would become empty")
-            return super().visit(node)
-        return node
-
-    def visit_SeqStmt(self, node: SeqStmt):
-        new = self.generic_visit(node)
-        if new is not node:
-            if not new.seq:
-                raise ScheduleError("removing the block would leave an empty scope")
-            if len(new.seq) == 1:
-                return new.seq[0]
-        return new
-
-
-def remove_stmt(root: Stmt, target: Stmt) -> Stmt:
-    """``root`` without ``target``, which must sit in a SeqStmt; a sequence left with one
-    statement becomes that statement.
-
-    Raises:
-        ScheduleError: ``target`` is the only statement of its loop or block body.
-    """
-    if root is target:
-        raise ScheduleError("removing the block would leave an empty scope")
-    rm = _Remover(target)
-    new = rm.visit(root)
-    if not rm.done:
-        raise ScheduleError("internal error: the statement to remove is not under the root")
-    return new
-
-
-def stmt_children(stmt: Stmt) -> list[Stmt]:
-    """The statements of a loop body, flattened one level (a SeqStmt's items)."""
-    return list(stmt.seq) if isinstance(stmt, SeqStmt) else [stmt]

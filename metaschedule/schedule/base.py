@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from ..tir import Block, BlockRealize, For, IRModule, PrimFunc, Var
 from ..tir.function import as_module
@@ -18,6 +18,9 @@ from .instruction import Instruction, InstructionKind, get_inst_kind, register_i
 from .rv import RV, BlockRV, ExprRV, LoopRV
 from .state import ScheduleState
 from .trace import Trace
+
+if TYPE_CHECKING:
+    from .schedule import Schedule
 
 F = TypeVar("F", bound=Callable[..., Any])
 

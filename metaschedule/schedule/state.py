@@ -1,7 +1,8 @@
 """The schedule's view of the IR: fast lookups of blocks and loops, and replacement.
 
 The IR is immutable, so a primitive builds new statements and asks the state to
-``replace`` old ones; ancestors are rebuilt, everything else is shared. Blocks are
+``replace`` old ones; their ancestors are rebuilt (found through the parent links of
+the index, so only those paths are walked), everything else is shared. Blocks are
 found by their unique name, loops by their loop variable (a loop keeps its variable
 when only its body changes). The index is rebuilt lazily after each replacement.
 """
@@ -9,10 +10,11 @@ when only its body changes). The index is rebuilt lazily after each replacement.
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterator
+import functools
+from collections.abc import Callable, Iterator
+from typing import Any
 
-from ..tir import Block, BlockRealize, For, IRModule, PrimFunc, SeqStmt, Stmt, Var
-from ..tir.expr import Node
+from ..tir import Block, BlockRealize, BufferStore, For, IRModule, PrimFunc, SeqStmt, Stmt, Var
 from ..tir.functor import Mutator
 from .error import BlockNotFoundError, LoopNotFoundError, ScheduleError
 
@@ -50,9 +52,20 @@ class _FuncIndex:
 
 def child_stmts(node: Stmt) -> list[Stmt]:
     """The statements directly inside ``node`` (a Block's init first, then its body)."""
+    kind = type(node)
+    if kind is For:
+        return [node.body]
+    if kind is SeqStmt:
+        return list(node.seq)
+    if kind is BlockRealize:
+        return [node.block]
+    if kind is Block:
+        return [node.body] if node.init is None else [node.init, node.body]
+    if kind is BufferStore:
+        return []
     out = []
-    for f in dataclasses.fields(node):
-        v = getattr(node, f.name)
+    for name in _field_names(kind):
+        v = getattr(node, name)
         if isinstance(v, Stmt):
             out.append(v)
         elif isinstance(v, tuple) and v and isinstance(v[0], Stmt):
@@ -60,13 +73,25 @@ def child_stmts(node: Stmt) -> list[Stmt]:
     return out
 
 
+@functools.cache
+def _field_names(kind: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(kind))
+
+
 class _Replacer(Mutator):
-    def __init__(self, mapping: dict[int, Stmt | None]):
+    """Rebuilds the statements on the paths from the root to the replaced ones (``paths``:
+    their ids); every other subtree is shared as it is."""
+
+    def __init__(self, mapping: dict[int, Stmt | None], paths: set[int]):
         self.mapping = mapping
+        self.paths = paths
 
     def visit(self, node):
-        if isinstance(node, Stmt) and id(node) in self.mapping:
-            return self.mapping[id(node)]
+        if isinstance(node, Stmt):
+            if id(node) in self.mapping:
+                return self.mapping[id(node)]
+            if id(node) not in self.paths:
+                return node
         if isinstance(node, tuple) and node and isinstance(node[0], Stmt):
             out = []
             changed = False
@@ -91,11 +116,16 @@ class _Replacer(Mutator):
 
 
 class ScheduleState:
-    """The current IRModule of a schedule plus cached indices for lookups."""
+    """The current IRModule of a schedule plus cached indices for lookups.
+
+    Copies are cheap: the module is immutable, per-function indices are shared until a
+    function changes, and memos of analyses are shared outright.
+    """
 
     def __init__(self, mod: IRModule):
         self.mod = mod
         self._index: dict[str, _FuncIndex] = {}
+        self._memos: dict[str, Any] = {}
         for name in mod.functions:  # validates unique block names up front
             self.index(name)
 
@@ -103,7 +133,20 @@ class ScheduleState:
         new = ScheduleState.__new__(ScheduleState)
         new.mod = self.mod
         new._index = dict(self._index)
+        new._memos = self._memos
         return new
+
+    def memo(self, name: str, factory: Callable[[], Any]) -> Any:
+        """The memo ``name`` of an analysis (made by ``factory`` on first use).
+
+        A memo may only hold results that are pure functions of immutable IR nodes
+        (keyed by their identity and holding them alive), so copies of the state, and
+        states that later diverge, share it safely.
+        """
+        memo = self._memos.get(name)
+        if memo is None:
+            memo = self._memos[name] = factory()
+        return memo
 
     def func(self, func_name: str) -> PrimFunc:
         return self.mod[func_name]
@@ -188,7 +231,14 @@ class ScheduleState:
     def replace(self, func_name: str, mapping: dict[Stmt, Stmt | None]) -> None:
         """Replace statements (by identity) in ``func_name``; ``None`` removes from a SeqStmt."""
         func = self.mod[func_name]
-        new_body = _Replacer({id(k): v for k, v in mapping.items()}).visit(func.body)
+        parent = self.index(func_name).parent
+        paths: set[int] = set()
+        for old in mapping:
+            p = parent.get(id(old))
+            while p is not None and id(p) not in paths:
+                paths.add(id(p))
+                p = parent.get(id(p))
+        new_body = _Replacer({id(k): v for k, v in mapping.items()}, paths).visit(func.body)
         if new_body is func.body:
             return
         self.set_func(func_name, func.with_body(new_body))
@@ -198,6 +248,3 @@ class ScheduleState:
         self._index.pop(func_name, None)
         self.index(func_name)
 
-
-def is_node(x) -> bool:
-    return isinstance(x, Node)

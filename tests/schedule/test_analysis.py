@@ -1,4 +1,4 @@
-"""Shared schedule analyses: region relaxation, dataflow, block kinds, statement removal."""
+"""Shared schedule analyses: region relaxation, dataflow, block kinds."""
 
 from __future__ import annotations
 
@@ -8,8 +8,15 @@ import pytest
 
 from metaschedule import te, tir
 from metaschedule.schedule import analysis as an
-from metaschedule.tir import BufferRegion, For, IterType, Range, SeqStmt, Var
+from metaschedule.schedule.error import (
+    BufferIndexError,
+    NotCompleteOrReductionBlockError,
+    NotOnlyWriterError,
+    StorageScopeError,
+)
+from metaschedule.tir import BufferRegion, IterType, Range, Var
 from metaschedule.tir.arith import Analyzer
+from metaschedule.tir.functor import substitute
 from metaschedule.tir.structural import structural_equal
 
 
@@ -153,9 +160,9 @@ def test_second_writer_breaks_completeness(state):
         d.block, name_hint="D2", writes=(BufferRegion.full_region(cbuf),)))
     blocks = [c, d, fake]
     assert "'D2' also writes buffer 'C'" in an.not_reduction_reason(blocks, c)
-    with pytest.raises(an.NotOnlyWriterError, match="'C' is not the only writer of buffer 'C'"):
+    with pytest.raises(NotOnlyWriterError, match="'C' is not the only writer of buffer 'C'"):
         an.check_only_writer(blocks, c)
-    with pytest.raises(an.NotCompleteOrReductionBlockError, match="also writes"):
+    with pytest.raises(NotCompleteOrReductionBlockError, match="also writes"):
         an.check_complete_or_reduction(blocks, c, "compute_at")
 
 
@@ -168,48 +175,62 @@ def test_reduction_write_depending_on_reduction_var(state):
     assert "reduction variables ['v_k']" in an.not_reduction_reason([bad], bad)
 
 
-def test_affine_binding_and_loop_iter_type(state):
+def test_loop_iter_type(state):
     c = state.block_realize("main", "C")
     i, j, k = state.loops_above("main", c)
-    assert an.has_affine_binding(state, "main", c)
-    an.check_affine_binding(state, "main", c, "p")
     assert an.loop_iter_type(state, "main", i) == IterType.DATA_PAR
     assert an.loop_iter_type(state, "main", k) == IterType.COMM_REDUCE
-    bad = dataclasses.replace(c, iter_values=(i.loop_var * j.loop_var, j.loop_var, k.loop_var))
-    state.replace("main", {c: bad})
-    bad = state.block_realize("main", "C")
-    assert not an.has_affine_binding(state, "main", bad)
-    with pytest.raises(tir.ScheduleError, match="not an affine map"):
-        an.check_affine_binding(state, "main", bad, "p")
+    assert an.iter_kinds_by_var(c) == {
+        i.loop_var: {IterType.DATA_PAR}, j.loop_var: {IterType.DATA_PAR},
+        k.loop_var: {IterType.COMM_REDUCE}}
 
 
-# ----------------------------------------------------------------------------- statements
+# ----------------------------------------------------------------------------- buffers
 
 
-def test_removal_target_and_remove_stmt(state):
+def test_buffer_queries(state):
     c = state.block_realize("main", "C")
+    root = state.func("main").body.block
+    cbuf = c.block.writes[0].buffer
+    assert an.nth_buffer(c.block, 0, "write", "p") is cbuf
+    assert an.nth_buffer(c.block, 1, "read", "p").name == "B"
+    with pytest.raises(BufferIndexError, match="read buffer index 2 is out of range for block 'C'"):
+        an.nth_buffer(c.block, 2, "read", "p")
+    with pytest.raises(BufferIndexError, match="must be an int"):
+        an.nth_buffer(c.block, True, "read", "p")
+    assert an.allocation_site(state.func("main"), cbuf) is root
+    param = state.func("main").params[0]
+    assert an.allocation_site(state.func("main"), param) is None
+    assert an.check_storage_scope("local", "p") == "local"
+    with pytest.raises(StorageScopeError, match="'texture' is not one of global, local"):
+        an.check_storage_scope("texture", "p")
     d = state.block_realize("main", "D")
-    top = state.loops_above("main", c)[0]
-    assert an.removal_target(state, "main", c) is top
-    body = state.func("main").body
-    new = an.remove_stmt(body, top)
-    # the root's SeqStmt of two nests became D's nest alone
-    assert isinstance(new.block.body, For) and new.block.body is state.loops_above("main", d)[0]
-    with pytest.raises(tir.ScheduleError, match="whole body"):
-        an.remove_stmt(body, c)  # C is the whole body of loop k
+    (load,) = an.buffer_loads(d.block.body, cbuf)
+    assert load.buffer is cbuf and an.buffer_loads(d.block.body, param) == []
 
 
-def test_removal_target_stops_at_shared_loop():
-    sch = tir.Schedule(matmul_relu())
-    i, _ = sch.get_loops(sch.get_block("D"))
-    sch.compute_at(sch.get_block("C"), i)
-    state = sch.state
-    c = state.block_realize("main", "C")
-    target = an.removal_target(state, "main", c)
-    assert isinstance(target, For) and target.loop_var.name == "ax0"
-    loop_i = sch.get(i)
-    assert isinstance(loop_i.body, SeqStmt) and loop_i.body.seq[0] is target
-    assert an.is_ancestor(state, "main", loop_i, c)
-    assert an.lowest_common_ancestor(
-        state, "main", [c, state.block_realize("main", "D")]) is loop_i
-    assert an.stmt_children(loop_i.body) == list(loop_i.body.seq)
+def test_clamp_region_intersects_with_the_buffer():
+    A = tir.decl_buffer((8, 6), name="A")
+    i = Var("i")
+    ana = Analyzer()
+    ana.bind(i, Range(0, 4))
+    reg = BufferRegion(A, (Range(i * 2 - 1, 3), Range(0, 6)))
+    (r0, r1) = an.clamp_region(reg, ana).region
+    assert r1.min.value == 0 and r1.extent.value == 6  # already inside: kept
+    # [2i - 1, 2i + 2) clipped below at 0; never above 8 for i < 4
+    for iv in range(4):
+        lo = max(2 * iv - 1, 0)
+        sub = {i: tir.IntImm("int32", iv)}
+        assert Analyzer().simplify(substitute(r0.min, sub)).value == lo
+        hi = Analyzer().simplify(substitute(r0.min + r0.extent, sub)).value
+        assert hi == min(2 * iv + 2, 8)
+
+
+def test_conjuncts_and_all():
+    a, b = Var("a"), Var("b")
+    p = (a < 3) & (b < 4) & (a < b)
+    parts = an.conjuncts(p)
+    assert len(parts) == 3 and all(not isinstance(x, tir.And) for x in parts)
+    assert structural_equal(an.and_all(parts), p)
+    true = an.and_all([])
+    assert isinstance(true, tir.IntImm) and true.value == 1

@@ -10,7 +10,7 @@ import pytest
 
 from metaschedule import te, tir
 from metaschedule.schedule import Trace
-from metaschedule.schedule.analysis import NotInlinableError
+from metaschedule.schedule.error import NotInlinableError
 from metaschedule.tir import BufferLoad, BufferStore, IfThenElse
 from metaschedule.tir.functor import post_order_visit
 from metaschedule.tir.interpreter import interpret

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from unittest import mock
 
 import numpy as np
 import pytest
 
 from metaschedule import te, tir
 from metaschedule.schedule import NotAffineError, ScheduleError, Trace
-from metaschedule.schedule.analysis import (
+from metaschedule.schedule.error import (
     InsertionIndexError,
     LoopPositionError,
     NotAllBlocksUnderLoopError,
     NotCompleteOrReductionBlockError,
 )
+from metaschedule.schedule.primitives import compute_location as cl
 from metaschedule.tir import Block, BlockRealize, For, IntImm, SeqStmt
 from metaschedule.tir.interpreter import interpret
 from metaschedule.tir.structural import structural_equal
@@ -512,3 +514,27 @@ def test_tiled_matmul_with_moved_blocks_builds():
     got[-1][...] = 0
     build(sch.mod, "cpu")(*got)
     np.testing.assert_allclose(got[-1], want[-1], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("illegal", [(), (1,), (0, 2), (1, 2, 3)])
+def test_replayed_decisions_pick_what_the_candidate_list_picks(illegal):
+    # replay checks only the candidates it needs; it must choose as the full list does,
+    # also when some loops are illegal (made so here) and a decision falls back
+    sch = tir.Schedule(conv_bias_relu())
+    for name in ("PaddedInput", "conv2d_nhwc", "T_add"):
+        realize = sch.state.block_realize("main", name)
+        loops = cl._candidate_loops(sch.state, "main", realize)
+        assert len(loops) == 4
+        bad = {id(loops[i]) for i in illegal}
+        real = cl._can_compute_at
+        with mock.patch.object(cl, "_can_compute_at",
+                               lambda st, f, r, lp: id(lp) not in bad and real(st, f, r, lp)):
+            cands = cl.compute_location_candidates(sch.state, "main", realize)
+            assert [c[0] for c in cands if c[0] >= 0] == [i for i in range(4) if i not in illegal]
+            for want in range(-3, 8):
+                lower = [c for c in cands if c[0] <= want]
+                got = cl.closest_compute_location(sch.state, "main", realize, want)
+                if not lower:
+                    assert got is None
+                else:
+                    assert got[0] == lower[-1][0] and got[1] is lower[-1][1], (name, want)

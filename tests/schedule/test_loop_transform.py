@@ -7,6 +7,8 @@ import pytest
 
 from metaschedule import te, tir
 from metaschedule.schedule import Trace
+from metaschedule.schedule.affine import has_affine_binding
+from metaschedule.schedule.analysis import loop_doms
 from metaschedule.tir import (
     Block,
     BlockRealize,
@@ -22,6 +24,7 @@ from metaschedule.tir import (
     Var,
 )
 from metaschedule.tir.arith import evaluate
+from metaschedule.tir.arith.iter_map import is_affine_binding
 from metaschedule.tir.interpreter import interpret
 from metaschedule.tir.stmt import SeqStmt, true
 from metaschedule.tir.structural import structural_equal
@@ -405,3 +408,40 @@ def test_reorder_rejects_non_affine_opaque_and_dependent_nests():
         lambda: triangle.reorder(j, i),
         r"bounds of loop j \(0, i \+ 1\) depend on another loop",
     )
+
+
+# ----------------------------------------------------------------------------- regressions
+# (shrunk failures of test_schedule_property.py)
+
+
+def test_reorder_rejects_the_halo_bindings_of_compute_at():
+    # compute_at of a padding block under a conv loop binds it to yy + ax0: overlapping
+    # windows, not an affine map, so its loops cannot be reordered (TVM agrees)
+    data = te.placeholder((1, 5, 5, 3), "float32", "data")
+    kernel = te.placeholder((3, 3, 3, 4), "float32", "kernel")
+    func = te.create_prim_func([data, kernel, te.ops.conv2d_nhwc(data, kernel, padding=1)])
+    sch = tir.Schedule(func)
+    pad = sch.get_block("PaddedInput")
+    loc = sch.sample_compute_location(pad, decision=1)  # under loop yy of the conv
+    sch.compute_at(pad, loc)
+    assert "yy + ax0" in bindings(sch, "PaddedInput")
+    a, b = sch.get_loops(pad)[:2]
+    assert_unchanged(sch, lambda: sch.reorder(b, a), "'PaddedInput' has non-affine bindings")
+    check(sch, func)
+
+
+def test_imperfect_split_of_a_fused_loop_keeps_values_and_affine_verdict():
+    # fuse(j, k) then split by 13 (> 24 / 2): the predicate keeps f < 24; the simplified
+    # bindings f_0 // 2, f_0 % 2 * 2 + f_1 are affine only under that predicate, which
+    # arith's detection does not see; the schedule must not claim more than it detects
+    func = matmul(n=4, m=6, k=4)
+    sch = tir.Schedule(func)
+    _, j, k = sch.get_loops(sch.get_block("C"))
+    f = sch.fuse(j, k, preserve_unit_iters=False)
+    sch.split(f, [13, None], preserve_unit_iters=False)
+    r = block_realize(sch)
+    assert str(r.predicate) == "j_k_fused_0 * 2 + j_k_fused_1 < 24"
+    dom = loop_doms(sch.state.loops_above("main", r))
+    assert has_affine_binding(sch.state, "main", r) == is_affine_binding(
+        r.iter_values, dom, r.predicate)
+    check(sch, func)

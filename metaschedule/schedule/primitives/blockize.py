@@ -25,7 +25,6 @@ import dataclasses
 from collections.abc import Sequence
 
 from ...tir import (
-    And,
     Block,
     BlockRealize,
     BufferRegion,
@@ -34,6 +33,7 @@ from ...tir import (
     IterVar,
     PrimExpr,
     Range,
+    SeqStmt,
     Stmt,
     Var,
 )
@@ -41,28 +41,27 @@ from ...tir.arith import Analyzer
 from ...tir.arith.iter_map import IterSplitExpr, IterSumExpr, detect_iter_map
 from ...tir.expr import IntImm, const
 from ...tir.functor import collect_vars, substitute
-from ..analysis import lowest_common_ancestor, relax_region, union_regions
+from ..analysis import (
+    and_all,
+    clamp_region,
+    conjuncts,
+    loop_doms,
+    lowest_common_ancestor,
+    relax_region,
+    union_regions,
+)
 from ..base import ScheduleBase, atomic
-from ..error import NotAffineError, ScheduleError
-from ..instruction import InstructionKind, register_inst_kind
-from ..rv import BlockRV, LoopRV
-from .cache import (
+from ..edit import (
     StmtEditor,
     body_children,
     child_index,
-    clamp_region,
     enclosing_loop_or_block,
     unique_block_name,
     with_children,
 )
-
-
-class SubspaceNotDivisibleError(ScheduleError):
-    """A block's bindings cannot be split into parts of the outer and of the inner loops."""
-
-
-class BlockizeError(ScheduleError):
-    """The loop or blocks given to ``blockize`` do not form one subtree."""
+from ..error import BlockizeError, NotAffineError, SubspaceNotDivisibleError
+from ..instruction import InstructionKind, register_inst_kind
+from ..rv import BlockRV, LoopRV
 
 
 class _NoDiv(Exception):
@@ -164,23 +163,6 @@ def _divide(s: IterSumExpr, value: PrimExpr, inner: dict[Var, Range], ana: Analy
     return ana.simplify(o), ana.simplify(i), factor
 
 
-def _conjuncts(c: PrimExpr) -> list[PrimExpr]:
-    if isinstance(c, And):
-        return _conjuncts(c.a) + _conjuncts(c.b)
-    return [c]
-
-
-def _and(items: Sequence[PrimExpr]) -> PrimExpr:
-    out: PrimExpr = const(True)
-    for c in items:
-        out = c if isinstance(out, IntImm) else And(out, c)
-    return out
-
-
-def _dom(loops: Sequence[For]) -> dict[Var, Range]:
-    return {lp.loop_var: Range(lp.min, lp.extent) for lp in loops}
-
-
 # ----------------------------------------------------------------------------- the mixin
 
 
@@ -239,7 +221,7 @@ class BlockizeMixin(ScheduleBase):
         loops = self.state.loops_above(fname, realize)
         k = next(i for i, lp in enumerate(loops) if lp is loop_node)
         outer_loops, inner_loops = loops[:k], loops[k:]
-        outer, inner = _dom(outer_loops), _dom(inner_loops)
+        outer, inner = loop_doms(outer_loops), loop_doms(inner_loops)
         ana = Analyzer()
         for v, r in {**outer, **inner}.items():
             ana.bind(v, r)
@@ -280,7 +262,7 @@ class BlockizeMixin(ScheduleBase):
         as_outer = {v: ov.var for ov, v in zip(outer_ivs, outer_vals)
                     if isinstance(v, Var) and v in outer}
         outer_pred, inner_pred = [], []
-        for c in _conjuncts(realize.predicate):
+        for c in conjuncts(realize.predicate):
             used = collect_vars(c)
             if not used & set(inner):
                 outer_pred.append(c)
@@ -296,7 +278,7 @@ class BlockizeMixin(ScheduleBase):
             if collect_vars((lp.min, lp.extent)) & set(outer):
                 raise BlockizeError(f"blockize: the bounds of loop {lp.loop_var.name} depend on "
                                     f"loops above {lname}")
-        new_inner = BlockRealize(tuple(inner_vals), _and(inner_pred), block)
+        new_inner = BlockRealize(tuple(inner_vals), and_all(inner_pred), block)
         outer_ana = Analyzer()
         for ov in outer_ivs:
             outer_ana.bind(ov.var, ov.dom)
@@ -311,7 +293,7 @@ class BlockizeMixin(ScheduleBase):
             writes=tuple(clamp_region(w, outer_ana) for w in writes),
             name_hint=name, body=body,
         )
-        new = BlockRealize(tuple(outer_vals), _and(outer_pred), outer_block)
+        new = BlockRealize(tuple(outer_vals), and_all(outer_pred), outer_block)
         self.state.replace(fname, {loop_node: new})
         return self._new_block_rv(fname, name)
 
@@ -344,7 +326,7 @@ class BlockizeMixin(ScheduleBase):
         scope_loops = self.state.loops_above(fname, realizes[0])
         outer_loops = (scope_loops[: next(i for i, lp in enumerate(scope_loops) if lp is parent)
                                    + 1] if isinstance(parent, For) else [])
-        outer = _dom(outer_loops)
+        outer = loop_doms(outer_loops)
         kinds: dict[Var, set[IterType]] = {v: set() for v in outer}
         used_stmt: set[Var] = set()
         for pos, r in zip(positions, realizes):
@@ -378,8 +360,8 @@ class BlockizeMixin(ScheduleBase):
             new_r = BlockRealize(tuple(substitute(v, vmap) for v in r.iter_values),
                                  substitute(r.predicate, vmap), r.block)
             bmap = dict(zip((iv.var for iv in r.block.iter_vars), new_r.iter_values))
-            regions_r += relax_region(r.block.reads, bmap, _dom(inner_loops), ana)
-            regions_w += relax_region(r.block.writes, bmap, _dom(inner_loops), ana)
+            regions_r += relax_region(r.block.reads, bmap, loop_doms(inner_loops), ana)
+            regions_w += relax_region(r.block.writes, bmap, loop_doms(inner_loops), ana)
             edit = StmtEditor().add(r, lambda _, n=new_r: n)
             for lp in inner_loops:
                 edit.add(lp, lambda n: dataclasses.replace(
@@ -387,7 +369,7 @@ class BlockizeMixin(ScheduleBase):
             new_kids.append(edit.run(stmt))
         name = unique_block_name(self.state, fname, "outer_" + "_".join(
             names[positions.index(p)] for p in sorted(positions)))
-        body = new_kids[0] if len(new_kids) == 1 else _seq(new_kids)
+        body = new_kids[0] if len(new_kids) == 1 else SeqStmt(tuple(new_kids))
         outer_block = Block(
             iter_vars=tuple(outer_ivs),
             reads=tuple(clamp_region(x, ana) for x in union_regions(regions_r, ana)),
@@ -410,13 +392,7 @@ def _loop_bounds(stmt: Stmt) -> list[PrimExpr]:
     return out
 
 
-def _seq(stmts: list[Stmt]) -> Stmt:
-    from ...tir import SeqStmt
-
-    return SeqStmt(tuple(stmts))
-
-
 register_inst_kind(InstructionKind("Blockize", "blockize", inputs=("target[]",),
                                    attrs=("preserve_unit_iters",)))
 
-__all__ = ["BlockizeError", "BlockizeMixin", "SubspaceNotDivisibleError", "divide_bindings"]
+__all__ = ["BlockizeMixin", "divide_bindings"]

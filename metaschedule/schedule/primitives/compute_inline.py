@@ -18,24 +18,26 @@ from ...tir import (
     BufferStore,
     IterType,
     PrimFunc,
+    SeqStmt,
     Stmt,
     Var,
 )
 from ...tir.arith import Analyzer
-from ...tir.functor import Mutator, collect_vars, post_order_visit, substitute
+from ...tir.functor import Mutator, collect_vars, substitute
 from ..analysis import (
-    NotInlinableError,
+    allocation_site,
+    buffer_loads,
     buffers_of,
     is_leaf_block,
     load_regions,
     relax_region,
-    removal_target,
-    remove_stmt,
     scope_blocks,
     union_regions,
     writers_in_scope,
 )
 from ..base import ScheduleBase, atomic
+from ..edit import removal_target, remove_stmt
+from ..error import NotInlinableError, ScheduleError
 from ..instruction import InstructionKind, register_inst_kind
 from ..rv import BlockRV
 from ..state import ScheduleState
@@ -89,30 +91,19 @@ def _check_value_vars(realize: BlockRealize, value, allowed: list[Var], primitiv
             f"iteration variables {sorted(v.name for v in extra)} that do not index its output")
 
 
-def _loads_buffer(node, buffer: Buffer) -> list[BufferLoad]:
-    out: list[BufferLoad] = []
-    post_order_visit(node, lambda n: out.append(n) if isinstance(n, BufferLoad)
-                     and n.buffer is buffer else None)
-    return out
-
-
 def _check_intermediate(func: PrimFunc, buffer: Buffer, writer: str, primitive: str) -> None:
     if any(p is buffer for p in func.params):
         raise NotInlinableError(
             f"{primitive}: block {writer!r} writes the function output {buffer.name!r}; only "
             "intermediate buffers (allocated inside the function) can be inlined away")
-    found = []
-    post_order_visit(func.body, lambda n: found.append(n) if isinstance(n, Block)
-                     and any(a is buffer for a in n.alloc_buffers) else None)
-    if not found:
+    if allocation_site(func, buffer) is None:
         raise NotInlinableError(f"{primitive}: buffer {buffer.name!r} written by block "
                                 f"{writer!r} is not allocated by any block")
 
 
-def _all_blocks(func: PrimFunc) -> list[Block]:
-    out: list[Block] = []
-    post_order_visit(func.body, lambda n: out.append(n) if isinstance(n, Block) else None)
-    return out
+def _all_blocks(state: ScheduleState, fname: str) -> list[Block]:
+    """Every block of the function, in program order."""
+    return [r.block for r in state.index(fname).blocks.values()]
 
 
 class _Rewriter(Mutator):
@@ -167,9 +158,9 @@ class _Inliner(_Rewriter):
         return dataclasses.replace(new, reads=tuple(union_regions(reads, ana)))
 
 
-def plan_compute_inline(state: ScheduleState, fname: str, realize: BlockRealize,
-                        primitive: str = "compute_inline") -> PrimFunc:
-    """The function with ``realize``'s block inlined into its consumers (checks first)."""
+def check_compute_inline(state: ScheduleState, fname: str, realize: BlockRealize,
+                         primitive: str = "compute_inline") -> tuple[BufferStore, list[Var]]:
+    """Check that ``realize``'s block can be inlined; its store and index variables."""
     func = state.func(fname)
     name = realize.block.name_hint
     scope_blocks(state, fname, realize)  # raises for the root block
@@ -177,18 +168,37 @@ def plan_compute_inline(state: ScheduleState, fname: str, realize: BlockRealize,
     buf = store.buffer
     lhs = _index_vars(realize, store.indices, f"stores {buf.name} at", primitive)
     _check_value_vars(realize, store.value, lhs, primitive)
-    if _loads_buffer(store.value, buf):
+    if buffer_loads(store.value, buf):
         raise NotInlinableError(f"{primitive}: block {name!r} reads the buffer {buf.name!r} "
                                 "it writes")
     _check_intermediate(func, buf, name, primitive)
-    others = [b.name_hint for b in _all_blocks(func)
+    others = [b.name_hint for b in _all_blocks(state, fname)
               if b is not realize.block and any(w.buffer is buf for w in b.writes)]
     if others:
         raise NotInlinableError(f"{primitive}: buffer {buf.name!r} is also written by blocks "
                                 f"{others}; only a block that is its only writer can be inlined")
+    return store, lhs
+
+
+def can_compute_inline(state: ScheduleState, fname: str, realize: BlockRealize) -> bool:
+    """Whether compute_inline of the block would succeed (without building the result)."""
+    try:
+        check_compute_inline(state, fname, realize)
+    except ScheduleError:
+        return False
+    # the block (or its loops) must leave a sequence that keeps other statements
+    parent = state.parent(fname, removal_target(state, fname, realize))
+    return isinstance(parent, SeqStmt) and len(parent.seq) > 1
+
+
+def plan_compute_inline(state: ScheduleState, fname: str, realize: BlockRealize,
+                        primitive: str = "compute_inline") -> PrimFunc:
+    """The function with ``realize``'s block inlined into its consumers (checks first)."""
+    store, lhs = check_compute_inline(state, fname, realize, primitive)
+    func = state.func(fname)
     body = remove_stmt(func.body, removal_target(state, fname, realize))
     regions = load_regions(store.value)
-    new_body = _Inliner(buf, lhs, store.value, regions).visit(body)
+    new_body = _Inliner(store.buffer, lhs, store.value, regions).visit(body)
     return func.with_body(new_body)
 
 
@@ -217,7 +227,7 @@ def _bijective_load(realize, producer, c_store, buf, p_idx, primitive) -> list[V
     """The consumer's iteration variables in the order they index ``buf``; each load of
     ``buf`` uses them, and they cover exactly the producer's domain."""
     cname, pname = realize.block.name_hint, producer.block.name_hint
-    loads = _loads_buffer(c_store, buf)
+    loads = buffer_loads(c_store, buf)
     if not loads:
         raise NotInlinableError(f"{primitive}: block {cname!r} declares a read of {buf.name!r} "
                                 "but never loads it")
@@ -271,7 +281,7 @@ def plan_reverse_compute_inline(state: ScheduleState, fname: str, realize: Block
     p_idx = _index_vars(producer, p_store.indices, f"stores {buf.name} at", primitive)
     _check_value_vars(producer, p_store.value, p_idx, primitive)
     _check_intermediate(func, buf, pname, primitive)
-    readers = [b.name_hint for b in _all_blocks(func)
+    readers = [b.name_hint for b in _all_blocks(state, fname)
                if b is not realize.block and any(r.buffer is buf for r in b.reads)]
     if readers:
         raise NotInlinableError(f"{primitive}: buffer {buf.name!r} is also read by blocks "

@@ -26,40 +26,43 @@ from ...tir import (
     Stmt,
     Var,
 )
-from ...tir.arith import Analyzer
-from ...tir.expr import IntImm, const, logical_and
+from ...tir.expr import IntImm, const, is_const_int, logical_and
 from ...tir.functor import collect_vars
+from ...tir.op import max as op_max
+from ...tir.op import min as op_min
 from ...tir.stmt import seq, true
+from ..affine import check_affine_binding
 from ..analysis import (
-    InsertionIndexError,
-    LoopPositionError,
-    NotAllBlocksUnderLoopError,
     analyzer_for_loops,
     buffers_of,
-    check_affine_binding,
     check_complete_or_reduction,
     check_only_writer,
     consumers,
     is_ancestor,
+    loop_doms,
     loop_iter_type,
     lowest_common_ancestor,
     producers,
     readers_in_scope,
     relax_region,
-    removal_target,
-    remove_stmt,
     scope_blocks,
-    stmt_children,
     subtree_blocks,
     union_regions,
     writers_in_scope,
 )
 from ..base import ScheduleBase, atomic
-from ..error import ScheduleError
+from ..edit import removal_target, remove_stmt, stmt_children
+from ..error import (
+    InsertionIndexError,
+    LoopPositionError,
+    NotAllBlocksUnderLoopError,
+    ScheduleError,
+)
 from ..instruction import InstructionKind, register_inst_kind
+from ..linear import LinearProver
 from ..rv import BlockRV, LoopRV
 from ..state import ScheduleState
-from .compute_inline import plan_compute_inline
+from .compute_inline import can_compute_inline
 
 
 def _names(realizes) -> list[str]:
@@ -118,7 +121,7 @@ def _var_requirements(realize, provided, required, ana, primitive, strict) -> di
         for d, (rng, rq) in enumerate(zip(reg.region, req.region)):
             lo = rq.min
             hi = ana.simplify(rq.min + rq.extent - 1)
-            if isinstance(rng.min, Var) and rng.min in ivars and _is_one(rng.extent):
+            if isinstance(rng.min, Var) and rng.min in ivars and is_const_int(rng.extent, 1):
                 reqs.setdefault(rng.min, []).append((lo, hi))
                 continue
             used = (collect_vars(rng.min) | collect_vars(rng.extent)) & ivars
@@ -140,68 +143,53 @@ def _var_requirements(realize, provided, required, ana, primitive, strict) -> di
                         f"{primitive}: block {name!r} needs {v.name} in [{lo}, {hi}] for one "
                         f"buffer and [{lo2}, {hi2}] for another; cannot place it")
             else:
-                lo = ana.simplify(_min(lo, lo2))
-                hi = ana.simplify(_max(hi, hi2))
+                lo = ana.simplify(op_min(lo, lo2))
+                hi = ana.simplify(op_max(hi, hi2))
         out[v] = (lo, hi)
     return out
 
 
-def _min(a, b):
-    from ...tir.op import min as tmin
-
-    return tmin(a, b)
-
-
-def _max(a, b):
-    from ...tir.op import max as tmax
-
-    return tmax(a, b)
-
-
-def _is_one(e: PrimExpr) -> bool:
-    return isinstance(e, IntImm) and e.value == 1
-
-
-def _build_nest(realize: BlockRealize, reqs: dict, ana: Analyzer, preserve_unit_loops: bool,
-                primitive: str, reverse: bool) -> Stmt:
+def _build_nest(realize: BlockRealize, reqs: dict, prover: LinearProver,
+                preserve_unit_loops: bool, primitive: str, reverse: bool) -> Stmt:
     """The moved block under fresh loops covering ``reqs`` (whole domains elsewhere)."""
     name = realize.block.name_hint
+    le, simplify = prover.le, prover.simplify
     loops: list[tuple[Var, PrimExpr]] = []
     bindings: list[PrimExpr] = []
     conds: list[PrimExpr] = []
     for iv in realize.block.iter_vars:
         dmin, dext = iv.dom.min, iv.dom.extent
-        dmax = ana.simplify(dmin + dext - 1)
+        dmax = simplify(dmin + dext - 1)
         ext: PrimExpr
         region_cap = False  # the loop runs past the region: stop at its end
         if iv.var in reqs:
             lo, hi = reqs[iv.var]
             if reverse and iv.iter_type != IterType.DATA_PAR and not (
-                    ana.can_prove(lo <= dmin) and ana.can_prove(hi >= dmax)):
+                    le(lo, dmin) and le(dmax, hi)):
                 raise ScheduleError(
                     f"{primitive}: the loop would split the reduction variable {iv.var.name} of "
                     f"block {name!r} ([{lo}, {hi}] of [{dmin}, {dmax}]); move it to a loop "
                     "outside the producers' reduction")
             # a region reaching past the domain on a side that always does is clamped there
-            if ana.can_prove(lo <= dmin):
+            if le(lo, dmin):
                 lo = dmin
-            if ana.can_prove(hi >= dmax):
+            if le(dmax, hi):
                 hi = dmax
-            ext = ana.simplify(hi - lo + 1)
+            ext = simplify(hi - lo + 1)
             if not isinstance(ext, IntImm):
-                bound = ana.const_int_bound(ext)
+                bound = prover.ana.const_int_bound(ext)
                 if not bound.is_bounded():
                     raise ScheduleError(
                         f"{primitive}: cannot bound the extent {ext} of the region of "
                         f"{iv.var.name} for block {name!r}")
                 ext = const(max(1, bound.max_value), iv.var.dtype)
                 region_cap = True
-            need_lo = not ana.can_prove(lo >= dmin)
-            need_hi = not ana.can_prove(lo + ext - 1 <= dmax)
+            need_lo = not le(dmin, lo)
+            need_hi = not le(lo + ext - 1, dmax)
         else:
             lo, hi, ext = dmin, dmax, dext
             need_lo = need_hi = False
-        if _is_one(ext) and not preserve_unit_loops:
+        if is_const_int(ext, 1) and not preserve_unit_loops:
             value = lo
         else:
             ax = Var(f"ax{len(loops)}", iv.var.dtype)
@@ -213,7 +201,7 @@ def _build_nest(realize: BlockRealize, reqs: dict, ana: Analyzer, preserve_unit_
         if region_cap:
             conds.append(value <= hi)
         if need_hi:
-            conds.append(value < ana.simplify(dmin + dext))
+            conds.append(value < simplify(dmin + dext))
     pred = logical_and(*conds) if conds else true()
     stmt: Stmt = BlockRealize(tuple(bindings), pred, realize.block)
     for ax, ext in reversed(loops):
@@ -328,7 +316,8 @@ def plan_compute_at(state: ScheduleState, fname: str, realize: BlockRealize, loo
     provided = [r for r in (realize.block.reads if reverse else realize.block.writes)
                 if r.buffer in required]
     reqs = _var_requirements(realize, provided, required, ana, primitive, strict=reverse)
-    nest = _build_nest(realize, reqs, ana, preserve_unit_loops, primitive, reverse)
+    prover = LinearProver(ana, loop_doms(outer))
+    nest = _build_nest(realize, reqs, prover, preserve_unit_loops, primitive, reverse)
     # where it goes, and where it leaves ----------------------------------------------------
     subtrees = stmt_children(loop.body)
     at = _insert_position(subtrees, before, after, index, primitive, f"block {bname!r}")
@@ -346,6 +335,37 @@ def plan_compute_at(state: ScheduleState, fname: str, realize: BlockRealize, loo
     return mapping
 
 
+def _candidate_loops(state: ScheduleState, fname: str, realize: BlockRealize) -> list[For]:
+    """The loops (outermost first) above the block's first consumer that may hold it: as
+    in TVM, down to the lowest common ancestor of the consumers and no deeper than the
+    last data-parallel one. Whether compute_at is legal there is not checked."""
+    blocks = scope_blocks(state, fname, realize)
+    cons = consumers(blocks, realize)
+    if not cons:
+        return []
+    lca = lowest_common_ancestor(state, fname, cons)
+    if not isinstance(lca, For):
+        return []
+    loops = state.loops_above(fname, cons[0])
+    depth = next((i for i, lp in enumerate(loops) if lp is lca), None)
+    if depth is None:
+        return []
+    out = []
+    for lp in loops[:depth + 1]:
+        if loop_iter_type(state, fname, lp) != IterType.DATA_PAR:
+            break
+        out.append(lp)
+    return out
+
+
+def _can_compute_at(state: ScheduleState, fname: str, realize: BlockRealize, loop: For) -> bool:
+    try:
+        plan_compute_at(state, fname, realize, loop, False, -1, reverse=False)
+    except ScheduleError:
+        return False
+    return True
+
+
 def compute_location_candidates(state: ScheduleState, fname: str,
                                 realize: BlockRealize) -> list[tuple[int, For | None]]:
     """Legal locations as ``(decision, loop)``: -2 inline, -1 root, i >= 0 the i-th loop
@@ -355,32 +375,30 @@ def compute_location_candidates(state: ScheduleState, fname: str,
     deeper than the last data-parallel one are considered.
     """
     out: list[tuple[int, For | None]] = []
-    try:
-        plan_compute_inline(state, fname, realize)
+    if can_compute_inline(state, fname, realize):
         out.append((-2, None))
-    except ScheduleError:
-        pass
     out.append((-1, None))
-    blocks = scope_blocks(state, fname, realize)
-    cons = consumers(blocks, realize)
-    if not cons:
-        return out
-    lca = lowest_common_ancestor(state, fname, cons)
-    if not isinstance(lca, For):
-        return out
-    loops = state.loops_above(fname, cons[0])
-    depth = next((i for i, lp in enumerate(loops) if lp is lca), None)
-    if depth is None:
-        return out
-    for i in range(depth + 1):
-        if loop_iter_type(state, fname, loops[i]) != IterType.DATA_PAR:
-            break
-        try:
-            plan_compute_at(state, fname, realize, loops[i], False, -1, reverse=False)
-        except ScheduleError:
-            continue
-        out.append((i, loops[i]))
+    for i, lp in enumerate(_candidate_loops(state, fname, realize)):
+        if _can_compute_at(state, fname, realize, lp):
+            out.append((i, lp))
     return out
+
+
+def closest_compute_location(state: ScheduleState, fname: str, realize: BlockRealize,
+                             decision: int) -> tuple[int, For | None] | None:
+    """The legal location with the largest decision <= ``decision`` (None if there is
+    none): what :func:`compute_location_candidates` would give, checking only as many
+    candidates as needed (a replayed decision is usually legal as it is)."""
+    if decision >= 0:
+        loops = _candidate_loops(state, fname, realize)
+        for i in range(min(decision, len(loops) - 1), -1, -1):
+            if _can_compute_at(state, fname, realize, loops[i]):
+                return i, loops[i]
+    if decision >= -1:
+        return -1, None
+    if decision == -2 and can_compute_inline(state, fname, realize):
+        return -2, None
+    return None
 
 
 # ----------------------------------------------------------------------------- the mixin
@@ -393,6 +411,15 @@ class ComputeLocationMixin(ScheduleBase):
 
     def _move(self, block: BlockRV, loop: LoopRV, preserve_unit_loops: bool, index: int,
               reverse: bool) -> None:
+        """compute_at (or reverse_compute_at) to a loop or to a sampled marker."""
+        marker = self._marker(loop)
+        if marker == "inline":
+            if reverse:
+                self._do_reverse_compute_inline(block)  # type: ignore[attr-defined]
+            else:
+                self._do_compute_inline(block)  # type: ignore[attr-defined]
+        if marker is not None:
+            return  # "root": leave the block where it is
         fname, realize = self._block(block)
         lfname, node = self._loop(loop)
         if lfname != fname:
@@ -431,13 +458,9 @@ class ComputeLocationMixin(ScheduleBase):
 
         Raises:
             LoopPositionError, NotCompleteOrReductionBlockError, NotAffineError,
-            NotAllBlocksUnderLoopError, InsertionIndexError: see analysis.py.
+            NotAllBlocksUnderLoopError, InsertionIndexError: see error.py.
         """
-        marker = self._marker(loop)
-        if marker == "inline":
-            self._do_compute_inline(block)  # type: ignore[attr-defined]
-        elif marker is None:
-            self._move(block, loop, preserve_unit_loops, index, reverse=False)
+        self._move(block, loop, preserve_unit_loops, index, reverse=False)
         self._record("ComputeAt", [block, loop], [bool(preserve_unit_loops), int(index)], [])
 
     @atomic
@@ -470,11 +493,7 @@ class ComputeLocationMixin(ScheduleBase):
             producers' buffers are not plain iteration variables or the loop would split
             one of its reduction variables.
         """
-        marker = self._marker(loop)
-        if marker == "inline":
-            self._do_reverse_compute_inline(block)  # type: ignore[attr-defined]
-        elif marker is None:
-            self._move(block, loop, preserve_unit_loops, index, reverse=True)
+        self._move(block, loop, preserve_unit_loops, index, reverse=True)
         self._record("ReverseComputeAt", [block, loop], [bool(preserve_unit_loops), int(index)],
                      [])
 
@@ -489,17 +508,18 @@ class ComputeLocationMixin(ScheduleBase):
         back to the closest legal smaller one, as in TVM.
         """
         fname, realize = self._block(block)
-        cands = compute_location_candidates(self.state, fname, realize)
         if decision is None:
+            cands = compute_location_candidates(self.state, fname, realize)
             chosen, node = cands[self._rand_int(len(cands))]
         else:
             want = int(decision)
-            lower = [c for c in cands if c[0] <= want]
-            if not lower:
+            found = closest_compute_location(self.state, fname, realize, want)
+            if found is None:
+                legal = [c[0] for c in compute_location_candidates(self.state, fname, realize)]
                 raise ScheduleError(
                     f"sample_compute_location: decision {want} is not a legal location of "
-                    f"block {realize.block.name_hint!r}; legal: {[c[0] for c in cands]}")
-            chosen, node = lower[-1]
+                    f"block {realize.block.name_hint!r}; legal: {legal}")
+            chosen, node = found
         if chosen == -2:
             out = self._new_marker_loop_rv("inline")
         elif chosen == -1:

@@ -14,14 +14,16 @@ from __future__ import annotations
 import dataclasses
 
 from ...tir import BlockRealize, For, ForKind
+from ...tir.expr import is_const_int
 from ...tir.functor import collect_vars
 from ...tir.stmt import BufferRegion, IterType
 from ...tir.structural import structural_equal
+from ..affine import check_affine_binding
+from ..analysis import expr_vars
 from ..base import ScheduleBase, atomic
-from ..error import NotAffineError, ScheduleError
+from ..error import ScheduleError
 from ..instruction import InstructionKind, register_inst_kind
 from ..rv import LoopRV
-from .loop_transform import binding_is_affine, loop_doms
 
 #: The thread axes a loop can be bound to.
 THREAD_AXES = (
@@ -108,14 +110,9 @@ class ForKindMixin(ScheduleBase):
         what = _WHAT[kind] + (f" {thread!r}" if thread else "")
         for realize in self.state.child_block_realizes(node):
             block = realize.block
-            dom = loop_doms(self.state.loops_above(fname, realize))
-            if not binding_is_affine(realize, dom):
-                raise NotAffineError(
-                    f"loop {name} cannot be {what}: block {block.name_hint!r} below it has "
-                    f"non-affine bindings {[str(v) for v in realize.iter_values]}"
-                )
+            check_affine_binding(self.state, fname, realize, f"loop {name} cannot be {what}")
             for iv, value in zip(block.iter_vars, realize.iter_values):
-                if node.loop_var not in collect_vars(value) or iv.iter_type is IterType.DATA_PAR:
+                if iv.iter_type is IterType.DATA_PAR or node.loop_var not in expr_vars((value,)):
                     continue
                 if (
                     iv.iter_type is IterType.COMM_REDUCE
@@ -171,12 +168,9 @@ def _same_region(a: BufferRegion, b: BufferRegion) -> bool:
 def _region_str(r: BufferRegion) -> str:
     parts = []
     for rg in r.region:
-        parts.append(str(rg.min) if _is_one(rg.extent) else f"{rg.min}:{rg.min} + {rg.extent}")
+        one = is_const_int(rg.extent, 1)
+        parts.append(str(rg.min) if one else f"{rg.min}:{rg.min} + {rg.extent}")
     return f"{r.buffer.name}[{', '.join(parts)}]"
-
-
-def _is_one(e) -> bool:
-    return getattr(e, "value", None) == 1
 
 
 register_inst_kind(InstructionKind("Parallel", "parallel", inputs=("loop",)))

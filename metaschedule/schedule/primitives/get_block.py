@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ...tir import Block, BlockRealize, Buffer, For
+from ...tir import Buffer
+from ..analysis import consumers, producers, scope_blocks
 from ..base import ScheduleBase
-from ..error import ScheduleError
 from ..instruction import InstructionKind, register_inst_kind
 from ..rv import BlockRV, LoopRV
 
@@ -44,37 +44,19 @@ class GetBlockMixin(ScheduleBase):
         self._record("GetChildBlocks", [block_or_loop], [], out)
         return out
 
-    def _siblings(self, fname: str, realize: BlockRealize) -> list[BlockRealize]:
-        scope = self.state.scope_realize(fname, realize)
-        if scope is None:
-            raise ScheduleError(f"block {realize.block.name_hint!r} is the root block")
-        return self.state.child_block_realizes(scope)
-
     def get_producers(self, block: BlockRV) -> list[BlockRV]:
         """Blocks in the same scope, before ``block``, that write a buffer it reads."""
         fname, realize = self._block(block)
-        reads = _buffers(realize.block.reads)
-        out = []
-        for r in self._siblings(fname, realize):
-            if r is realize:
-                break
-            if reads & _buffers(r.block.writes):
-                out.append(self._new_block_rv(fname, r))
+        found = producers(scope_blocks(self.state, fname, realize, "get_producers"), realize)
+        out = [self._new_block_rv(fname, r) for r in found]
         self._record("GetProducers", [block], [], out)
         return out
 
     def get_consumers(self, block: BlockRV) -> list[BlockRV]:
         """Blocks in the same scope, after ``block``, that read a buffer it writes."""
         fname, realize = self._block(block)
-        writes = _buffers(realize.block.writes)
-        out = []
-        seen = False
-        for r in self._siblings(fname, realize):
-            if r is realize:
-                seen = True
-                continue
-            if seen and writes & _buffers(r.block.reads):
-                out.append(self._new_block_rv(fname, r))
+        found = consumers(scope_blocks(self.state, fname, realize, "get_consumers"), realize)
+        out = [self._new_block_rv(fname, r) for r in found]
         self._record("GetConsumers", [block], [], out)
         return out
 

@@ -31,24 +31,11 @@ from ...tir.arith.iter_map import detect_iter_map
 from ...tir.expr import IntImm, Node, PrimExpr, const, convert
 from ...tir.functor import Mutator, substitute
 from ...tir.serialize import from_json_dict, register_node, to_json_dict
+from ..analysis import allocation_site, check_storage_scope, nth_buffer
 from ..base import ScheduleBase, atomic
-from ..error import ScheduleError
+from ..error import BufferIndexError, IndexMapError, NonAllocatedBufferError, StorageAlignError
 from ..instruction import InstructionKind, register_inst_kind
 from ..rv import BlockRV
-from .cache import BufferIndexError, allocation_site, check_storage_scope, nth_buffer
-
-
-class NonAllocatedBufferError(ScheduleError):
-    """The buffer is a function parameter, not allocated by a block of the function."""
-
-
-class StorageAlignError(ScheduleError):
-    """An invalid axis, factor or offset for ``storage_align``."""
-
-
-class IndexMapError(ScheduleError):
-    """An index map that does not fit the buffer or is not a bijective affine map."""
-
 
 # ----------------------------------------------------------------------------- IndexMap
 
@@ -239,13 +226,9 @@ class LayoutMixin(ScheduleBase):
         scope = check_storage_scope(storage_scope, "set_scope")
         buf, _ = self._allocated_buffer(fname, realize.block, idx, "write", "set_scope")
         if buf.scope != scope:
+            func = self.state.func(fname)
             new = buf.with_scope(scope)
-
-            class _Swap(Mutator):
-                def visit_buffer(self, b: Buffer) -> Buffer:
-                    return new if b is buf else b
-
-            self._replace_func_buffer(fname, _Swap())
+            self.state.set_func(fname, func.with_body(substitute(func.body, {}, {buf: new})))
         self._record("SetScope", [block], [idx, scope], [])
 
     @atomic
@@ -327,10 +310,4 @@ register_inst_kind(InstructionKind("StorageAlign", "storage_align", inputs=("blo
 register_inst_kind(InstructionKind("TransformLayout", "transform_layout", inputs=("block",),
                                    attrs=("buffer", "index_map")))
 
-__all__ = [
-    "IndexMap",
-    "IndexMapError",
-    "LayoutMixin",
-    "NonAllocatedBufferError",
-    "StorageAlignError",
-]
+__all__ = ["IndexMap", "LayoutMixin", "as_index_map"]

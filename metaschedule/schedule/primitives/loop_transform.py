@@ -1,10 +1,10 @@
 """Loop transformations: split, fuse, reorder, add_unit_loop.
 
-Each primitive rewrites one loop nest and then re-simplifies the bindings of the
-blocks below it with the affine iter-map simplifier, so ``i_0 * 8 + i_1`` stays a
-plain affine binding and the ``f // 8``, ``f % 8`` forms of a fusion fold away when
-they cancel. New loop variables are named as in TVM: splitting ``i`` gives ``i_0``,
-``i_1``, ...; fusing ``i`` and ``j`` gives ``i_j_fused``.
+``split`` and ``fuse`` rewrite one loop nest and then re-simplify the bindings of the
+blocks below it (see ``bindings.py``), so ``i_0 * 8 + i_1`` stays a plain affine
+binding and the ``f // 8``, ``f % 8`` forms of a fusion fold away when they cancel.
+New loop variables are named as in TVM: splitting ``i`` gives ``i_0``, ``i_1``, ...;
+fusing ``i`` and ``j`` gives ``i_j_fused``.
 """
 
 from __future__ import annotations
@@ -14,182 +14,23 @@ import itertools
 import math
 from collections.abc import Sequence
 
-from ...tir import Add, BlockRealize, For, ForKind, IntImm, Mul, PrimExpr, Range, Var
-from ...tir.arith import Analyzer
-from ...tir.arith.iter_map import (
-    detect_iter_map,
-    is_affine_binding,
-    iter_map_simplify,
-    normalize_iter_map_to_expr,
-)
+from ...tir import BlockRealize, For, ForKind, IntImm, PrimExpr, Range, Var
 from ...tir.expr import const
-from ...tir.functor import Mutator, collect_vars, substitute
 from ...tir.stmt import IterType, SeqStmt, Stmt
+from ..affine import affine_memo, check_affine_binding
+from ..analysis import (
+    expr_vars,
+    iter_kinds_by_var,
+    loop_doms,
+)
 from ..base import ScheduleBase, atomic
-from ..error import NotAffineError, ScheduleError
+from ..bindings import LoopVarRewriter, tiled_value
+from ..error import ScheduleError
 from ..instruction import InstructionKind, register_inst_kind
 from ..rv import BlockRV, ExprRV, LoopRV
 from ..state import ScheduleState
 
-# ----------------------------------------------------------------------------- binding helpers
-
-
-def loop_doms(loops: Sequence[For]) -> dict[Var, Range]:
-    """The iteration domain of each loop variable."""
-    return {lp.loop_var: Range(lp.min, lp.extent) for lp in loops}
-
-
-def _is_const(e: PrimExpr, value: int) -> bool:
-    return isinstance(e, IntImm) and e.value == value
-
-
-def _is_true(e: PrimExpr) -> bool:
-    return isinstance(e, IntImm) and e.dtype == "bool" and e.value == 1
-
-
-def simplify_bindings(
-    values: Sequence[PrimExpr],
-    dom: dict[Var, Range],
-    predicate: PrimExpr,
-    preserve_unit_iters: bool,
-) -> tuple[PrimExpr, ...]:
-    """Bindings simplified as one affine iter map over ``dom`` (TVM's IterMapSimplify).
-
-    With ``preserve_unit_iters=False`` unit-extent loop variables are replaced by their
-    minimum; otherwise they are kept (the arith simplifier would fold them to their
-    only value, so they are hidden from it as free symbols, which keeps every rewrite
-    valid).
-    """
-    unit = {v: r.min for v, r in dom.items() if _is_const(r.extent, 1)}
-    if unit:
-        dom = {v: r for v, r in dom.items() if v not in unit}
-        if not preserve_unit_iters:
-            values = [substitute(v, unit) for v in values]
-            predicate = substitute(predicate, unit)
-    values = _split_divmod(values, dom)
-    out = iter_map_simplify(list(values), dom, predicate)
-    if not is_affine_binding(out, dom, predicate):
-        # Workaround: arith's final simplify can rewrite ``(a*6 + b*3 + c) % 4`` into
-        # ``(b*3 + a*2 + c) % 4``, equal in value but no longer an affine map; keep the
-        # plain normalised map then, so later primitives still see affine bindings.
-        res = detect_iter_map(list(values), dom, predicate)
-        if res.success:
-            out = [normalize_iter_map_to_expr(s) for s in res.indices]
-    return tuple(out)
-
-
-def _split_divmod(values: Sequence[PrimExpr], dom: dict[Var, Range]) -> list[PrimExpr]:
-    """Local workaround (flagged to the arith owner): ``(g*H + L) // (g*m) -> H // m`` and
-    ``(g*H + L) % (g*m) -> (H % m)*g + L`` when ``0 <= L < g``.
-
-    Without it a split of a fused loop, e.g. ``(f0*4 + f1) // 24`` next to ``f0 % 6`` and
-    ``f1``, is not recognised as affine by ``detect_iter_map``.
-    """
-    ana = Analyzer()
-    for v, r in dom.items():
-        ana.bind(v, r)
-    splitter = _DivModSplitter(ana)
-    return [splitter.visit(v) for v in values]
-
-
-class _DivModSplitter(Mutator):
-    def __init__(self, ana: Analyzer):
-        self.ana = ana
-
-    def visit_FloorDiv(self, node):
-        return self._rewrite(self.generic_visit(node), is_div=True)
-
-    def visit_FloorMod(self, node):
-        return self._rewrite(self.generic_visit(node), is_div=False)
-
-    def _rewrite(self, node, is_div: bool):
-        c = node.b
-        if not isinstance(c, IntImm) or c.value <= 1 or not isinstance(node.a, (Add, Mul)):
-            return node
-        terms = _sum_terms(node.a)
-        for g in sorted({k for k, _ in terms if k > 1 and c.value % k == 0}, reverse=True):
-            hi = [(k // g, x) for k, x in terms if k % g == 0]
-            lo = [(k, x) for k, x in terms if k % g != 0]
-            low = _build_sum(lo, node.dtype)
-            bound = self.ana.const_int_bound(low)
-            if bound.min_value < 0 or bound.max_value >= g:
-                continue
-            high, m = _build_sum(hi, node.dtype), c.value // g
-            if is_div:
-                return high if m == 1 else high // m
-            return low if m == 1 else (high % m) * g + low
-        return node
-
-
-def _sum_terms(e: PrimExpr, scale: int = 1) -> list[tuple[int, PrimExpr]]:
-    """``scale * e`` as ``[(coefficient, atom)]``, distributing constant factors over ``+``
-    (constants get the atom 1)."""
-    if isinstance(e, Add):
-        return _sum_terms(e.a, scale) + _sum_terms(e.b, scale)
-    if isinstance(e, IntImm):
-        return [(e.value * scale, const(1, e.dtype))]
-    if isinstance(e, Mul) and isinstance(e.b, IntImm):
-        return _sum_terms(e.a, scale * e.b.value)
-    if isinstance(e, Mul) and isinstance(e.a, IntImm):
-        return _sum_terms(e.b, scale * e.a.value)
-    return [(scale, e)]
-
-
-def _build_sum(terms: list[tuple[int, PrimExpr]], dtype: str) -> PrimExpr:
-    out: PrimExpr = const(0, dtype)
-    for k, x in terms:
-        t = x if k == 1 else x * k
-        out = t if _is_const(out, 0) else out + t
-    return out
-
-
-def binding_is_affine(realize: BlockRealize, dom: dict[Var, Range]) -> bool:
-    """True if ``realize``'s bindings are an affine, bijective-per-iter map of ``dom``."""
-    return is_affine_binding(realize.iter_values, dom, realize.predicate)
-
-
-class _BindingRewriter(Mutator):
-    """Re-simplify bindings (and optionally add a predicate) of the BlockRealizes below.
-
-    It tracks the domains of the loops it passes so each block is simplified with
-    exactly the loops above it; it does not enter blocks.
-    """
-
-    def __init__(
-        self, outer: dict[Var, Range], predicate: PrimExpr | None, preserve_unit_iters: bool
-    ):
-        self.dom = dict(outer)
-        self.predicate = predicate
-        self.preserve_unit_iters = preserve_unit_iters
-
-    def visit_For(self, node: For):
-        self.dom[node.loop_var] = Range(node.min, node.extent)
-        try:
-            return self.generic_visit(node)
-        finally:
-            del self.dom[node.loop_var]
-
-    def visit_BlockRealize(self, node: BlockRealize):
-        pred = node.predicate
-        if self.predicate is not None:
-            pred = self.predicate if _is_true(pred) else pred & self.predicate
-        used = set().union(*(collect_vars(v) for v in node.iter_values), collect_vars(pred))
-        dom = {v: r for v, r in self.dom.items() if v in used}
-        values = simplify_bindings(node.iter_values, dom, pred, self.preserve_unit_iters)
-        pred = _simplify_predicate(pred, self.dom)
-        if pred is node.predicate and all(a is b for a, b in zip(values, node.iter_values)):
-            return node
-        return BlockRealize(values, pred, node.block)
-
-
-def _simplify_predicate(pred: PrimExpr, dom: dict[Var, Range]) -> PrimExpr:
-    if _is_true(pred):
-        return pred
-
-    ana = Analyzer()
-    for v, r in dom.items():
-        ana.bind(v, r)
-    return ana.simplify(pred)
+# ----------------------------------------------------------------------------- checks
 
 
 def _const_extent(node: For, prim: str) -> int:
@@ -208,11 +49,9 @@ def _check_no_mixed_loop_moves(realize: BlockRealize, moved: list[For]) -> None:
     block = realize.block
     if all(iv.iter_type is not IterType.COMM_REDUCE for iv in block.iter_vars):
         return
-    used = {IterType.DATA_PAR: set(), IterType.COMM_REDUCE: set()}
-    for iv, value in zip(block.iter_vars, realize.iter_values):
-        used.setdefault(iv.iter_type, set()).update(collect_vars(value))
+    kinds = iter_kinds_by_var(realize)
     for lp in moved:
-        if lp.loop_var in used[IterType.DATA_PAR] and lp.loop_var in used[IterType.COMM_REDUCE]:
+        if {IterType.DATA_PAR, IterType.COMM_REDUCE} <= kinds.get(lp.loop_var, set()):
             raise ScheduleError(
                 f"reorder cannot move loop {lp.loop_var.name}: it is bound to both data-parallel "
                 f"and reduction iter vars of block {block.name_hint!r} "
@@ -229,6 +68,24 @@ class LoopTransformMixin(ScheduleBase):
 
     def _outer_doms(self, fname: str, node: Stmt) -> dict[Var, Range]:
         return loop_doms(self.state.loops_above(fname, node))
+
+    def _distinct_loops(self, rvs: Sequence[LoopRV], primitive: str) -> tuple[str, list[For]]:
+        """The loops behind ``rvs``: at least one, all different, all in one function."""
+        if not rvs:
+            raise ScheduleError(f"{primitive} needs at least one loop, got none")
+        fname = None
+        nodes: list[For] = []
+        for rv in rvs:
+            f, node = self._loop(rv)
+            if fname is not None and f != fname:
+                raise ScheduleError(
+                    f"{primitive}: loops come from different functions {fname}, {f}")
+            fname = f
+            if any(node is other for other in nodes):
+                raise ScheduleError(f"{primitive}: loop {node.loop_var.name} is given twice")
+            nodes.append(node)
+        assert fname is not None
+        return fname, nodes
 
     @atomic
     def split(
@@ -287,11 +144,17 @@ class LoopTransformMixin(ScheduleBase):
         for var, f in zip(new_vars[1:], ints[1:]):
             fused = fused * f + var
         value = fused if node.min.value == 0 else fused + node.min
-        body = substitute(node.body, {node.loop_var: value})
         predicate = fused < const(extent, dtype) if math.prod(ints) != extent else None
+        fast = None
+        if predicate is None and node.min.value == 0:
+            tiled = tiled_value(new_vars, ints, bool(preserve_unit_iters))
+            fast = {id(value): (value, tiled)} if tiled is not None else None
         new_loops_dom = {v: Range(const(0, dtype), const(f, dtype)) for v, f in zip(new_vars, ints)}
         outer = {**self._outer_doms(fname, node), **new_loops_dom}
-        body = _BindingRewriter(outer, predicate, preserve_unit_iters).visit(body)
+        body = LoopVarRewriter(
+            {node.loop_var: value}, {node.loop_var: Range(node.min, node.extent)}, outer,
+            predicate, bool(preserve_unit_iters), affine_memo(self.state), fast,
+        ).visit(node.body)
         for var, f in zip(reversed(new_vars), reversed(ints)):
             body = For(var, const(0, dtype), const(f, dtype), ForKind.SERIAL, body)
         self.state.replace(fname, {node: body})
@@ -312,19 +175,7 @@ class LoopTransformMixin(ScheduleBase):
             ScheduleError: no loops, a repeated loop, a loop that is not the only child
                 of the previous one, non-constant bounds, or a non-zero minimum.
         """
-        if not loops:
-            raise ScheduleError("fuse needs at least one loop, got none")
-        fname = None
-        nodes: list[For] = []
-        for rv in loops:
-            f, node = self._loop(rv)
-            if fname is not None and f != fname:
-                raise ScheduleError(f"fuse: loops come from different functions {fname}, {f}")
-            fname = f
-            if any(node is other for other in nodes):
-                raise ScheduleError(f"fuse: loop {node.loop_var.name} is given twice")
-            nodes.append(node)
-        assert fname is not None
+        fname, nodes = self._distinct_loops(loops, "fuse")
         names = [n.loop_var.name for n in nodes]
         for outer, inner in itertools.pairwise(nodes):
             if outer.body is inner:
@@ -345,21 +196,22 @@ class LoopTransformMixin(ScheduleBase):
         dtype = nodes[0].loop_var.dtype
         fused = Var("_".join(names) + "_fused", dtype)
         vmap: dict[Var, PrimExpr] = {}
+        total = math.prod(extents)
         stride = 1
         for node, e in zip(reversed(nodes), reversed(extents)):
             if e == 1:
                 vmap[node.loop_var] = const(0, dtype)
-            else:
+            else:  # the outermost digit (outside it only unit loops) needs no modulo
                 q = fused if stride == 1 else fused // stride
-                vmap[node.loop_var] = q if node is nodes[0] else q % e
+                vmap[node.loop_var] = q if stride * e == total else q % e
             stride *= e
-        body = substitute(nodes[-1].body, vmap)
-        total = math.prod(extents)
         outer = {
             **self._outer_doms(fname, nodes[0]),
             fused: Range(const(0, dtype), const(total, dtype)),
         }
-        body = _BindingRewriter(outer, None, preserve_unit_iters).visit(body)
+        old_ranges = {n.loop_var: Range(n.min, n.extent) for n in nodes}
+        body = LoopVarRewriter(vmap, old_ranges, outer, None, bool(preserve_unit_iters),
+                               affine_memo(self.state), digit_values=True).visit(nodes[-1].body)
         new = For(fused, const(0, dtype), const(total, dtype), ForKind.SERIAL, body)
         self.state.replace(fname, {nodes[0]: new})
         out = self._new_loop_rv(fname, fused)
@@ -389,19 +241,7 @@ class LoopTransformMixin(ScheduleBase):
                 depend on another loop of the chain, or blocks below with non-affine
                 bindings or iteration kinds other than data-parallel and reduction.
         """
-        if not ordered_loops:
-            raise ScheduleError("reorder needs at least one loop, got none")
-        fname = None
-        nodes: list[For] = []
-        for rv in ordered_loops:
-            f, node = self._loop(rv)
-            if fname is not None and f != fname:
-                raise ScheduleError(f"reorder: loops come from different functions {fname}, {f}")
-            fname = f
-            if any(node is other for other in nodes):
-                raise ScheduleError(f"reorder: loop {node.loop_var.name} is given twice")
-            nodes.append(node)
-        assert fname is not None
+        fname, nodes = self._distinct_loops(ordered_loops, "reorder")
         above = {id(n): self.state.loops_above(fname, n) for n in nodes}
         by_depth = sorted(nodes, key=lambda n: len(above[id(n)]))
         for a, b in itertools.pairwise(by_depth):
@@ -423,7 +263,7 @@ class LoopTransformMixin(ScheduleBase):
                 )
         path_vars = {lp.loop_var for lp in path}
         for lp in path:
-            if collect_vars((lp.min, lp.extent)) & path_vars:
+            if expr_vars((lp.min, lp.extent)) & path_vars:
                 raise ScheduleError(
                     f"reorder: the bounds of loop {lp.loop_var.name} ({lp.min}, {lp.extent}) "
                     "depend on another loop of the reordered nest"
@@ -450,12 +290,7 @@ class LoopTransformMixin(ScheduleBase):
                         f"{iv.iter_type.name}; only data-parallel and reduction blocks can have "
                         "their loops reordered"
                     )
-            dom = loop_doms(self.state.loops_above(fname, realize))
-            if not binding_is_affine(realize, dom):
-                raise NotAffineError(
-                    f"reorder: block {block.name_hint!r} has non-affine bindings "
-                    f"{[str(v) for v in realize.iter_values]}; its loops cannot be reordered"
-                )
+            check_affine_binding(self.state, fname, realize, "reorder")
 
     @atomic
     def add_unit_loop(self, block_or_loop: BlockRV | LoopRV) -> LoopRV:

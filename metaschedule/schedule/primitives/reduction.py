@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from ...tir import (
     Add,
-    And,
     Block,
     BlockRealize,
     Buffer,
@@ -33,20 +32,21 @@ from ...tir import (
     max_value,
     min_value,
 )
-from ...tir.expr import FloatImm, IntImm, const
+from ...tir.expr import FloatImm, IntImm, const, is_const_int
 from ...tir.functor import collect_vars, substitute
 from ...tir.structural import structural_equal
+from ..affine import check_affine_binding
 from ..analysis import (
-    LoopPositionError,
-    check_affine_binding,
+    and_all,
+    buffer_loads,
+    conjuncts,
+    iter_kinds_by_var,
     not_reduction_reason,
+    scope_blocks,
     subtree_blocks,
 )
 from ..base import ScheduleBase, atomic
-from ..error import ScheduleError
-from ..instruction import InstructionKind, register_inst_kind
-from ..rv import BlockRV, LoopRV
-from .cache import (
+from ..edit import (
     StmtEditor,
     add_alloc,
     child_index,
@@ -54,19 +54,9 @@ from .cache import (
     insert_child,
     unique_block_name,
 )
-
-
-class NotReductionError(ScheduleError):
-    """The block is not a reduction with a recognised commutative reducer."""
-
-
-class LoopPropertyError(ScheduleError):
-    """A loop is bound to the wrong kind of iteration variables for the primitive."""
-
-
-class FactorAxisError(ScheduleError):
-    """``rfactor``'s ``factor_axis`` is outside the new buffer's dimensions."""
-
+from ..error import FactorAxisError, LoopPositionError, LoopPropertyError, NotReductionError
+from ..instruction import InstructionKind, register_inst_kind
+from ..rv import BlockRV, LoopRV
 
 # ----------------------------------------------------------------------------- reducers
 
@@ -126,7 +116,7 @@ def match_reduction(block: Block, primitive: str) -> Reduction:
     else:
         raise NotReductionError(f"{primitive}: block {name!r} does not combine "
                                 f"{buf.name}[{', '.join(map(str, idx))}] with a value: {expect}")
-    if any(isinstance(n, BufferLoad) and n.buffer is buf for n in _loads(source)):
+    if buffer_loads(source, buf):
         raise NotReductionError(f"{primitive}: the reduced value of block {name!r} reads "
                                 f"{buf.name} again: {expect}")
     if init.buffer is not buf or not _same(init.indices, idx):
@@ -140,40 +130,18 @@ def match_reduction(block: Block, primitive: str) -> Reduction:
     return Reduction(op, buf, tuple(idx), source, ident)
 
 
-def _loads(e: PrimExpr) -> list:
-    out: list = []
-    from ...tir.functor import post_order_visit
-
-    post_order_visit(e, out.append)
-    return out
-
-
 # ----------------------------------------------------------------------------- helpers
-
-
-def _conjuncts(c: PrimExpr) -> list[PrimExpr]:
-    if isinstance(c, And):
-        return _conjuncts(c.a) + _conjuncts(c.b)
-    return [c]
 
 
 def _keep_conjuncts(pred: PrimExpr, dropped: set[Var], vmap: dict) -> PrimExpr:
     """The conjuncts of ``pred`` free of ``dropped`` variables, with ``vmap`` applied."""
-    kept = [substitute(c, vmap) for c in _conjuncts(pred) if not collect_vars(c) & dropped]
-    out: PrimExpr = const(True)
-    for c in kept:
-        out = c if isinstance(out, IntImm) else And(out, c)
-    return out
+    return and_all(substitute(c, vmap) for c in conjuncts(pred) if not collect_vars(c) & dropped)
 
 
 def _loop_uses(realize: BlockRealize, loops: list[For]) -> dict[Var, set[IterType]]:
     """For each loop, the kinds of the iteration variables whose bindings use it."""
-    uses: dict[Var, set[IterType]] = {lp.loop_var: set() for lp in loops}
-    for iv, v in zip(realize.block.iter_vars, realize.iter_values):
-        for var in collect_vars(v):
-            if var in uses:
-                uses[var].add(iv.iter_type)
-    return uses
+    kinds = iter_kinds_by_var(realize)
+    return {lp.loop_var: kinds.get(lp.loop_var, set()) for lp in loops}
 
 
 def _fresh(iv: IterVar, suffix: str = "") -> IterVar:
@@ -188,15 +156,13 @@ def _point(buffer: Buffer, indices) -> BufferRegion:
 
 
 class ReductionMixin(ScheduleBase):
-    def _reduction_block(self, fname: str, realize: BlockRealize, primitive: str) -> Reduction:
-        scope = self.state.scope_realize(fname, realize)
-        if scope is None:
+    def _check_reduction_block(self, fname: str, realize: BlockRealize, primitive: str) -> None:
+        if self.state.scope_realize(fname, realize) is None:
             raise NotReductionError(f"{primitive}: the root block is not a reduction")
-        why = not_reduction_reason(self.state.child_block_realizes(scope), realize)
+        why = not_reduction_reason(scope_blocks(self.state, fname, realize), realize)
         if why is not None:
             raise NotReductionError(f"{primitive}: block {realize.block.name_hint!r} is not a "
                                     f"reduction block: {why}")
-        return match_reduction(realize.block, primitive)
 
     @atomic
     def rfactor(self, loop: LoopRV, factor_axis: int) -> BlockRV:
@@ -226,7 +192,8 @@ class ReductionMixin(ScheduleBase):
                 f"holds {[b.block.name_hint for b in blocks]}")
         realize = blocks[0]
         block = realize.block
-        red = self._reduction_block(fname, realize, "rfactor")
+        self._check_reduction_block(fname, realize, "rfactor")
+        red = match_reduction(block, "rfactor")
         check_affine_binding(self.state, fname, realize, "rfactor")
         loops = self.state.loops_above(fname, realize)
         uses = _loop_uses(realize, loops)
@@ -266,7 +233,7 @@ class ReductionMixin(ScheduleBase):
         spatial = [(iv, v) for iv, v in zip(block.iter_vars, realize.iter_values)
                    if iv.iter_type == IterType.DATA_PAR]
         rf_iv = new_of_loop[rf_loop.loop_var]
-        rf_index = rf_iv.var - rf_loop.min if not _is_zero(rf_loop.min) else rf_iv.var
+        rf_index = rf_iv.var - rf_loop.min if not is_const_int(rf_loop.min, 0) else rf_iv.var
         rf_shape = list(red.buffer.shape)
         rf_shape.insert(axis, rf_loop.extent)
         rf_name = unique_block_name(self.state, fname, f"{block.name_hint}_rf")
@@ -305,7 +272,7 @@ class ReductionMixin(ScheduleBase):
                         rf_loop.extent), IterType.COMM_REDUCE)
         svmap = {iv.var: new.var for (iv, _), new in zip(spatial, wb_spatial)}
         wb_idx = tuple(substitute(i, svmap) for i in red.indices)
-        wb_rf_index = wb_rf.var - rf_loop.min if not _is_zero(rf_loop.min) else wb_rf.var
+        wb_rf_index = wb_rf.var - rf_loop.min if not is_const_int(rf_loop.min, 0) else wb_rf.var
         wb_rf_idx = tuple(list(wb_idx[:axis]) + [wb_rf_index] + list(wb_idx[axis:]))
         wb_writes = tuple(substitute(w, svmap) for w in block.writes)
         wb_block = Block(
@@ -374,11 +341,8 @@ class ReductionMixin(ScheduleBase):
             raise LoopPositionError(
                 f"decompose_reduction: loop {loop_node.loop_var.name} is not an ancestor of "
                 f"block {b.name_hint!r} (within its scope)")
+        self._check_reduction_block(fname, realize, "decompose_reduction")
         scope = self.state.scope_realize(fname, realize)
-        why = not_reduction_reason(self.state.child_block_realizes(scope), realize)
-        if why is not None:
-            raise NotReductionError(f"decompose_reduction: block {b.name_hint!r} is not a "
-                                    f"reduction block: {why}")
         uses = _loop_uses(realize, loops)
         for lp in loops[:pos]:
             if IterType.COMM_REDUCE in uses[lp.loop_var]:
@@ -423,20 +387,9 @@ class ReductionMixin(ScheduleBase):
         return out
 
 
-def _is_zero(e: PrimExpr) -> bool:
-    return isinstance(e, IntImm) and e.value == 0
-
-
 register_inst_kind(InstructionKind("RFactor", "rfactor", inputs=("loop",),
                                    attrs=("factor_axis",)))
 register_inst_kind(InstructionKind("DecomposeReduction", "decompose_reduction",
                                    inputs=("block", "loop")))
 
-__all__ = [
-    "FactorAxisError",
-    "LoopPropertyError",
-    "NotReductionError",
-    "Reduction",
-    "ReductionMixin",
-    "match_reduction",
-]
+__all__ = ["Reduction", "ReductionMixin", "match_reduction"]

@@ -1,0 +1,152 @@
+"""Binding rewrites after split/fuse, and the replay shortcuts: each one must give
+exactly what the general path (the arith simplifier, int_set, can_prove, the full
+affine detection) gives, after every step of a schedule."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from schedule_shortcuts import general_paths
+
+from metaschedule import te, tir
+from metaschedule.schedule import Trace, bindings
+from metaschedule.schedule import affine as af
+from metaschedule.schedule import analysis as an
+from metaschedule.tir import Range, Var
+from metaschedule.tir.arith.iter_map import is_affine_binding
+from metaschedule.tir.expr import const
+from metaschedule.tir.structural import structural_equal
+
+
+def assert_shortcuts_change_nothing(func, build):
+    """After each step of ``build(sch)``, the module is the same with the shortcuts as
+    without them."""
+    sch = tir.Schedule(func, seed=3)
+    build(sch)
+    trace = sch.trace
+    for n in range(1, len(trace.insts) + 1):
+        prefix = Trace(trace.insts[:n], trace.decisions)
+        fast = tir.Schedule(func, seed=3)
+        prefix.apply_to_schedule(fast, remove_postproc=False)
+        with general_paths():
+            slow = tir.Schedule(func, seed=3)
+            prefix.apply_to_schedule(slow, remove_postproc=False)
+        assert structural_equal(fast.mod, slow.mod), (
+            f"after {trace.insts[n - 1].kind.name}:\n{fast.mod}\n!=\n{slow.mod}")
+
+
+def matmul(n=16, m=12, k=8):
+    A = te.placeholder((n, k), "float32", "A")
+    B = te.placeholder((k, m), "float32", "B")
+    return te.create_prim_func([A, B, te.ops.matmul(A, B)])
+
+
+def conv():
+    data = te.placeholder((1, 6, 6, 4), "float32", "data")
+    kernel = te.placeholder((3, 3, 4, 8), "float32", "kernel")
+    return te.create_prim_func([data, kernel, te.ops.conv2d_nhwc(data, kernel, padding=1)])
+
+
+# ----------------------------------------------------------------------------- split
+
+
+def test_tiled_value_is_what_the_simplifier_gives():
+    for factors in itertools.chain.from_iterable(
+            itertools.product([1, 2, 3], repeat=n) for n in (1, 2, 3, 4)):
+        for preserve, dtype in itertools.product((True, False), ("int32", "int64")):
+            vs = [Var(f"i_{k}", dtype) for k in range(len(factors))]
+            fused = vs[0]
+            for v, f in zip(vs[1:], factors[1:]):
+                fused = fused * f + v
+            dom = {v: Range(const(0, dtype), const(f, dtype)) for v, f in zip(vs, factors)}
+            (slow,) = bindings.simplify_bindings([fused], dom, const(True), preserve)
+            fast = bindings.tiled_value(vs, list(factors), preserve)
+            if fast is None:  # every loop a unit loop that is not preserved
+                assert not preserve and set(factors) == {1} and slow.value == 0
+            else:
+                assert structural_equal(fast, slow), (factors, preserve, str(fast), str(slow))
+
+
+def tile_matmul(sch, factors=((2, 4, 2), (3, 1, 4), (4, 2)), preserve=True):
+    b = sch.get_block("T_matmul_NN")
+    loops = sch.get_loops(b)
+    tiles = [sch.split(lp, list(f), preserve_unit_iters=preserve)
+             for lp, f in zip(loops, factors)]
+    (i0, i1, i2), (j0, j1, j2), (k0, k1) = tiles
+    sch.reorder(i0, j0, i1, j1, k0, i2, j2, k1)
+    return b, tiles
+
+
+@pytest.mark.parametrize("preserve", [True, False])
+def test_shortcuts_give_the_general_module_for_tiling(preserve):
+    def build(sch):
+        b, ((i0, i1, i2), (j0, j1, j2), (k0, k1)) = tile_matmul(sch, preserve=preserve)
+        cw = sch.cache_write(b, 0, "local")
+        sch.reverse_compute_at(cw, j1, preserve_unit_loops=preserve)
+        sch.decompose_reduction(b, k0)
+        fused = sch.fuse(i0, j0, i1, preserve_unit_iters=preserve)  # j0 is a unit loop
+        sch.parallel(fused)
+        sch.vectorize(j2)
+        sch.split(k1, [None, 1], preserve_unit_iters=preserve)
+
+    assert_shortcuts_change_nothing(matmul(), build)
+
+
+def test_shortcuts_give_the_general_module_for_conv():
+    def build(sch):
+        pad = sch.get_block("PaddedInput")
+        conv_b = sch.get_block("conv2d_nhwc")
+        n, h, w, co, rh, rw, rc = sch.get_loops(conv_b)
+        h0, h1 = sch.split(h, [3, 2])
+        co0, co1 = sch.split(co, [None, 4])
+        sch.reorder(h0, co0, w, h1, rh, rw, rc, co1)
+        sch.compute_at(pad, w)  # a halo: bindings h0 * 2 + ax0 over a larger domain
+        sch.fuse(n, h0, co0)
+        sch.split(rc, [2, 2])
+
+    assert_shortcuts_change_nothing(conv(), build)
+
+
+def test_imperfect_split_takes_the_general_path_and_stays_affine():
+    sch = tir.Schedule(matmul(n=10))
+    i, _, _ = sch.get_loops(sch.get_block("T_matmul_NN"))
+    i0, i1 = sch.split(i, [3, 4])
+    r = sch.state.block_realize("main", "T_matmul_NN")
+    assert str(r.predicate) == "i_0 * 4 + i_1 < 10"
+    assert af.has_affine_binding(sch.state, "main", r)
+    sch.parallel(i0)  # accepted: affine under the predicate
+    assert sch.get(i0).kind is tir.ForKind.PARALLEL
+
+
+# ----------------------------------------------------------------------------- fuse
+
+
+def test_fuse_digits_are_what_the_simplifier_gives():
+    def build(sch):
+        b, ((i0, i1, i2), (j0, j1, j2), (k0, k1)) = tile_matmul(sch)
+        sch.fuse(j1, k0)  # a fused data-parallel and reduction digit: general path
+        sch.fuse(i0, j0)
+        sch.fuse(i2, j2)
+
+    assert_shortcuts_change_nothing(matmul(), build)
+
+
+def test_fuse_records_the_affinity_of_the_new_bindings():
+    sch = tir.Schedule(matmul())
+    b, ((i0, i1, i2), (j0, j1, j2), _) = tile_matmul(sch)
+    fused = sch.fuse(i0, j0)  # one digit per binding: the shortcut, which records
+    r = sch.state.block_realize("main", "T_matmul_NN")
+    dom = an.loop_doms(sch.state.loops_above("main", r))
+    assert not af.is_tiling_binding(r, dom)
+    memo = af.affine_memo(sch.state)
+    assert memo.get(r, dom) is True
+    assert is_affine_binding(r.iter_values, dom, r.predicate)  # the memo tells the truth
+    assert "//" in str(r.iter_values[0]) and sch.get(fused).extent.value == 6
+    # two digits of one binding: the simplifier merges them; nothing is claimed until a
+    # check asks, which then detects and remembers
+    sch.fuse(fused, i1)
+    r = sch.state.block_realize("main", "T_matmul_NN")
+    dom = an.loop_doms(sch.state.loops_above("main", r))
+    assert memo.get(r, dom) is None
+    assert af.has_affine_binding(sch.state, "main", r) and memo.get(r, dom) is True
