@@ -14,8 +14,14 @@ def _buffers(regions) -> set[Buffer]:
 
 
 class GetBlockMixin(ScheduleBase):
-    def get_block(self, name: str, func_name: str | None = None) -> BlockRV:
-        """The block called ``name`` in function ``func_name`` (default: the one worked on)."""
+    def get_block(self, name: str, func_name: str = "main") -> BlockRV:
+        """The block called ``name`` in function ``func_name``.
+
+        As in TVM the default is "main"; a module whose only function has another
+        name is looked up in that function.
+        """
+        if func_name == "main" and "main" not in self.mod and len(self.mod) == 1:
+            func_name = next(iter(self.mod))
         fname = self._func_name_for_lookup(func_name)
         realize = self.state.block_realize(fname, name)
         rv = self._new_block_rv(fname, realize)

@@ -18,58 +18,26 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
 from .. import expr as E
 from ..stmt import Range
 from .analyzer import Analyzer
+from .iter_check import CheckLevel, SplitChecker
+from .iter_expr import (
+    IterMark,
+    IterSplitExpr,
+    IterSumExpr,
+    NotAffine,
+    SplitArith,
+    is_int,
+    normalize_iter_map_to_expr,
+)
 from .simplify import ExprKeyer, free_vars
 
-CheckLevel = Literal["surjective", "bijective"]
-
-
-@dataclass(frozen=True, eq=False)
-class IterMark:
-    """An iterator over ``[0, extent)``; ``source`` is an expression or an IterSumExpr."""
-
-    source: E.PrimExpr | IterSumExpr
-    extent: E.PrimExpr
-
-    def __repr__(self) -> str:
-        src = self.source
-        text = normalize_iter_map_to_expr(src) if isinstance(src, IterSumExpr) else src
-        return f"IterMark({text}, extent={self.extent})"
-
-
-@dataclass(frozen=True, eq=False)
-class IterSplitExpr:
-    """``((source // lower_factor) % extent) * scale``."""
-
-    source: IterMark
-    lower_factor: E.PrimExpr
-    extent: E.PrimExpr
-    scale: E.PrimExpr
-
-    def __repr__(self) -> str:
-        return (f"split({self.source!r}, lower_factor={self.lower_factor}, "
-                f"extent={self.extent}, scale={self.scale})")
-
-    def __str__(self) -> str:
-        return str(normalize_iter_map_to_expr(self))
-
-
-@dataclass(frozen=True, eq=False)
-class IterSumExpr:
-    """``sum(args) + base``."""
-
-    args: tuple[IterSplitExpr, ...]
-    base: E.PrimExpr
-
-    def __repr__(self) -> str:
-        return f"IterSumExpr([{', '.join(repr(a) for a in self.args)}], base={self.base})"
-
-    def __str__(self) -> str:
-        return str(normalize_iter_map_to_expr(self))
+__all__ = [
+    "CheckLevel", "IterMapResult", "IterMark", "IterSplitExpr", "IterSumExpr", "detect_iter_map",
+    "is_affine_binding", "iter_map_simplify", "normalize_iter_map_to_expr",
+]
 
 
 @dataclass
@@ -84,17 +52,9 @@ class IterMapResult:
         return not self.errors
 
 
-class _NotAffine(Exception):
-    """Internal: raised while rewriting; becomes an entry of ``IterMapResult.errors``."""
-
-
-def _is_int(e: E.PrimExpr, value: int | None = None) -> bool:
-    return isinstance(e, E.IntImm) and (value is None or e.value == value)
-
-
-class _Rewriter:
+class _Rewriter(SplitArith):
     def __init__(self, input_iters: Mapping[E.Var, Range], analyzer: Analyzer | None = None):
-        self.ana = analyzer.copy() if analyzer is not None else Analyzer()
+        super().__init__(analyzer.copy() if analyzer is not None else Analyzer())
         self.keyer = ExprKeyer()
         self.var_map: dict[E.Var, IterSumExpr] = {}
         self.input_marks: list[IterMark] = []
@@ -110,34 +70,11 @@ class _Rewriter:
             if self.ana.can_prove_equal(ext, 1):
                 self.var_map[v] = IterSumExpr((), lo)
                 continue
-            src = v if _is_int(lo, 0) else self.ana.simplify(v - lo)
+            src = v if is_int(lo, 0) else self.ana.simplify(v - lo)
             mark = IterMark(src, ext)
             self.input_marks.append(mark)
             one = E.IntImm(v.dtype, 1)
             self.var_map[v] = IterSumExpr((IterSplitExpr(mark, one, ext, one),), lo)
-
-    # arithmetic on (mostly constant) PrimExprs -------------------------------------------
-    def mul(self, a: E.PrimExpr, b: E.PrimExpr) -> E.PrimExpr:
-        if _is_int(a) and _is_int(b):
-            return E.IntImm(a.dtype, a.value * b.value)
-        return self.ana.simplify(a * b)
-
-    def eq(self, a: E.PrimExpr, b: E.PrimExpr | int) -> bool:
-        if isinstance(b, int):
-            b = E.IntImm(a.dtype, b)
-        if _is_int(a) and _is_int(b):
-            return a.value == b.value
-        return a is b or self.ana.can_prove_equal(a, b)
-
-    def divisible(self, a: E.PrimExpr, c: E.PrimExpr) -> bool:
-        if _is_int(a) and _is_int(c):
-            return c.value != 0 and a.value % c.value == 0
-        return self.ana.can_prove_equal(E.FloorMod(a, c), E.IntImm(a.dtype, 0))
-
-    def div(self, a: E.PrimExpr, c: E.PrimExpr) -> E.PrimExpr:
-        if _is_int(a) and _is_int(c):
-            return E.IntImm(a.dtype, a.value // c.value)
-        return self.ana.simplify(E.FloorDiv(a, c))
 
     def uses_iters(self, e: E.PrimExpr) -> bool:
         hit = self._uses.get(id(e))
@@ -197,14 +134,14 @@ class _Rewriter:
                     for j, b in enumerate(args)) for i, a in enumerate(args)]
         starts = [a for a, is_succ in zip(args, succ) if not is_succ]
         if len(starts) != 1:
-            raise _NotAffine(f"cannot fuse {s}: its terms overlap or leave gaps")
+            raise NotAffine(f"cannot fuse {s}: its terms overlap or leave gaps")
         chain = [starts[0]]
         rest = [a for a in args if a is not starts[0]]
         expected = self.mul(starts[0].scale, starts[0].extent)
         while rest:
             nxt = next((a for a in rest if self.eq(a.scale, expected)), None)
             if nxt is None:
-                raise _NotAffine(f"cannot fuse {s}: its terms overlap or leave gaps")
+                raise NotAffine(f"cannot fuse {s}: its terms overlap or leave gaps")
             chain.append(nxt)
             rest.remove(nxt)
             expected = self.mul(nxt.scale, nxt.extent)
@@ -237,21 +174,21 @@ class _Rewriter:
                 return self.scale_sum(b, a.base)
             if not b.args:
                 return self.scale_sum(a, b.base)
-            raise _NotAffine(f"{e} multiplies two iterator expressions")
+            raise NotAffine(f"{e} multiplies two iterator expressions")
         if isinstance(e, (E.FloorDiv, E.FloorMod)):
             if self.uses_iters(e.b):
-                raise _NotAffine(f"{e} divides by an iterator expression")
+                raise NotAffine(f"{e} divides by an iterator expression")
             c = self.ana.simplify(e.b)
-            if not (c.value > 0 if _is_int(c) else self.ana.can_prove(c > 0)):
-                raise _NotAffine(f"{e}: the divisor {c} is not provably positive")
+            if not self.positive(c):
+                raise NotAffine(f"{e}: the divisor {c} is not provably positive")
             a = self.rewrite(e.a)
             return self.split_div(a, c) if isinstance(e, E.FloorDiv) else self.split_mod(a, c)
-        raise _NotAffine(f"{type(e).__name__} of iterators is not affine: {e}")
+        raise NotAffine(f"{type(e).__name__} of iterators is not affine: {e}")
 
     def _low_high(self, s: IterSumExpr, c: E.PrimExpr):
         """Split ``s = c*high + low`` with ``0 <= low < c`` when all terms are constant."""
-        if not _is_int(c) or not _is_int(s.base) or not all(
-                _is_int(a.scale) and _is_int(a.extent) for a in s.args):
+        if not is_int(c) or not is_int(s.base) or not all(
+                is_int(a.scale) and is_int(a.extent) for a in s.args):
             return None
         cv = c.value
         bq, br = divmod(s.base.value, cv)
@@ -269,7 +206,7 @@ class _Rewriter:
 
     def _fused_with_base(self, s: IterSumExpr, c: E.PrimExpr) -> tuple[IterSplitExpr, E.PrimExpr]:
         if not self.divisible(s.base, c):
-            raise _NotAffine(f"{s}: the base {s.base} is not a multiple of {c}")
+            raise NotAffine(f"{s}: the base {s.base} is not a multiple of {c}")
         return self.fuse(s), self.div(s.base, c)
 
     def split_div(self, s: IterSumExpr, c: E.PrimExpr) -> IterSumExpr:
@@ -281,15 +218,15 @@ class _Rewriter:
         sp, base = self._fused_with_base(s, c)
         if self.divisible(sp.scale, c):
             new = IterSplitExpr(sp.source, sp.lower_factor, sp.extent, self.div(sp.scale, c))
-        elif self.divisible(c, sp.scale):
+        elif self.positive(sp.scale) and self.divisible(c, sp.scale):
             f = self.div(c, sp.scale)
             if not self.divisible(sp.extent, f):
-                raise _NotAffine(f"split of extent {sp.extent} by {f} is not exact")
+                raise NotAffine(f"split of extent {sp.extent} by {f} is not exact")
             one = E.IntImm(c.dtype, 1)
             new = IterSplitExpr(sp.source, self.mul(sp.lower_factor, f), self.div(sp.extent, f),
                                 one)
         else:
-            raise _NotAffine(f"cannot divide the iterator {sp} by {c}")
+            raise NotAffine(f"cannot divide the iterator {sp} by {c}")
         return IterSumExpr((new,), base)
 
     def split_mod(self, s: IterSumExpr, c: E.PrimExpr) -> IterSumExpr:
@@ -302,20 +239,20 @@ class _Rewriter:
         zero = E.IntImm(c.dtype, 0)
         if self.divisible(sp.scale, c):
             return IterSumExpr((), zero)
-        if self.divisible(c, sp.scale):
+        if self.positive(sp.scale) and self.divisible(c, sp.scale):
             f = self.div(c, sp.scale)
             if not self.divisible(sp.extent, f):
-                raise _NotAffine(f"split of extent {sp.extent} by {f} is not exact")
+                raise NotAffine(f"split of extent {sp.extent} by {f} is not exact")
             return IterSumExpr((IterSplitExpr(sp.source, sp.lower_factor, f, sp.scale),), zero)
-        raise _NotAffine(f"cannot take the iterator {sp} modulo {c}")
+        raise NotAffine(f"cannot take the iterator {sp} modulo {c}")
 
     # predicate ----------------------------------------------------------------------------
     def apply_predicate(self, predicate: E.PrimExpr) -> None:
         """Tighten marks from conjuncts ``expr < bound`` / ``expr <= bound``."""
         pred = self.ana.simplify(predicate)
-        if _is_int(pred):
+        if is_int(pred):
             if not pred.value:
-                raise _NotAffine("the predicate is always false")
+                raise NotAffine("the predicate is always false")
             return
         conjs = _conjuncts(pred)
         # bounds on single loop variables first: fused iterators are built from their marks
@@ -327,7 +264,7 @@ class _Rewriter:
             if isinstance(conj, (E.GT, E.GE)):
                 conj = (E.LT if isinstance(conj, E.GT) else E.LE)(conj.b, conj.a)
             if not isinstance(conj, (E.LT, E.LE)) or self.uses_iters(conj.b):
-                raise _NotAffine(f"unsupported predicate {conj}: expected iterators < bound")
+                raise NotAffine(f"unsupported predicate {conj}: expected iterators < bound")
             s = self.rewrite(conj.a)
             if not s.args:
                 continue
@@ -335,12 +272,12 @@ class _Rewriter:
             mark = sp.source
             if not (self.eq(sp.lower_factor, 1) and self.eq(sp.scale, 1)
                     and self.eq(sp.extent, mark.extent)):
-                raise _NotAffine(f"unsupported predicate {conj}: not a bound on a whole iterator")
+                raise NotAffine(f"unsupported predicate {conj}: not a bound on a whole iterator")
             ub = self.ana.simplify(conj.b - s.base + (1 if isinstance(conj, E.LE) else 0))
             if self.ana.can_prove(ub >= mark.extent):
                 continue
             if not self.ana.can_prove(ub <= mark.extent) or not self.ana.can_prove(ub >= 1):
-                raise _NotAffine(f"predicate {conj}: cannot compare {ub} with {mark.extent}")
+                raise NotAffine(f"predicate {conj}: cannot compare {ub} with {mark.extent}")
             self.tighten(mark, ub, str(conj))
 
     def tighten(self, mark: IterMark, extent: E.PrimExpr, why: str) -> None:
@@ -354,146 +291,6 @@ class _Rewriter:
                 self.var_map[v] = IterSumExpr((IterSplitExpr(new, one, extent, one),), s.base)
         self.input_marks = [new if m is mark else m for m in self.input_marks]
         self.tightened.append((new, why))
-
-    # checks -------------------------------------------------------------------------------
-    def check(self, indices: list[IterSumExpr], level: CheckLevel) -> None:
-        uses: dict[int, tuple[IterMark, list[IterSplitExpr]]] = {}
-        seen: set[int] = set()
-
-        def use(sp: IterSplitExpr) -> None:
-            m = sp.source
-            uses.setdefault(id(m), (m, []))[1].append(sp)
-            if isinstance(m.source, IterSumExpr) and id(m) not in seen:
-                seen.add(id(m))
-                for a in m.source.args:
-                    use(a)
-
-        # fused marks the indices reach, and where each inner mark sits in them
-        parents: dict[int, list[tuple[IterMark, IterSplitExpr]]] = {}
-        stack = [a.source for s in indices for a in s.args]
-        reached: set[int] = set()
-        while stack:
-            m = stack.pop()
-            if id(m) in reached or not isinstance(m.source, IterSumExpr):
-                continue
-            reached.add(id(m))
-            for a in m.source.args:
-                parents.setdefault(id(a.source), []).append((m, a))
-                stack.append(a.source)
-        alias: dict[int, tuple[IterMark, E.PrimExpr]] = {}
-        fused = [m for m in _marks_by_id(indices).values() if id(m) in reached]
-        grew = True
-        while grew:  # aliases of inner marks can enable aliases of outer ones
-            grew = False
-            for m in fused:
-                if id(m) not in alias:
-                    found = self.as_digits_of(m, parents, alias)
-                    if found is not None:
-                        alias[id(m)] = found
-                        grew = True
-        for s in indices:
-            for a in s.args:
-                use(self.resolve(a, parents, alias))
-        for mark, why in self.tightened:
-            if id(mark) not in uses:
-                raise _NotAffine(f"predicate {why} bounds iterators that no index uses whole")
-        for mark, splits in uses.values():
-            self.check_mark(mark, splits, level)
-        if level == "bijective":
-            for m in self.input_marks:
-                if id(m) not in uses:
-                    raise _NotAffine(f"bijective map: the iterator {m.source} is not used")
-
-    def lift(self, sp: IterSplitExpr, parents, exclude: IterMark | None = None
-             ) -> IterSplitExpr:
-        """Re-express a split of an inner mark as a split of a fused mark holding it.
-
-        ``l9 // 8`` (l9 in [0, 64)) is digit range ``[48, 384)`` of ``l9 * 6 + l10``: seen
-        that way it no longer overlaps with the other digits of the fused iterator.
-        """
-        for fused, arg in parents.get(id(sp.source), []):
-            if fused is exclude or not (
-                    self.divisible(sp.lower_factor, arg.lower_factor) and self.divisible(
-                        self.mul(arg.lower_factor, arg.extent),
-                        self.mul(sp.lower_factor, sp.extent))):
-                continue
-            lf = self.mul(arg.scale, self.div(sp.lower_factor, arg.lower_factor))
-            return IterSplitExpr(fused, lf, sp.extent, sp.scale)
-        return sp
-
-    def as_digits_of(self, mark: IterMark, parents, alias) -> tuple[IterMark, E.PrimExpr] | None:
-        """``(other, lf)`` when the fused ``mark`` is ``(other // lf) % mark.extent``."""
-        lifted = [self.resolve(a, parents, alias, exclude=mark) for a in mark.source.args]
-        target = lifted[0].source
-        if target is mark or any(x.source is not target for x in lifted):
-            return None
-        covered = lifted[0].lower_factor
-        for x in lifted:
-            if not self.eq(x.lower_factor, covered):
-                return None
-            covered = self.mul(covered, x.extent)
-        if not self.eq(self.div(covered, lifted[0].lower_factor), mark.extent):
-            return None
-        return target, lifted[0].lower_factor
-
-    def resolve(self, sp: IterSplitExpr, parents, alias, exclude: IterMark | None = None
-                ) -> IterSplitExpr:
-        """Lift ``sp`` through fusions and aliases as far as it goes."""
-        for _ in range(64):  # bounded: each step climbs one fusion level
-            new = self.lift(sp, parents, exclude)
-            hit = alias.get(id(new.source))
-            if hit is not None:
-                new = IterSplitExpr(hit[0], self.mul(hit[1], new.lower_factor), new.extent,
-                                    new.scale)
-            if new is sp:
-                return sp
-            sp = new
-        return sp
-
-    def check_mark(self, mark: IterMark, splits: list[IterSplitExpr], level: CheckLevel) -> None:
-        if all(_is_int(s.lower_factor) and _is_int(s.extent) for s in splits) and _is_int(
-                mark.extent):
-            order = sorted(splits, key=lambda s: s.lower_factor.value)
-            covered = 1
-            for s in order:
-                lf = s.lower_factor.value
-                ok = lf == covered if level == "bijective" else lf % covered == 0
-                if not ok:
-                    raise _NotAffine(
-                        f"the splits of {mark!r} overlap or leave gaps: {[str(s) for s in order]}")
-                covered = lf * s.extent.value
-            if mark.extent.value % covered != 0 or (
-                    level == "bijective" and covered != mark.extent.value):
-                raise _NotAffine(
-                    f"the splits of {mark!r} do not cover it exactly: {[str(s) for s in order]}")
-            return
-        # symbolic: an exact chain from lower_factor 1 up
-        rest = list(splits)
-        covered: E.PrimExpr = E.IntImm(mark.extent.dtype, 1)
-        while rest:
-            nxt = next((s for s in rest if self.eq(s.lower_factor, covered)), None)
-            if nxt is None:
-                raise _NotAffine(
-                    f"the splits of {mark!r} overlap or leave gaps: {[str(s) for s in splits]}")
-            rest.remove(nxt)
-            covered = self.mul(covered, nxt.extent)
-        if level == "bijective" and not self.eq(covered, mark.extent):
-            raise _NotAffine(
-                f"the splits of {mark!r} do not cover it exactly: {[str(s) for s in splits]}")
-
-
-def _marks_by_id(indices: list[IterSumExpr]) -> dict[int, IterMark]:
-    """Every mark reachable from ``indices`` (through fused sources)."""
-    out: dict[int, IterMark] = {}
-    stack = [a.source for s in indices for a in s.args]
-    while stack:
-        m = stack.pop()
-        if id(m) in out:
-            continue
-        out[id(m)] = m
-        if isinstance(m.source, IterSumExpr):
-            stack.extend(a.source for a in m.source.args)
-    return out
 
 
 def _conjuncts(c: E.PrimExpr) -> list[E.PrimExpr]:
@@ -535,38 +332,10 @@ def detect_iter_map(
         rw.apply_predicate(E.convert(predicate))
         sums = [rw.rewrite(E.convert(i)) for i in indices]
         sums = [s if len(s.args) <= 1 else IterSumExpr((rw.fuse(s),), s.base) for s in sums]
-        rw.check(sums, check_level)
-    except _NotAffine as err:
+        SplitChecker(rw, rw.input_marks, rw.tightened).check(sums, check_level)
+    except NotAffine as err:
         return IterMapResult([], [str(err)])
     return IterMapResult(sums, [])
-
-
-def normalize_iter_map_to_expr(expr: IterSumExpr | IterSplitExpr) -> E.PrimExpr:
-    """The plain expression an IterSumExpr (or IterSplitExpr) stands for."""
-    if isinstance(expr, IterSplitExpr):
-        return _norm_split(expr)
-    out: E.PrimExpr | None = None
-    for a in reversed(expr.args):  # fused chains are stored lowest digit first
-        t = _norm_split(a)
-        out = t if out is None else E.Add(out, t)
-    if out is None:
-        return expr.base
-    if not _is_int(expr.base, 0):
-        out = E.Add(out, expr.base)
-    return out
-
-
-def _norm_split(s: IterSplitExpr) -> E.PrimExpr:
-    src = s.source.source
-    out = normalize_iter_map_to_expr(src) if isinstance(src, IterSumExpr) else src
-    if not _is_int(s.lower_factor, 1):
-        out = E.FloorDiv(out, s.lower_factor)
-    whole = E.Mul(s.lower_factor, s.extent)
-    if not Analyzer().can_prove_equal(whole, s.source.extent):
-        out = E.FloorMod(out, s.extent)
-    if not _is_int(s.scale, 1):
-        out = E.Mul(out, s.scale)
-    return out
 
 
 def is_affine_binding(
