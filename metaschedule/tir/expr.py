@@ -14,10 +14,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Union
 
-from .dtype import check_dtype, is_bool, is_float, is_int, bits
+from .dtype import SUPPORTED_DTYPES, check_dtype, is_bool, is_float, is_int, bits
 
 if TYPE_CHECKING:
     from .buffer import Buffer
+
+
+# Canonical dtype strings: constructors given one skip ``check_dtype`` (same result).
+_CANONICAL_DTYPES = frozenset(SUPPORTED_DTYPES)
+_NON_FLOAT_DTYPES = frozenset(d for d in SUPPORTED_DTYPES if not is_float(d))
+_FLOAT_DTYPES = frozenset(d for d in SUPPORTED_DTYPES if is_float(d))
 
 
 class Node:
@@ -138,7 +144,9 @@ class Var(PrimExpr):
     dtype: str = "int32"
 
     def __post_init__(self):
-        object.__setattr__(self, "dtype", check_dtype(self.dtype))
+        dtype = self.dtype
+        if type(dtype) is not str or dtype not in _CANONICAL_DTYPES:
+            object.__setattr__(self, "dtype", check_dtype(dtype))
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -147,11 +155,14 @@ class IntImm(PrimExpr):
     value: int
 
     def __post_init__(self):
-        dtype = check_dtype(self.dtype)
-        if is_float(dtype):
-            raise TypeError(f"IntImm needs an integer or bool dtype, got {dtype}")
-        object.__setattr__(self, "dtype", dtype)
-        object.__setattr__(self, "value", int(self.value))
+        dtype = self.dtype
+        if type(dtype) is not str or dtype not in _NON_FLOAT_DTYPES:
+            dtype = check_dtype(dtype)
+            if is_float(dtype):
+                raise TypeError(f"IntImm needs an integer or bool dtype, got {dtype}")
+            object.__setattr__(self, "dtype", dtype)
+        if type(self.value) is not int:
+            object.__setattr__(self, "value", int(self.value))
 
     def __int__(self) -> int:
         return self.value
@@ -166,11 +177,14 @@ class FloatImm(PrimExpr):
     value: float
 
     def __post_init__(self):
-        dtype = check_dtype(self.dtype)
-        if not is_float(dtype):
-            raise TypeError(f"FloatImm needs a float dtype, got {dtype}")
-        object.__setattr__(self, "dtype", dtype)
-        object.__setattr__(self, "value", float(self.value))
+        dtype = self.dtype
+        if type(dtype) is not str or dtype not in _FLOAT_DTYPES:
+            dtype = check_dtype(dtype)
+            if not is_float(dtype):
+                raise TypeError(f"FloatImm needs a float dtype, got {dtype}")
+            object.__setattr__(self, "dtype", dtype)
+        if type(self.value) is not float:
+            object.__setattr__(self, "value", float(self.value))
 
     def __float__(self) -> float:
         return self.value
@@ -366,7 +380,7 @@ class BufferLoad(PrimExpr):
     dtype: str = field(init=False)
 
     def __post_init__(self):
-        indices = tuple(convert(i) for i in self.indices)
+        indices = tuple([convert(i) for i in self.indices])
         if len(indices) != len(self.buffer.shape):
             raise IndexError(
                 f"buffer {self.buffer.name} has {len(self.buffer.shape)} dimensions, "
@@ -425,7 +439,8 @@ def const(value: int | float | bool, dtype: str | None = None) -> PrimExpr:
             dtype = "float32"
         else:
             raise TypeError(f"cannot make a constant from {value!r}")
-    dtype = check_dtype(dtype)
+    if type(dtype) is not str or dtype not in _CANONICAL_DTYPES:
+        dtype = check_dtype(dtype)
     if is_float(dtype):
         return FloatImm(dtype, float(value))
     if is_bool(dtype):
@@ -491,7 +506,8 @@ def _require_bool(e: PrimExpr, who: str) -> None:
 
 def cast(dtype: str, value: ExprLike) -> PrimExpr:
     """Convert ``value`` to ``dtype`` (no node if it already has that dtype)."""
-    dtype = check_dtype(dtype)
+    if type(dtype) is not str or dtype not in _CANONICAL_DTYPES:
+        dtype = check_dtype(dtype)
     value = convert(value)
     if value.dtype == dtype:
         return value

@@ -57,7 +57,8 @@ class IterVar(Node):
     thread_tag: str = ""
 
     def __post_init__(self):
-        object.__setattr__(self, "iter_type", IterType(self.iter_type))
+        if type(self.iter_type) is not IterType:  # IterType(x) is slow even for members
+            object.__setattr__(self, "iter_type", IterType(self.iter_type))
 
     def as_expr(self) -> Var:
         return self.var
@@ -111,7 +112,7 @@ class BufferStore(Stmt):
     indices: tuple[PrimExpr, ...]
 
     def __post_init__(self):
-        indices = tuple(convert(i) for i in self.indices)
+        indices = tuple([convert(i) for i in self.indices])
         object.__setattr__(self, "indices", indices)
         value = convert(self.value, self.buffer.dtype)
         object.__setattr__(self, "value", value)
@@ -154,7 +155,8 @@ class For(Stmt):
     def __post_init__(self):
         object.__setattr__(self, "min", convert(self.min, self.loop_var.dtype))
         object.__setattr__(self, "extent", convert(self.extent, self.loop_var.dtype))
-        object.__setattr__(self, "kind", ForKind(self.kind))
+        if type(self.kind) is not ForKind:  # ForKind(x) is slow even for members
+            object.__setattr__(self, "kind", ForKind(self.kind))
         object.__setattr__(self, "annotations", dict(self.annotations))
         if (self.kind is ForKind.THREAD_BINDING) != (self.thread_binding is not None):
             raise ValueError("a thread_binding is given exactly when kind is THREAD_BINDING")
@@ -221,7 +223,7 @@ class BlockRealize(Stmt):
     block: Block
 
     def __post_init__(self):
-        object.__setattr__(self, "iter_values", tuple(convert(v) for v in self.iter_values))
+        object.__setattr__(self, "iter_values", tuple([convert(v) for v in self.iter_values]))
         object.__setattr__(self, "predicate", convert(self.predicate))
         if len(self.iter_values) != len(self.block.iter_vars):
             raise ValueError(

@@ -17,10 +17,8 @@ Where the allocation finally lives is decided later by ``plan_allocations``.
 
 from __future__ import annotations
 
-import dataclasses
-
 from ..function import PrimFunc
-from ..functor import Mutator
+from ..functor import Mutator, replace_fields
 from ..stmt import Allocate, Block
 
 
@@ -32,7 +30,7 @@ class _LowerAllocBuffers(Mutator):
         body = block.body
         for buf in reversed(block.alloc_buffers):
             body = Allocate(buf, body)
-        return dataclasses.replace(block, body=body, alloc_buffers=())
+        return replace_fields(block, body=body, alloc_buffers=())
 
 
 def lower_alloc_buffers(func: PrimFunc) -> PrimFunc:

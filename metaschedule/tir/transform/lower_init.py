@@ -19,11 +19,9 @@ A block without reduction iter vars runs its init unconditionally.
 
 from __future__ import annotations
 
-import dataclasses
-
 from ..expr import EQ, cast, logical_and
 from ..function import PrimFunc
-from ..functor import Mutator
+from ..functor import Mutator, replace_fields
 from ..stmt import Block, IfThenElse, IterType, seq
 
 
@@ -38,7 +36,7 @@ class _LowerInit(Mutator):
             if iv.iter_type == IterType.COMM_REDUCE
         ]
         init = IfThenElse(logical_and(*conds), block.init) if conds else block.init
-        return dataclasses.replace(block, body=seq(init, block.body), init=None)
+        return replace_fields(block, body=seq(init, block.body), init=None)
 
 
 def lower_init(func: PrimFunc) -> PrimFunc:

@@ -39,7 +39,6 @@ After::
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 from math import gcd
 
@@ -47,7 +46,7 @@ from .. import expr as E
 from ..arith import detect_iter_map
 from ..buffer import Buffer
 from ..function import PrimFunc
-from ..functor import Mutator, collect_vars
+from ..functor import Mutator, collect_vars, replace_fields
 from ..stmt import Allocate, For, ForKind, IfThenElse, Range, SeqStmt, Stmt, seq
 from .affine import Affine
 from .region import touched_region, touches
@@ -79,16 +78,16 @@ def _sink(buf: Buffer, stmt: Stmt) -> Stmt:
         stmt.kind is ForKind.PARALLEL
         or (stmt.kind in _SINKABLE and _iterations_disjoint(buf, stmt))
     ):
-        return dataclasses.replace(stmt, body=_sink(buf, stmt.body))
+        return replace_fields(stmt, body=_sink(buf, stmt.body))
     if isinstance(stmt, IfThenElse) and not touches(stmt.condition, buf):
         in_then = touches(stmt.then_case, buf)
         in_else = stmt.else_case is not None and touches(stmt.else_case, buf)
         if in_then and not in_else:
-            return dataclasses.replace(stmt, then_case=_sink(buf, stmt.then_case))
+            return replace_fields(stmt, then_case=_sink(buf, stmt.then_case))
         if in_else and not in_then:
-            return dataclasses.replace(stmt, else_case=_sink(buf, stmt.else_case))
+            return replace_fields(stmt, else_case=_sink(buf, stmt.else_case))
     if isinstance(stmt, Allocate):
-        return dataclasses.replace(stmt, body=_sink(buf, stmt.body))
+        return replace_fields(stmt, body=_sink(buf, stmt.body))
     return Allocate(buf, stmt)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..buffer import Buffer
 from ..expr import BufferLoad, PrimExpr, Var
-from ..functor import Visitor
+from ..functor import Visitor, any_node
 from ..stmt import BufferStore, For, Stmt
 from .affine import Affine, Interval, bounds
 
@@ -65,21 +65,11 @@ def touched_region(stmt: Stmt, buffer: Buffer) -> Region | None:
 
 def touches(node, buffer: Buffer) -> bool:
     """True if ``node`` loads from or stores to ``buffer``."""
-    found = False
 
-    class _V(Visitor):
-        def visit_BufferLoad(self, load: BufferLoad) -> None:
-            nonlocal found
-            found = found or load.buffer is buffer
-            self.generic_visit(load)
+    def access(n) -> bool:
+        return (type(n) is BufferLoad or type(n) is BufferStore) and n.buffer is buffer
 
-        def visit_BufferStore(self, store: BufferStore) -> None:
-            nonlocal found
-            found = found or store.buffer is buffer
-            self.generic_visit(store)
-
-    _V().visit(node)
-    return found
+    return any_node(node, access)
 
 
 def extent_of(iv: Interval | None) -> int | None:

@@ -7,12 +7,10 @@ condition is decided (a split predicate that always holds) keeps only its live b
 
 from __future__ import annotations
 
-import dataclasses
-
 from ..arith import Analyzer
 from ..expr import BufferLoad, IntImm, PrimExpr
 from ..function import PrimFunc
-from ..functor import Mutator
+from ..functor import Mutator, replace_fields
 from ..stmt import BufferStore, Evaluate, For, IfThenElse, Range, Stmt
 
 
@@ -32,7 +30,7 @@ class _Simplify(Mutator):
         body = self.visit(loop.body)
         if lo is loop.min and extent is loop.extent and body is loop.body:
             return loop
-        return dataclasses.replace(loop, min=lo, extent=extent, body=body)
+        return replace_fields(loop, min=lo, extent=extent, body=body)
 
     def visit_BufferLoad(self, load: BufferLoad) -> PrimExpr:
         load = self.generic_visit(load)
@@ -55,7 +53,7 @@ class _Simplify(Mutator):
             if cond.value:
                 return node.then_case
             return node.else_case if node.else_case is not None else Evaluate(IntImm("int32", 0))
-        return node if cond is node.condition else dataclasses.replace(node, condition=cond)
+        return node if cond is node.condition else replace_fields(node, condition=cond)
 
 
 def simplify_indices(func: PrimFunc) -> PrimFunc:
