@@ -41,6 +41,7 @@ def run(request):
         outputs = output if isinstance(output, list) else [output]
         func = te.create_prim_func([*inputs, *outputs])
         verify_well_formed(func)
+        check_round_trips(func, [*inputs, *outputs])
         outs = [np.zeros(o.shape, o.dtype) for o in outputs]
         if request.param == "interp":
             interpret(func, *arrays, *outs)
@@ -51,6 +52,17 @@ def run(request):
         return outs if isinstance(output, list) else outs[0]
 
     return go
+
+
+def check_round_trips(func, tensors):
+    """Every operator's function survives JSON and hashes like a freshly built copy."""
+    from metaschedule.tir import load_json, save_json, structural_equal, structural_hash
+
+    loaded = load_json(save_json(func))
+    assert structural_equal(loaded, func, map_free_vars=True)
+    assert structural_hash(loaded) == structural_hash(func)
+    again = te.create_prim_func(tensors)  # fresh loop and block variables: alpha-renamed
+    assert structural_equal(again, func) and structural_hash(again) == structural_hash(func)
 
 
 def rand(*shape, seed=0, dtype="float32"):
