@@ -18,12 +18,16 @@ form:
 Then the splits of each frame and input iterator must not overlap (surjective) and must
 cover it exactly (bijective). Frames are consumed depth first; a split never lifts into a
 frame that is being consumed, nor into one built from it, so no frame accounts for its
-own digits.
+own digits. Where several frames hold a split, the widest is tried first (the fusion
+that the others are digits of). Every step rewrites a split into an equal one, so an
+accepted map is affine at the level asked; a rejected one may still be, in patterns
+beyond these rules.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from typing import Literal
@@ -37,9 +41,9 @@ _MAX_DEPTH = 64  # lifts climb one frame at a time; frames are few
 
 
 class _Misaligned(Exception):
-    def __init__(self, mark: IterMark):
+    def __init__(self, mark: IterMark, split: IterSplitExpr):
         super().__init__()
-        self.mark = mark
+        self.mark, self.split = mark, split
 
 
 def _is_fused(m: IterMark) -> bool:
@@ -54,22 +58,58 @@ class SplitChecker:
         self.ar = arith
         self.input_marks = list(input_marks)
         self.tightened = list(tightened)
-        # a tightened mark ranges over less than its terms: it can only be a frame
-        self.frames: dict[int, IterMark] = {id(m): m for m, _ in tightened if _is_fused(m)}
+        self.tight = {id(m) for m, _ in tightened}
+        # fused mark -> the digits of it that are a frame: (mark, gcd of the lower factors,
+        # lcm of the tops) of its misaligned splits, None for all of it; a tightened mark
+        # ranges over less than its terms, so it is a frame as a whole
+        self.spans: dict[int, tuple[IterMark, int | None, int | None]] = {}
+        self.partial = False  # whether a frame may be a run of its mark's digits
+        # per round: fused mark -> (its frame, the frame's lowest digit in the mark)
+        self.views: dict[int, tuple[IterMark, E.PrimExpr]] = {}
+        self.frames: dict[int, IterMark] = {}  # id -> frame
         self.consumed: dict[int, list[IterSplitExpr]] = {}  # frame -> its opened terms
         self.parents: dict[int, list[tuple[IterMark, IterSplitExpr]]] = {}
         self.alias: dict[int, tuple[IterMark, E.PrimExpr]] = {}
         self.inside: dict[int, set[int]] = {}  # mark -> ids of the marks it is built from
 
     def check(self, indices: Sequence[IterSumExpr], level: CheckLevel) -> None:
+        """Raise NotAffine unless the splits are disjoint (and cover all, if bijective).
+
+        Whole marks as frames first; failing that, frames of only the digits that the
+        unopenable splits need (``(l10 % 36 * 4 + l11) // 3 % 8`` needs ``l10 % 6``, which
+        leaves ``l10 // 6`` to other indices). Either answer is sound; whole frames let more
+        frames be recognised as runs of digits of one another.
+        """
         roots = [a for s in indices for a in s.args]
-        while True:  # each round turns one more fused mark into a frame
+        try:
+            self._check(roots, level)
+            return
+        except NotAffine as err:
+            first = err
+        if all(fid in self.tight for fid in self.frames):
+            raise first
+        self.partial = True
+        try:
+            self._check(roots, level)
+        except NotAffine:
+            raise first from None
+
+    def _check(self, roots: list[IterSplitExpr], level: CheckLevel) -> None:
+        self.spans = {id(m): (m, None, None) for m, _ in self.tightened if _is_fused(m)}
+        self.alias.clear()
+        while True:  # each round widens the frame of one fused mark
+            for table in (self.views, self.frames, self.consumed, self.parents, self.inside):
+                table.clear()
             try:
                 opened = [p for a in roots for p in self.open(a)]
-                self.consume_frames(opened)
                 break
             except _Misaligned as mis:
-                self.frames[id(mis.mark)] = mis.mark
+                self.widen(mis.mark, mis.split)
+        for fid, parts in self.consumed.items():
+            for p in parts:  # the scale of an opened term is its digit position in the frame
+                self.parents.setdefault(id(p.source), []).append((self.frames[fid], p))
+        for lst in self.parents.values():  # lift into the widest fusion first
+            lst.sort(key=lambda fp: -fp[0].extent.value if is_int(fp[0].extent) else 0)
         self.find_aliases()
         uses = self.collect_uses(opened)
         for mark, why in self.tightened:
@@ -86,18 +126,78 @@ class SplitChecker:
     def open(self, sp: IterSplitExpr) -> list[IterSplitExpr]:
         """``sp`` as consecutive splits of frames and input iterators, lowest first."""
         m = sp.source
-        if not _is_fused(m) or id(m) in self.frames:
+        if not _is_fused(m):
             return [sp]
+        if id(m) in self.spans:
+            frame, lo = self.view(m)
+            if frame is m:
+                return [sp]
+            ar = self.ar
+            if ar.divisible(sp.lower_factor, lo) and ar.divisible(
+                    ar.mul(lo, frame.extent), ar.mul(sp.lower_factor, sp.extent)):
+                return [IterSplitExpr(frame, ar.div(sp.lower_factor, lo), sp.extent, sp.scale)]
         parts = self._term_digits(m, sp)
         if parts is None:
-            raise _Misaligned(m)
+            raise _Misaligned(m, sp)
+        return self._open_parts(parts, sp.scale)
+
+    def _open_parts(self, parts, scale: E.PrimExpr) -> list[IterSplitExpr]:
         out: list[IterSplitExpr] = []
-        scale = sp.scale
         for term, lf, ext in parts:
             sub = IterSplitExpr(term.source, self.ar.mul(term.lower_factor, lf), ext, scale)
             out.extend(self.open(sub))
             scale = self.ar.mul(scale, ext)
         return out
+
+    def view(self, m: IterMark) -> tuple[IterMark, E.PrimExpr]:
+        """The frame of the fused mark ``m`` (``m`` itself, or a run of its digits)."""
+        hit = self.views.get(id(m))
+        if hit is not None:
+            return hit
+        dt = m.extent.dtype
+        one = E.IntImm(dt, 1)
+        _, g, top = self.spans[id(m)]
+        span = None if g is None else self._span(m, g, top)
+        digits = None
+        if span is not None:
+            lo, ext = E.IntImm(dt, span[0]), E.IntImm(dt, span[1] // span[0])
+            digits = self._term_digits(m, IterSplitExpr(m, lo, ext, one))
+        if digits is None:
+            frame, lo = m, one
+            parts = [p for t in m.source.args for p in self.open(t)]
+        else:
+            parts = self._open_parts(digits, one)
+            frame = IterMark(IterSumExpr(tuple(parts), E.IntImm(dt, 0)), ext)
+        self.views[id(m)] = (frame, lo)
+        self.frames[id(frame)] = frame
+        self.consumed[id(frame)] = parts
+        return frame, lo
+
+    def widen(self, m: IterMark, sp: IterSplitExpr) -> None:
+        """Make the frame of ``m`` hold ``sp``, a split of ``m`` that cannot be opened."""
+        _, g, top = self.spans.get(id(m), (m, 0, 1))
+        if self.partial and g is not None and is_int(sp.lower_factor) and is_int(sp.extent):
+            lf = sp.lower_factor.value
+            g, top = math.gcd(g, lf), math.lcm(top, lf * sp.extent.value)
+            old = self.spans.get(id(m))
+            if old is not None and self._span(m, *old[1:]) == self._span(m, g, top):
+                g = top = None  # no progress: take all of it
+        else:
+            g = top = None
+        self.spans[id(m)] = (m, g, top)
+
+    def _span(self, m: IterMark, g: int, top: int) -> tuple[int, int] | None:
+        """``(lo, hi)``: the smallest run of whole term digits with ``lo | g`` and
+        ``top | hi``; None when it is all of ``m`` or the terms are symbolic."""
+        terms = m.source.args
+        if not all(is_int(t.scale) and is_int(t.extent) for t in terms):
+            return None
+        cuts = sorted({t.scale.value * d for t in terms for d in _divisors(t.extent.value)})
+        lo = max(c for c in cuts if g % c == 0)
+        hi = next((c for c in cuts if c % top == 0 and c % lo == 0), None)
+        if hi is None or (lo == 1 and hi == cuts[-1]):
+            return None
+        return lo, hi
 
     def _term_digits(self, m: IterMark, sp: IterSplitExpr):
         """``[(term, lf, ext)]``: digits ``[lf, lf*ext)`` of each term that ``sp`` covers."""
@@ -127,20 +227,6 @@ class SplitChecker:
         if first is None or last is None or first > last:
             return None
         return [(t, E.IntImm(t.extent.dtype, 1), t.extent) for t in terms[first:last + 1]]
-
-    def consume_frames(self, opened: list[IterSplitExpr]) -> None:
-        """Open the terms of every frame the indices reach; record where each sits."""
-        self.consumed.clear()
-        self.parents.clear()
-        stack = [p.source for p in opened]
-        while stack:
-            m = stack.pop()
-            if not _is_fused(m) or id(m) in self.consumed:
-                continue
-            self.consumed[id(m)] = parts = [p for t in m.source.args for p in self.open(t)]
-            for p in parts:  # the scale of an opened term is its digit position in m
-                self.parents.setdefault(id(p.source), []).append((m, p))
-                stack.append(p.source)
 
     def built_from(self, m: IterMark) -> set[int]:
         hit = self.inside.get(id(m))
@@ -250,10 +336,8 @@ class SplitChecker:
                         grew = True
 
     def _frame_of(self, fid: int) -> IterMark | None:
-        m = self.frames.get(fid)
-        if m is None or any(m is t for t, _ in self.tightened):
-            return None  # a tightened frame ranges over less than its terms
-        return m
+        # a tightened frame ranges over less than its terms: it is no run of other digits
+        return None if fid in self.tight else self.frames[fid]
 
     def as_digits_of(self, mark: IterMark) -> tuple[IterMark, E.PrimExpr] | None:
         avoid = self._avoid({id(mark)})
@@ -323,3 +407,8 @@ class SplitChecker:
         if level == "bijective" and not self.ar.eq(covered, mark.extent):
             raise NotAffine(
                 f"the splits of {mark!r} do not cover it exactly: {[str(s) for s in splits]}")
+
+
+def _divisors(n: int) -> list[int]:
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return small + [n // d for d in reversed(small) if d * d != n]
