@@ -10,7 +10,8 @@ two digits of the mark of ``f``.
 
 ``check_level="surjective"``: the splits of one mark never overlap (every combination of
 index values is reached); ``"bijective"`` also asks that every mark is covered exactly
-and every input iterator is used (a one-to-one map). We follow TVM's IterMap analysis
+and every input iterator is used (a one-to-one map); :mod:`.iter_check` decides it, by
+seeing the splits as digits of common fused iterators. We follow TVM's IterMap analysis
 in spirit; unlike it, a non-divisible split is rejected rather than padded.
 """
 

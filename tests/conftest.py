@@ -1,0 +1,10 @@
+"""Test-wide settings: hypothesis draws the same examples on every run, so CI is repeatable.
+
+Explore more freely by hand with ``--hypothesis-seed=random`` or a larger
+``--hypothesis-profile``.
+"""
+
+from hypothesis import settings
+
+settings.register_profile("default", derandomize=True, deadline=None)
+settings.load_profile("default")
