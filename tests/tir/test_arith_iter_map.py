@@ -164,7 +164,7 @@ L = {n: T.Var(f"l{n}") for n in range(14)}
 def _digit_views():
     l2, l5, l6, l7, l8, l9, l10, l11, l12, l13 = (L[n] for n in (2, 5, 6, 7, 8, 9, 10, 11, 12, 13))
     fz, a = l7 * 3 + l8, l10 * 4 + l12
-    k, g = l8 + l11 % 4 * 3, l10 * 12 + l11
+    k, g, b = l8 + l11 % 4 * 3, l10 * 12 + l11, l11 * 4 + l12
     return [
         # found by the property test: with l8 < 3, l7 // 8 is (l7 * 3 + l8) // 24
         ([l5 * 2 + l7 // 8, fz // 8 % 3, fz % 8], {l5: 2, l7: 16, l8: 3}),
@@ -190,6 +190,10 @@ def _digit_views():
          {l8: 3, l10: 16, l11: 12}),
         ([k // 2, k % 2, g // 8 % 3 * 2 + (l10 * 3 + l11 // 4) % 2, l10 // 2],
          {l8: 3, l10: 16, l11: 12}),
+        # two fusions of the same digits in other orders: the one an index splits is the
+        # frame of reference (l11 // 18 * 8 + a // 9 % 8 is a // 9, and its first digits)
+        ([(l11 // 18 * 8 + b // 9 % 8) % 3, (b % 9 * 16 + (l11 // 18 * 8 + b // 9 % 8) // 3) % 12,
+          (b % 9 * 48 + l11 // 18 * 8 + b // 9 % 8) // 36], {l11: 108, l12: 4}),
         # a fusion of which the indices need only the low digits
         ([(l10 // 36 * 6 + l10 // 6 % 6) // 4, (l10 // 36 * 6 + l10 // 6 % 6) % 4,
           (l10 % 36 * 4 + l11) // 3 % 8, (l10 % 36 * 4 + l11) % 3], {l10: 72, l11: 4}),

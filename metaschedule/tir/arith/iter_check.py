@@ -71,6 +71,7 @@ class SplitChecker:
         self.parents: dict[int, list[tuple[IterMark, IterSplitExpr]]] = {}
         self.alias: dict[int, tuple[IterMark, E.PrimExpr]] = {}
         self.inside: dict[int, set[int]] = {}  # mark -> ids of the marks it is built from
+        self.rooted: set[int] = set()  # marks that the opened indices split directly
 
     def check(self, indices: Sequence[IterSumExpr], level: CheckLevel) -> None:
         """Raise NotAffine unless the splits are disjoint (and cover all, if bijective).
@@ -108,8 +109,9 @@ class SplitChecker:
         for fid, parts in self.consumed.items():
             for p in parts:  # the scale of an opened term is its digit position in the frame
                 self.parents.setdefault(id(p.source), []).append((self.frames[fid], p))
-        for lst in self.parents.values():  # lift into the widest fusion first
-            lst.sort(key=lambda fp: -fp[0].extent.value if is_int(fp[0].extent) else 0)
+        self.rooted = {id(p.source) for p in opened}
+        for lst in self.parents.values():
+            lst.sort(key=lambda fp: self.rank(fp[0]))
         self.find_aliases()
         uses = self.collect_uses(opened)
         for mark, why in self.tightened:
@@ -228,6 +230,12 @@ class SplitChecker:
             return None
         return [(t, E.IntImm(t.extent.dtype, 1), t.extent) for t in terms[first:last + 1]]
 
+    def rank(self, frame: IterMark) -> tuple[bool, int]:
+        """Preference among frames holding the same digits: a frame that the indices use
+        directly, then the widest (the fusion that the others are digits of)."""
+        width = frame.extent.value if is_int(frame.extent) else 0
+        return id(frame) not in self.rooted, -width
+
     def built_from(self, m: IterMark) -> set[int]:
         hit = self.inside.get(id(m))
         if hit is None:
@@ -252,10 +260,7 @@ class SplitChecker:
         """``sp`` as a split of a frame whose terms hold its digits, else ``sp``."""
         ar = self.ar
         for frame, part in self.parents.get(id(sp.source), []):
-            if self.blocked(frame, avoid) or not (
-                    ar.divisible(sp.lower_factor, part.lower_factor) and ar.divisible(
-                        ar.mul(part.lower_factor, part.extent),
-                        ar.mul(sp.lower_factor, sp.extent))):
+            if self.blocked(frame, avoid) or not self._holds(part, sp):
                 continue
             lf = ar.mul(part.scale, ar.div(sp.lower_factor, part.lower_factor))
             return IterSplitExpr(frame, lf, sp.extent, sp.scale)
@@ -341,18 +346,46 @@ class SplitChecker:
 
     def as_digits_of(self, mark: IterMark) -> tuple[IterMark, E.PrimExpr] | None:
         avoid = self._avoid({id(mark)})
-        lifted = [x for p in self.consumed[id(mark)] for x in self.resolve(p, avoid, cut=False)]
-        target = lifted[0].source
-        if target is mark or any(x.source is not target for x in lifted):
-            return None
-        covered = lifted[0].lower_factor
-        for x in lifted:
-            if not self.ar.eq(x.lower_factor, covered):
-                return None
-            covered = self.ar.mul(covered, x.extent)
-        if not self.ar.eq(self.ar.div(covered, lifted[0].lower_factor), mark.extent):
-            return None
-        return target, lifted[0].lower_factor
+        reached = [self.reach(p, avoid) for p in self.consumed[id(mark)]]
+        common = set(reached[0]).intersection(*reached[1:]) - {id(mark)}
+        for target in sorted((reached[0][t].source for t in common), key=self.rank):
+            lifted = [r[id(target)] for r in reached]
+            covered = lifted[0].lower_factor
+            for x in lifted:
+                if not self.ar.eq(x.lower_factor, covered):
+                    break
+                covered = self.ar.mul(covered, x.extent)
+            else:
+                if self.ar.eq(self.ar.div(covered, lifted[0].lower_factor), mark.extent):
+                    return target, lifted[0].lower_factor
+        return None
+
+    def reach(self, sp: IterSplitExpr, avoid: AbstractSet[int]) -> dict[int, IterSplitExpr]:
+        """Every mark that holds the digits of ``sp`` (``sp``'s own among them), with the
+        split of it that equals ``sp``: all ways of lifting, where ``resolve`` takes one."""
+        ar = self.ar
+        out: dict[int, IterSplitExpr] = {}
+        stack = [sp]
+        while stack and len(out) < 4 * _MAX_DEPTH:
+            x = stack.pop()
+            if id(x.source) in out:
+                continue
+            out[id(x.source)] = x
+            hit = self.alias.get(id(x.source))
+            if hit is not None and id(hit[0]) not in avoid:
+                stack.append(IterSplitExpr(hit[0], ar.mul(hit[1], x.lower_factor), x.extent,
+                                           x.scale))
+            for frame, part in self.parents.get(id(x.source), []):
+                if not self.blocked(frame, avoid) and self._holds(part, x):
+                    lf = ar.mul(part.scale, ar.div(x.lower_factor, part.lower_factor))
+                    stack.append(IterSplitExpr(frame, lf, x.extent, x.scale))
+        return out
+
+    def _holds(self, part: IterSplitExpr, sp: IterSplitExpr) -> bool:
+        """Whether the digits of ``sp`` lie inside those of ``part`` (splits of one mark)."""
+        ar = self.ar
+        return ar.divisible(sp.lower_factor, part.lower_factor) and ar.divisible(
+            ar.mul(part.lower_factor, part.extent), ar.mul(sp.lower_factor, sp.extent))
 
     # uses ---------------------------------------------------------------------------------
     def collect_uses(self, opened: list[IterSplitExpr]
