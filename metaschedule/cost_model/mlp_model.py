@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from ..feature_extractor import FeatureExtractor
-from .base import CostModel, check_lengths
-from .metric import TrainingData, costs_of, read_archive, workload_key, write_archive
+from .learned import LearnedCostModel, generator_from_state
+from .metric import TrainingData, read_archive, write_archive
 
 if TYPE_CHECKING:
     from ..runner import RunnerResult
@@ -46,7 +46,7 @@ def pool_features(features: list[np.ndarray], width: int) -> np.ndarray:
     return out
 
 
-class MLPModel(CostModel):
+class MLPModel(LearnedCostModel):
     """A numpy MLP cost model on pooled per-store features.
 
     Args:
@@ -98,10 +98,6 @@ class MLPModel(CostModel):
         self.mean: np.ndarray | None = None
         self.std: np.ndarray | None = None
 
-    @property
-    def data_size(self) -> int:
-        return len(self.data)
-
     # ------------------------------------------------------------------ persistence
 
     def save(self, path: str) -> None:
@@ -126,9 +122,7 @@ class MLPModel(CostModel):
         self.data = TrainingData.from_bytes(members["data.npz"])
         self.last_train_size = int(meta["last_train_size"])
         self.hidden_sizes = tuple(meta["hidden_sizes"])
-        bitgen = getattr(np.random, meta["rng"]["bit_generator"])()
-        bitgen.state = meta["rng"]
-        self.rng = np.random.Generator(bitgen)
+        self.rng = generator_from_state(meta["rng"])
         self.params = self.mean = self.std = None
         if "model.npz" in members:
             with np.load(io.BytesIO(members["model.npz"]), allow_pickle=False) as z:
@@ -137,28 +131,9 @@ class MLPModel(CostModel):
 
     # ------------------------------------------------------------------ learning
 
-    def update(self, context: Any, candidates: list[MeasureCandidate],
-               results: list[RunnerResult]) -> None:
-        """Add the measured candidates to the training data and retrain when due."""
-        check_lengths(candidates, results, "MLPModel.update")
-        if not candidates:
-            return
-        features = self.extractor.extract_from(context, candidates)
-        self.data.add(workload_key(context), features, costs_of(results))
-        if self.data_size < self.num_warmup_samples:
-            return
-        grown = self.data_size - self.last_train_size
-        if self.adaptive_training and self.params is not None and grown < self.last_train_size / 5:
-            return
-        self._train()
-
-    def predict(self, context: Any, candidates: list[MeasureCandidate]) -> np.ndarray:
-        """Scores of ``candidates`` (higher is better); random during warm-up."""
-        if self.params is None or self.data_size < self.num_warmup_samples:
-            return self.rng.random(len(candidates))
-        if not candidates:
-            return np.zeros(0)
-        return self.predict_features(self.extractor.extract_from(context, candidates))
+    @property
+    def is_trained(self) -> bool:
+        return self.params is not None
 
     def predict_features(self, features: list[np.ndarray]) -> np.ndarray:
         """Network outputs for per-candidate feature matrices."""

@@ -28,14 +28,12 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 import numpy as np
 
 from ..feature_extractor import FeatureExtractor
-from .base import CostModel, check_lengths
+from .learned import LearnedCostModel, generator_from_state
 from .metric import (
     TrainingData,
     average_peak_score,
-    costs_of,
     pooled,
     read_archive,
-    workload_key,
     write_archive,
 )
 
@@ -77,7 +75,7 @@ class XGBConfig(NamedTuple):
         return out
 
 
-class XGBModel(CostModel):
+class XGBModel(LearnedCostModel):
     """XGBoost cost model.
 
     Args:
@@ -131,11 +129,6 @@ class XGBModel(CostModel):
         self.last_train_size = 0
         self.rng = np.random.default_rng(config.seed)
 
-    @property
-    def data_size(self) -> int:
-        """Number of measured candidates learned from."""
-        return len(self.data)
-
     # ------------------------------------------------------------------ persistence
 
     def save(self, path: str) -> None:
@@ -162,9 +155,7 @@ class XGBModel(CostModel):
         meta = json.loads(members["meta.json"])
         self.data = TrainingData.from_bytes(members["data.npz"])
         self.last_train_size = int(meta["last_train_size"])
-        bitgen = getattr(np.random, meta["rng"]["bit_generator"])()
-        bitgen.state = meta["rng"]
-        self.rng = np.random.Generator(bitgen)
+        self.rng = generator_from_state(meta["rng"])
         self.booster = None
         if "model.json" in members:
             self.booster = xgb.Booster(params=self._params())
@@ -172,28 +163,9 @@ class XGBModel(CostModel):
 
     # ------------------------------------------------------------------ learning
 
-    def update(self, context: Any, candidates: list[MeasureCandidate],
-               results: list[RunnerResult]) -> None:
-        """Add the measured candidates to the training data and retrain when due."""
-        check_lengths(candidates, results, "XGBModel.update")
-        if not candidates:
-            return
-        features = self.extractor.extract_from(context, candidates)
-        self.data.add(workload_key(context), features, costs_of(results))
-        if self.data_size < self.num_warmup_samples:
-            return
-        grown = self.data_size - self.last_train_size
-        if self.adaptive_training and self.booster is not None and grown < self.last_train_size / 5:
-            return
-        self._train()
-
-    def predict(self, context: Any, candidates: list[MeasureCandidate]) -> np.ndarray:
-        """Scores of ``candidates`` (higher is better); random during warm-up."""
-        if self.booster is None or self.data_size < self.num_warmup_samples:
-            return self.rng.random(len(candidates))
-        if not candidates:
-            return np.zeros(0)
-        return self.predict_features(self.extractor.extract_from(context, candidates))
+    @property
+    def is_trained(self) -> bool:
+        return self.booster is not None
 
     def predict_features(self, features: list[np.ndarray]) -> np.ndarray:
         """Pooled booster scores of per-candidate feature matrices."""

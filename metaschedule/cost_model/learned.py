@@ -1,0 +1,78 @@
+"""What the learned cost models share: the training data, warm-up, adaptive retraining."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .base import CostModel, check_lengths
+from .metric import TrainingData, costs_of, workload_key
+
+if TYPE_CHECKING:
+    from ..runner import RunnerResult
+    from ..search_strategy import MeasureCandidate
+
+
+class LearnedCostModel(CostModel):
+    """A cost model trained on measured candidates (XGBModel, MLPModel).
+
+    Subclasses set ``extractor``, ``num_warmup_samples``, ``adaptive_training`` and
+    ``rng``, and implement ``is_trained``, ``_train`` and ``predict_features``.
+    """
+
+    data: TrainingData
+    last_train_size: int
+    extractor: Any
+    num_warmup_samples: int
+    adaptive_training: bool
+    rng: np.random.Generator
+
+    @property
+    def is_trained(self) -> bool:
+        raise NotImplementedError
+
+    def _train(self) -> None:
+        raise NotImplementedError
+
+    def predict_features(self, features: list[np.ndarray]) -> np.ndarray:
+        raise NotImplementedError
+
+    @property
+    def data_size(self) -> int:
+        """Number of measured candidates learned from."""
+        return len(self.data)
+
+    def update(self, context: Any, candidates: list[MeasureCandidate],
+               results: list[RunnerResult]) -> None:
+        """Add the measured candidates to the training data and retrain when due.
+
+        Training starts once ``num_warmup_samples`` are known; with adaptive training
+        the model is retrained only after the data grew by a fifth.
+        """
+        check_lengths(candidates, results, f"{type(self).__name__}.update")
+        if not candidates:
+            return
+        features = self.extractor.extract_from(context, candidates)
+        self.data.add(workload_key(context), features, costs_of(results))
+        if self.data_size < self.num_warmup_samples:
+            return
+        grown = self.data_size - self.last_train_size
+        if self.adaptive_training and self.is_trained and grown < self.last_train_size / 5:
+            return
+        self._train()
+
+    def predict(self, context: Any, candidates: list[MeasureCandidate]) -> np.ndarray:
+        """Scores of ``candidates`` (higher is better); random during warm-up."""
+        if not self.is_trained or self.data_size < self.num_warmup_samples:
+            return self.rng.random(len(candidates))
+        if not candidates:
+            return np.zeros(0)
+        return self.predict_features(self.extractor.extract_from(context, candidates))
+
+
+def generator_from_state(state: dict[str, Any]) -> np.random.Generator:
+    """A numpy Generator restored from ``Generator.bit_generator.state``."""
+    bitgen = getattr(np.random, state["bit_generator"])()
+    bitgen.state = state
+    return np.random.Generator(bitgen)
