@@ -19,17 +19,13 @@ from __future__ import annotations
 import io
 import itertools
 import json
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Literal
 
 import numpy as np
 
 from ..feature_extractor import FeatureExtractor
 from .learned import LearnedCostModel, generator_from_state
 from .metric import TrainingData, read_archive, write_archive
-
-if TYPE_CHECKING:
-    from ..runner import RunnerResult
-    from ..search_strategy import MeasureCandidate
 
 __all__ = ["MLPModel", "pool_features"]
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
@@ -36,10 +36,6 @@ from .metric import (
     read_archive,
     write_archive,
 )
-
-if TYPE_CHECKING:
-    from ..runner import RunnerResult
-    from ..search_strategy import MeasureCandidate
 
 __all__ = ["XGBConfig", "XGBModel"]
 
