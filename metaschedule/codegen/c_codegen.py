@@ -33,14 +33,16 @@ from dataclasses import dataclass
 from ..target import Target
 from ..tir import expr as E
 from ..tir.buffer import Buffer
-from ..tir.dtype import c_type, is_bool, is_float, is_int, nbytes
+from ..tir.dtype import c_type, nbytes
 from ..tir.function import IRModule, PrimFunc
 from ..tir.functor import Visitor
 from ..tir.stmt import (
     Allocate, Block, BlockRealize, BufferStore, Evaluate, For, ForKind, IfThenElse, SeqStmt, Stmt,
 )
-from ..tir.transform.affine import affine, const_bounds
-from .c_helpers import HEADER, Helpers, c_literal, scalar_call
+from ..tir.transform.affine import affine
+from .c_expr import CodegenError, ExprWriter, linear_index, strip_parens
+from .c_helpers import HEADER, Helpers
+from .c_vector import emit_vectorized
 
 #: Allocations up to this many bytes live on the stack, larger ones on the heap.
 STACK_ALLOC_LIMIT = 32 * 1024
@@ -81,10 +83,6 @@ class CSource:
 
     code: str
     functions: tuple[CFunction, ...]
-
-
-class CodegenError(ValueError):
-    """The IR cannot be turned into C for this target."""
 
 
 class NameTable:
@@ -145,8 +143,9 @@ def _written_buffers(stmt: Stmt) -> set[Buffer]:
 # ----------------------------------------------------------------------------- functions
 
 
-class FunctionWriter:
-    """Emits one function; :mod:`.c_vector` calls back into it for scalar parts."""
+class FunctionWriter(ExprWriter):
+    """Emits one function (expressions: :class:`.c_expr.ExprWriter`); :mod:`.c_vector` calls
+    back into it for scalar parts."""
 
     def __init__(self, func: PrimFunc, target: Target, helpers: Helpers, name: str) -> None:
         self.func, self.target, self.helpers, self.name = func, target, helpers, name
@@ -292,8 +291,6 @@ class FunctionWriter:
         self.ranges[var] = (loop.min, loop.extent)
         try:
             if loop.kind is ForKind.VECTORIZED:
-                from .c_vector import emit_vectorized
-
                 emit_vectorized(self, loop, name)
                 return
             mode = self._unroll_mode(loop)
@@ -365,162 +362,13 @@ class FunctionWriter:
             return "explicit"
         return "pragma"
 
-    # expressions ----------------------------------------------------------------------
-    def index(self, buf: Buffer, indices: tuple[E.PrimExpr, ...]) -> str:
-        return strip_parens(self.expr(linear_index(buf, indices)))
-
-    def nonneg(self, e: E.PrimExpr) -> bool:
-        b = const_bounds(e, self.ranges)
-        return b is not None and b[0] >= 0
-
-    def expr(self, e: E.PrimExpr) -> str:
-        method = _EXPR_DISPATCH.get(type(e))
-        if method is None:
-            for cls, m in _EXPR_DISPATCH.items():
-                if isinstance(e, cls):
-                    method = m
-                    break
-        if method is None:
-            raise CodegenError(f"cannot generate C for expression {type(e).__name__}: {e}")
-        return method(self, e)
-
-    def _var(self, e: E.Var) -> str:
-        if e not in self.var_names:
-            raise CodegenError(
-                f"free variable {e.name} in {self.name}: only loop variables may appear after "
-                "lowering (dynamic shapes are not supported)"
-            )
-        return self.var_names[e]
-
-    def _imm(self, e) -> str:
-        return c_literal(e.value, e.dtype)
-
-    def _cast(self, e: E.Cast) -> str:
-        if is_bool(e.dtype):
-            return f"({self.expr(e.value)} != 0)"
-        return f"(({c_type(e.dtype)}){self.expr(e.value)})"
-
-    def _binary(self, e: E.BinaryOp) -> str:
-        a, b = self.expr(e.a), self.expr(e.b)
-        prec = _prec(e)
-        if prec:  # drop parentheses C's precedence makes redundant (left-associative ops)
-            if _prec(e.a) >= prec:
-                a = strip_parens(a)
-            if _prec(e.b) > prec:
-                b = strip_parens(b)
-        if isinstance(e, (E.Min, E.Max)):
-            return f"{self.helpers.minmax(e.symbol, e.dtype)}({a}, {b})"
-        if isinstance(e, (E.FloorDiv, E.FloorMod)):
-            return self._floor_divmod(e, a, b)
-        op = {E.And: "&&", E.Or: "||"}.get(type(e), e.symbol)
-        if isinstance(e, E.EQ):
-            op = "=="
-        elif isinstance(e, E.NE):
-            op = "!="
-        return f"({a} {op} {b})"
-
-    def _floor_divmod(self, e: E.BinaryOp, a: str, b: str) -> str:
-        div = isinstance(e, E.FloorDiv)
-        if is_float(e.dtype):
-            q = scalar_call("floor", e.dtype, [f"{a} / {b}"])
-            return q if div else f"({a} - {q} * {b})"
-        if is_int(e.dtype) and self.nonneg(e.a) and _positive_const(e.b):
-            return f"({a} {'/' if div else '%'} {b})"
-        return f"{self.helpers.floordiv('div' if div else 'mod', e.dtype)}({a}, {b})"
-
-    def _not(self, e: E.Not) -> str:
-        return f"(!{self.expr(e.a)})"
-
-    def _select(self, e: E.Select) -> str:
-        return (f"({self.expr(e.condition)} ? {self.expr(e.true_value)} : "
-                f"{self.expr(e.false_value)})")
-
-    def _call(self, e: E.Call) -> str:
-        if not is_float(e.dtype):
-            raise CodegenError(f"intrinsic {e.op} needs float arguments, got {e.dtype}")
-        return scalar_call(e.op, e.dtype, [self.expr(a) for a in e.args])
-
-    def _load(self, e: E.BufferLoad) -> str:
-        return f"{self.buf_names[e.buffer]}[{self.index(e.buffer, e.indices)}]"
-
-    def _unsupported(self, e: E.PrimExpr) -> str:
-        raise CodegenError(
-            f"{type(e).__name__} cannot appear in lowered code ({e}); "
-            "reductions and strings belong in te.compute / annotations"
-        )
-
-
-_EXPR_DISPATCH = {
-    E.Var: FunctionWriter._var,
-    E.IntImm: FunctionWriter._imm,
-    E.FloatImm: FunctionWriter._imm,
-    E.Cast: FunctionWriter._cast,
-    E.Not: FunctionWriter._not,
-    E.Select: FunctionWriter._select,
-    E.Call: FunctionWriter._call,
-    E.BufferLoad: FunctionWriter._load,
-    E.Reduce: FunctionWriter._unsupported,
-    E.StringImm: FunctionWriter._unsupported,
-    E.BinaryOp: FunctionWriter._binary,
-}
 
 
 # ----------------------------------------------------------------------------- helpers
 
-
-def _prec(e: E.PrimExpr) -> int:
-    """C precedence of the operator ``e`` is emitted with (0: always keep parentheses)."""
-    if isinstance(e, (E.Mul, E.Div)):
-        return 13
-    if isinstance(e, (E.Add, E.Sub)):
-        return 12
-    if isinstance(e, (E.EQ, E.NE)):
-        return 9
-    if isinstance(e, E.CmpOp):
-        return 10
-    if isinstance(e, E.And):
-        return 5
-    if isinstance(e, E.Or):
-        return 4
-    return 0
-
-
-def strip_parens(code: str) -> str:
-    """``code`` without one pair of parentheses enclosing all of it."""
-    if not (code.startswith("(") and code.endswith(")")):
-        return code
-    depth = 0
-    for i, ch in enumerate(code):
-        depth += ch == "("
-        depth -= ch == ")"
-        if depth == 0 and i < len(code) - 1:
-            return code
-    return code[1:-1]
-
-
-def _positive_const(e: E.PrimExpr) -> bool:
-    return isinstance(e, E.IntImm) and e.value > 0
-
-
 def _add(a: E.PrimExpr, b: E.PrimExpr) -> E.PrimExpr:
     form = affine(a) + affine(b)
     return form.to_expr(a.dtype)
-
-
-def linear_index(buf: Buffer, indices: tuple[E.PrimExpr, ...]) -> E.PrimExpr:
-    """The row-major element offset of ``buf[indices]`` (int64 for buffers of 2**31+ elements)."""
-    shape = buf.static_shape()
-    wide = any(i.dtype == "int64" for i in indices) or _numel(shape) >= 2**31
-    dtype = "int64" if wide else "int32"
-    total = None
-    stride = 1
-    for idx, dim in reversed(list(zip(indices, shape))):
-        form = affine(idx).scale(stride)
-        total = form if total is None else total + form
-        stride *= dim
-    if total is None:
-        return E.const(0, dtype)
-    return total.to_expr(dtype)
 
 
 def _numel_checked(b: Buffer) -> int:
@@ -553,13 +401,6 @@ def _heap_allocations(s: Stmt, inside_parallel: bool) -> list[Buffer]:
 
     _V().visit(s)
     return out
-
-
-def _numel(shape: tuple[int, ...]) -> int:
-    n = 1
-    for s in shape:
-        n *= s
-    return n
 
 
 def steps(s: Stmt) -> int:

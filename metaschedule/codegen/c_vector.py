@@ -17,6 +17,7 @@ independent. The generated source says why in a comment.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..tir import expr as E
 from ..tir.buffer import Buffer
@@ -24,7 +25,10 @@ from ..tir.dtype import c_type, is_bool, is_float, is_int, nbytes
 from ..tir.functor import Visitor, collect_vars
 from ..tir.stmt import BufferStore, Evaluate, For, IfThenElse, SeqStmt, Stmt
 from ..tir.transform.affine import Affine, affine, const_bounds
-from .c_codegen import FunctionWriter, linear_index, strip_parens
+from .c_expr import linear_index, strip_parens
+
+if TYPE_CHECKING:
+    from .c_codegen import FunctionWriter
 
 
 #: Up to this many full-width chunks are emitted one after the other instead of as a loop.

@@ -1,0 +1,192 @@
+"""C expressions for lowered PrimFuncs: the scalar half of the CPU back end.
+
+:class:`ExprWriter` turns a ``PrimExpr`` into C source text; ``FunctionWriter``
+(:mod:`.c_codegen`) inherits it for statements and loops, and :mod:`.c_vector` calls it
+for the scalar parts of vector code. Parentheses that C's precedence makes redundant are
+dropped; ``floordiv``/``floormod`` become plain ``/``/``%`` when the dividend is provably
+non-negative over the enclosing loops.
+"""
+
+from __future__ import annotations
+
+from ..tir import expr as E
+from ..tir.buffer import Buffer
+from ..tir.dtype import c_type, is_bool, is_float, is_int
+from ..tir.transform.affine import affine, const_bounds
+from .c_helpers import Helpers, c_literal, scalar_call
+
+
+class CodegenError(ValueError):
+    """The IR cannot be turned into C for this target."""
+
+
+class ExprWriter:
+    """Emits C for expressions; the subclass provides the names and loop ranges in scope."""
+
+    name: str
+    helpers: Helpers
+    var_names: dict[E.Var, str]
+    buf_names: dict[Buffer, str]
+    ranges: dict[E.Var, tuple[E.PrimExpr, E.PrimExpr]]
+
+    def index(self, buf: Buffer, indices: tuple[E.PrimExpr, ...]) -> str:
+        return strip_parens(self.expr(linear_index(buf, indices)))
+
+    def nonneg(self, e: E.PrimExpr) -> bool:
+        b = const_bounds(e, self.ranges)
+        return b is not None and b[0] >= 0
+
+    def expr(self, e: E.PrimExpr) -> str:
+        method = _EXPR_DISPATCH.get(type(e))
+        if method is None:
+            for cls, m in _EXPR_DISPATCH.items():
+                if isinstance(e, cls):
+                    method = m
+                    break
+        if method is None:
+            raise CodegenError(f"cannot generate C for expression {type(e).__name__}: {e}")
+        return method(self, e)
+
+    def _var(self, e: E.Var) -> str:
+        if e not in self.var_names:
+            raise CodegenError(
+                f"free variable {e.name} in {self.name}: only loop variables may appear after "
+                "lowering (dynamic shapes are not supported)"
+            )
+        return self.var_names[e]
+
+    def _imm(self, e) -> str:
+        return c_literal(e.value, e.dtype)
+
+    def _cast(self, e: E.Cast) -> str:
+        if is_bool(e.dtype):
+            return f"({self.expr(e.value)} != 0)"
+        return f"(({c_type(e.dtype)}){self.expr(e.value)})"
+
+    def _binary(self, e: E.BinaryOp) -> str:
+        a, b = self.expr(e.a), self.expr(e.b)
+        prec = _prec(e)
+        if prec:  # drop parentheses C's precedence makes redundant (left-associative ops)
+            if _prec(e.a) >= prec:
+                a = strip_parens(a)
+            if _prec(e.b) > prec:
+                b = strip_parens(b)
+        if isinstance(e, (E.Min, E.Max)):
+            return f"{self.helpers.minmax(e.symbol, e.dtype)}({a}, {b})"
+        if isinstance(e, (E.FloorDiv, E.FloorMod)):
+            return self._floor_divmod(e, a, b)
+        op = {E.And: "&&", E.Or: "||"}.get(type(e), e.symbol)
+        if isinstance(e, E.EQ):
+            op = "=="
+        elif isinstance(e, E.NE):
+            op = "!="
+        return f"({a} {op} {b})"
+
+    def _floor_divmod(self, e: E.BinaryOp, a: str, b: str) -> str:
+        div = isinstance(e, E.FloorDiv)
+        if is_float(e.dtype):
+            q = scalar_call("floor", e.dtype, [f"{a} / {b}"])
+            return q if div else f"({a} - {q} * {b})"
+        if is_int(e.dtype) and self.nonneg(e.a) and _positive_const(e.b):
+            return f"({a} {'/' if div else '%'} {b})"
+        return f"{self.helpers.floordiv('div' if div else 'mod', e.dtype)}({a}, {b})"
+
+    def _not(self, e: E.Not) -> str:
+        return f"(!{self.expr(e.a)})"
+
+    def _select(self, e: E.Select) -> str:
+        return (
+            f"({self.expr(e.condition)} ? {self.expr(e.true_value)} : {self.expr(e.false_value)})"
+        )
+
+    def _call(self, e: E.Call) -> str:
+        if not is_float(e.dtype):
+            raise CodegenError(f"intrinsic {e.op} needs float arguments, got {e.dtype}")
+        return scalar_call(e.op, e.dtype, [self.expr(a) for a in e.args])
+
+    def _load(self, e: E.BufferLoad) -> str:
+        return f"{self.buf_names[e.buffer]}[{self.index(e.buffer, e.indices)}]"
+
+    def _unsupported(self, e: E.PrimExpr) -> str:
+        raise CodegenError(
+            f"{type(e).__name__} cannot appear in lowered code ({e}); "
+            "reductions and strings belong in te.compute / annotations"
+        )
+
+
+_EXPR_DISPATCH = {
+    E.Var: ExprWriter._var,
+    E.IntImm: ExprWriter._imm,
+    E.FloatImm: ExprWriter._imm,
+    E.Cast: ExprWriter._cast,
+    E.Not: ExprWriter._not,
+    E.Select: ExprWriter._select,
+    E.Call: ExprWriter._call,
+    E.BufferLoad: ExprWriter._load,
+    E.Reduce: ExprWriter._unsupported,
+    E.StringImm: ExprWriter._unsupported,
+    E.BinaryOp: ExprWriter._binary,
+}
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _prec(e: E.PrimExpr) -> int:
+    """C precedence of the operator ``e`` is emitted with (0: always keep parentheses)."""
+    if isinstance(e, (E.Mul, E.Div)):
+        return 13
+    if isinstance(e, (E.Add, E.Sub)):
+        return 12
+    if isinstance(e, (E.EQ, E.NE)):
+        return 9
+    if isinstance(e, E.CmpOp):
+        return 10
+    if isinstance(e, E.And):
+        return 5
+    if isinstance(e, E.Or):
+        return 4
+    return 0
+
+
+def strip_parens(code: str) -> str:
+    """``code`` without one pair of parentheses enclosing all of it."""
+    if not (code.startswith("(") and code.endswith(")")):
+        return code
+    depth = 0
+    for i, ch in enumerate(code):
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth == 0 and i < len(code) - 1:
+            return code
+    return code[1:-1]
+
+
+def _positive_const(e: E.PrimExpr) -> bool:
+    return isinstance(e, E.IntImm) and e.value > 0
+
+
+def linear_index(buf: Buffer, indices: tuple[E.PrimExpr, ...]) -> E.PrimExpr:
+    """The row-major element offset of ``buf[indices]`` (int64 for buffers of 2**31+ elements)."""
+    shape = buf.static_shape()
+    wide = any(i.dtype == "int64" for i in indices) or _numel(shape) >= 2**31
+    dtype = "int64" if wide else "int32"
+    total = None
+    stride = 1
+    for idx, dim in reversed(list(zip(indices, shape))):
+        form = affine(idx).scale(stride)
+        total = form if total is None else total + form
+        stride *= dim
+    if total is None:
+        return E.const(0, dtype)
+    return total.to_expr(dtype)
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+__all__ = ["CodegenError", "ExprWriter", "linear_index", "strip_parens"]
