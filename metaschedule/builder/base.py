@@ -6,6 +6,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from .. import registry
 from ..tir.function import IRModule, as_module
 
 if TYPE_CHECKING:
@@ -53,14 +54,13 @@ class Builder(ABC):
         """Build every input; one result per input, in order. Failures are results too."""
 
     @staticmethod
-    def create(kind: Literal["local"] = "local", *args, **kwargs) -> Builder:
-        """Create a builder of the given kind ("local")."""
-        from .local_builder import LocalBuilder
+    def create(kind: Literal["local"] | str = "local", *args: Any, **kwargs: Any) -> Builder:
+        """Create a builder of a registered kind ("local"; see :mod:`metaschedule.registry`).
 
-        kinds = {"local": LocalBuilder}
-        if kind not in kinds:
-            raise ValueError(f"unknown builder kind {kind!r}; expected one of: {', '.join(kinds)}")
-        return kinds[kind](*args, **kwargs)
+        Raises:
+            ValueError: an unknown kind (the message lists the known ones).
+        """
+        return registry.create("builder", kind, *args, **kwargs)
 
 
 class PyBuilder(Builder):

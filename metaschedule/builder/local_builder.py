@@ -10,6 +10,7 @@ from concurrent.futures import TimeoutError as FutureTimeoutError
 from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING, Any
 
+from ..registry import register
 from ..tir.function import IRModule
 from ..utils import (
     MAIN_GUARD_HINT,
@@ -84,6 +85,7 @@ def _worker_build(
         )
 
 
+@register("builder", "local")
 @derived_object
 class LocalBuilder(PyBuilder):
     """Build the given inputs on this machine, in parallel worker processes.

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import importlib
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
+
+from .. import registry
 
 if TYPE_CHECKING:
     from ..runner import RunnerResult
@@ -14,13 +15,6 @@ if TYPE_CHECKING:
 
 __all__ = ["CostModel", "PyCostModel"]
 
-#: kind -> "module:Class" of the implementation, imported on first use
-_KINDS: dict[str, str | None] = {
-    "xgb": "metaschedule.cost_model.xgb_model:XGBModel",
-    "mlp": "metaschedule.cost_model.mlp_model:MLPModel",
-    "random": "metaschedule.cost_model.random_model:RandomModel",
-    "none": None,
-}
 
 
 class CostModel(ABC):
@@ -44,16 +38,22 @@ class CostModel(ABC):
         """Predicted normalized scores, one per candidate; higher means faster."""
 
     @staticmethod
-    def create(kind: Literal["xgb", "mlp", "random", "none"], *args, **kwargs) -> CostModel | None:
-        """Create a cost model of the given kind ("none" gives None, as in TVM)."""
-        if kind not in _KINDS:
-            raise ValueError(f"unknown cost model kind {kind!r}; expected one of: {', '.join(_KINDS)}")
-        spec = _KINDS[kind]
-        if spec is None:
-            return None
-        module_name, cls_name = spec.split(":")
-        cls = getattr(importlib.import_module(module_name), cls_name)
-        return cls(*args, **kwargs)
+    def create(
+        kind: Literal["xgb", "mlp", "random", "none"] | str, *args: Any, **kwargs: Any
+    ) -> CostModel | None:
+        """Create a cost model of a registered kind (see :mod:`metaschedule.registry`):
+        "xgb", "mlp", "random", or "none" (gives None, as in TVM).
+
+        Raises:
+            ValueError: an unknown kind (the message lists the known ones).
+        """
+        return registry.create("cost_model", kind, *args, **kwargs)
+
+
+@registry.register("cost_model", "none")
+def _no_cost_model() -> None:
+    """TVM's "none": tune without a cost model."""
+    return None
 
 
 class PyCostModel(CostModel):

@@ -24,6 +24,7 @@ from typing import Literal
 import numpy as np
 
 from ..feature_extractor import FeatureExtractor
+from ..registry import register
 from .learned import LearnedCostModel, generator_from_state
 from .metric import TrainingData, read_archive, write_archive
 
@@ -42,6 +43,7 @@ def pool_features(features: list[np.ndarray], width: int) -> np.ndarray:
     return out
 
 
+@register("cost_model", "mlp")
 class MLPModel(LearnedCostModel):
     """A numpy MLP cost model on pooled per-store features.
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..registry import register
 from .base import CostModel
 
 if TYPE_CHECKING:
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
 __all__ = ["RandomModel"]
 
 
+@register("cost_model", "random")
 class RandomModel(CostModel):
     """Scores drawn uniformly from ``[0, max_range)`` by the model's own generator.
 

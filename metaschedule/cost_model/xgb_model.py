@@ -28,6 +28,7 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 
 from ..feature_extractor import FeatureExtractor
+from ..registry import register
 from .learned import LearnedCostModel, generator_from_state
 from .metric import (
     TrainingData,
@@ -71,6 +72,7 @@ class XGBConfig(NamedTuple):
         return out
 
 
+@register("cost_model", "xgb")
 class XGBModel(LearnedCostModel):
     """XGBoost cost model.
 

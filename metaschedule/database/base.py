@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from .. import registry
 from ..arg_info import ArgInfo
 from ..tir.function import IRModule, as_module
 from .module_equality import ModuleEquality
@@ -333,36 +334,21 @@ class Database(ABC):
     @staticmethod
     def create(
         kind: Literal["json", "memory", "union", "ordered_union", "sqlite"]
+        | str
         | Callable[[Schedule], bool] = "json",
-        *args,
-        **kwargs,
+        *args: Any,
+        **kwargs: Any,
     ) -> Database:
-        """Create a database: "json", "memory", "union", "ordered_union", "sqlite", or a
-        schedule function (a ``ScheduleFnDatabase``)."""
-        from . import (
-            json_database,
-            memory_database,
-            ordered_union_database,
-            schedule_fn_database,
-            sqlite_database,
-            union_database,
-        )
+        """Create a database: "json", "memory", "union", "ordered_union", "sqlite" (or
+        another registered kind, see :mod:`metaschedule.registry`), or a schedule function
+        (a ``ScheduleFnDatabase``, registered as "schedule_fn").
 
+        Raises:
+            ValueError: an unknown kind (the message lists the known ones).
+        """
         if callable(kind):
-            return schedule_fn_database.ScheduleFnDatabase(kind, *args, **kwargs)
-        kinds = {
-            "json": json_database.JSONDatabase,
-            "memory": memory_database.MemoryDatabase,
-            "union": union_database.UnionDatabase,
-            "ordered_union": ordered_union_database.OrderedUnionDatabase,
-            "sqlite": sqlite_database.SQLiteDatabase,
-        }
-        if kind not in kinds:
-            raise ValueError(
-                f"unknown database kind {kind!r}; expected one of: {', '.join(kinds)}, "
-                "or a schedule function"
-            )
-        return kinds[kind](*args, **kwargs)
+            return registry.create("database", "schedule_fn", kind, *args, **kwargs)
+        return registry.create("database", kind, *args, **kwargs)
 
 
 class PyDatabase(Database):

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from ..registry import register
 from ..tir.function import IRModule
 from ..utils import derived_object
 from .base import PyDatabase, TuningRecord, Workload
@@ -126,6 +127,7 @@ class _LinesFile:
             self.fd = -1
 
 
+@register("database", "json")
 @derived_object
 class JSONDatabase(PyDatabase):
     """A database stored in two JSON-lines files (see the module docstring).

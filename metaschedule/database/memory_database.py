@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..registry import register
 from ..tir.function import IRModule, as_module
 from ..utils import derived_object
 from .base import PyDatabase, TuningRecord, Workload, check_top_k
@@ -74,6 +75,7 @@ class RecordStore:
         return len(self._records)
 
 
+@register("database", "memory")
 @derived_object
 class MemoryDatabase(PyDatabase):
     """An in-memory database; nothing outlives the process.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..registry import register
 from ..tir.function import IRModule
 from ..utils import derived_object
 from .base import TuningRecord, Workload, check_top_k
@@ -10,6 +11,7 @@ from .union_database import _ReadOnlyUnion
 __all__ = ["OrderedUnionDatabase"]
 
 
+@register("database", "ordered_union")
 @derived_object
 class OrderedUnionDatabase(_ReadOnlyUnion):
     """A union of databases where the first member that answers a query wins.

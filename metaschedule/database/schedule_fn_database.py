@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from ..registry import register
 from ..tir.function import IRModule, as_module
 from ..utils import derived_object
 from .base import PyDatabase, TuningRecord, Workload, check_top_k
@@ -15,6 +16,7 @@ if TYPE_CHECKING:
 __all__ = ["ScheduleFnDatabase"]
 
 
+@register("database", "schedule_fn")
 @derived_object
 class ScheduleFnDatabase(PyDatabase):
     """A database whose answers come from a function instead of stored records.

@@ -21,6 +21,7 @@ import threading
 import warnings
 from typing import Any
 
+from ..registry import register
 from ..tir.function import IRModule, as_module
 from ..utils import derived_object
 from .base import PyDatabase, TuningRecord, Workload, check_top_k, mean_run_sec
@@ -45,6 +46,7 @@ CREATE INDEX IF NOT EXISTS record_by_workload ON tuning_record (workload_id, mea
 """
 
 
+@register("database", "sqlite")
 @derived_object
 class SQLiteDatabase(PyDatabase):
     """A database in one SQLite file, safe for several writing processes.

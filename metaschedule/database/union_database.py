@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..registry import register
 from ..tir.function import IRModule
 from ..utils import derived_object
 from .base import Database, PyDatabase, TuningRecord, Workload, check_top_k, sort_key
@@ -40,6 +41,7 @@ class _ReadOnlyUnion(PyDatabase):
         return sum(len(db) for db in self.databases)
 
 
+@register("database", "union")
 @derived_object
 class UnionDatabase(_ReadOnlyUnion):
     """A union of databases: each query returns the best answer among all members.

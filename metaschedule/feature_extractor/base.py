@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import importlib
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
+
+from .. import registry
 
 if TYPE_CHECKING:
     from ..search_strategy import MeasureCandidate
 
 __all__ = ["FeatureExtractor", "PyFeatureExtractor"]
 
-#: kind -> "module:Class" of the implementation, imported on first use
-_KINDS: dict[str, str] = {
-    "per-store-feature": "metaschedule.feature_extractor.per_store_feature:PerStoreFeature",
-}
 
 
 class FeatureExtractor(ABC):
@@ -38,15 +35,16 @@ class FeatureExtractor(ABC):
         """
 
     @staticmethod
-    def create(kind: Literal["per-store-feature"], *args, **kwargs) -> FeatureExtractor:
-        """Create a feature extractor of the given kind ("per-store-feature")."""
-        if kind not in _KINDS:
-            raise ValueError(
-                f"unknown feature extractor kind {kind!r}; expected one of: {', '.join(_KINDS)}"
-            )
-        module_name, cls_name = _KINDS[kind].split(":")
-        cls = getattr(importlib.import_module(module_name), cls_name)
-        return cls(*args, **kwargs)
+    def create(
+        kind: Literal["per-store-feature"] | str, *args: Any, **kwargs: Any
+    ) -> FeatureExtractor:
+        """Create a feature extractor of a registered kind ("per-store-feature"; see
+        :mod:`metaschedule.registry`).
+
+        Raises:
+            ValueError: an unknown kind (the message lists the known ones).
+        """
+        return registry.create("feature_extractor", kind, *args, **kwargs)
 
 
 class PyFeatureExtractor(FeatureExtractor):

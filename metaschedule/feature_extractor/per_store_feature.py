@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..registry import register
 from ..tir import expr as E
 from ..tir.dtype import is_float, nbytes
 from ..tir.function import IRModule, PrimFunc
@@ -639,6 +640,7 @@ class _StoreFeatures:
 # ----------------------------------------------------------------------------- the extractor
 
 
+@register("feature_extractor", "per-store-feature")
 class PerStoreFeature(FeatureExtractor):
     """One feature vector per ``BufferStore`` of each lowered candidate (see the module doc).
 

@@ -2,10 +2,11 @@
 
 from .add_to_database import AddToDatabase
 from .base import MeasureCallback, PyMeasureCallback, create
+from .default_callbacks import default_callbacks
 from .remove_build_artifact import RemoveBuildArtifact
 from .update_cost_model import UpdateCostModel
 
 __all__ = [
     "AddToDatabase", "MeasureCallback", "PyMeasureCallback", "RemoveBuildArtifact",
-    "UpdateCostModel", "create",
+    "UpdateCostModel", "create", "default_callbacks",
 ]

@@ -10,6 +10,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Literal, Union
 
+from .. import registry
+
 if TYPE_CHECKING:
     from ..builder import BuilderResult
     from ..runner import RunnerResult
@@ -40,16 +42,14 @@ class MeasureCallback(ABC):
         """
 
     @staticmethod
-    def create(kind: Literal["default"]) -> list[MeasureCallback]:
+    def create(kind: Literal["default"] | str) -> list[MeasureCallback]:
         """The callbacks of ``kind``: "default" is ``[AddToDatabase(),
-        RemoveBuildArtifact(), UpdateCostModel()]``."""
-        from .add_to_database import AddToDatabase
-        from .remove_build_artifact import RemoveBuildArtifact
-        from .update_cost_model import UpdateCostModel
+        RemoveBuildArtifact(), UpdateCostModel()]`` (:mod:`.default_callbacks`).
 
-        if kind != "default":
-            raise ValueError(f"unknown measure callback kind {kind!r}; expected one of: default")
-        return [AddToDatabase(), RemoveBuildArtifact(), UpdateCostModel()]
+        Raises:
+            ValueError: an unknown kind (the message lists the known ones).
+        """
+        return registry.create("measure_callback", kind)
 
     def __str__(self) -> str:
         return type(self).__name__

@@ -1,6 +1,7 @@
 """Mutators: change one decision of a trace, for evolutionary search."""
 
 from .base import Mutator, PyMutator, create
+from .default_mutators import llvm_mutators
 from .mutate_compute_location import MutateComputeLocation
 from .mutate_parallel import MutateParallel
 from .mutate_tile_size import MutateTileSize
@@ -14,4 +15,5 @@ __all__ = [
     "Mutator",
     "PyMutator",
     "create",
+    "llvm_mutators",
 ]

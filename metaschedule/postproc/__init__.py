@@ -1,6 +1,7 @@
 """Postprocessors: finish or reject the schedules a search strategy samples."""
 
 from .base import Postproc, PyPostproc, create, register_default_postprocs
+from .default_postprocs import llvm_postprocs
 from .disallow_dynamic_loop import DisallowDynamicLoop
 from .rewrite_parallel_vectorize_unroll import RewriteParallelVectorizeUnroll
 from .rewrite_reduction_block import RewriteReductionBlock
@@ -14,13 +15,6 @@ __all__ = [
     "RewriteReductionBlock",
     "VerifyGPUCode",
     "create",
+    "llvm_postprocs",
     "register_default_postprocs",
 ]
-
-
-def _llvm_defaults() -> list[Postproc]:
-    """TVM's CPU list without RewriteLayout (not implemented here)."""
-    return [DisallowDynamicLoop(), RewriteParallelVectorizeUnroll(), RewriteReductionBlock()]
-
-
-register_default_postprocs("llvm", _llvm_defaults)

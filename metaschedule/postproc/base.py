@@ -2,8 +2,9 @@
 
 Search strategies run every postprocessor on each schedule they replay; one that returns
 False rejects the schedule. The default postprocessors of each target kind are registered
-with :func:`register_default_postprocs` by the modules that implement them; until a kind
-has registered postprocessors, ``Postproc.create(kind)`` returns an empty list.
+in :mod:`metaschedule.registry` (family ``"postproc"``, see :mod:`.default_postprocs`);
+``Postproc.create(kind)`` of a kind without registered postprocessors is an error, not an
+empty list.
 """
 
 from __future__ import annotations
@@ -13,15 +14,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..schedule_rule.base import _build_defaults, _register
+from .. import registry
 
 if TYPE_CHECKING:
     from ..schedule import Schedule
 
 __all__ = ["Postproc", "PyPostproc", "create", "register_default_postprocs"]
-
-#: kind -> a function building the default postprocessors, or "module:function"
-_DEFAULT_POSTPROCS: dict[str, Callable[[], list[Postproc]] | str] = {}
 
 
 class Postproc(ABC):
@@ -39,14 +37,14 @@ class Postproc(ABC):
         return copy.deepcopy(self)
 
     @staticmethod
-    def create(kind: Literal["llvm", "cuda", "cuda-tensorcore", "hexagon"]) -> list[Postproc]:
-        """The default postprocessors of a target kind (empty until some are registered).
+    def create(kind: Literal["llvm", "cuda", "cuda-tensorcore", "hexagon"] | str) -> list[Postproc]:
+        """The default postprocessors of a target kind, a fresh list each call.
 
         Raises:
-            ValueError: ``kind`` is not one of ``"llvm"``, ``"cuda"``,
-                ``"cuda-tensorcore"``, ``"hexagon"``.
+            ValueError: no postprocessors are registered for ``kind`` ("llvm"/"cpu" are
+                today); the message lists the kinds that are.
         """
-        return _build_defaults(_DEFAULT_POSTPROCS, kind, "postprocessor")
+        return list(registry.create("postproc", kind))
 
     def __str__(self) -> str:
         return type(self).__name__
@@ -61,8 +59,11 @@ class PyPostproc(Postproc):
 
 def register_default_postprocs(kind: str, factory: Callable[[], list[Postproc]] | str) -> None:
     """Make ``Postproc.create(kind)`` call ``factory`` (a function, or a "module:function"
-    string imported on first use). Replaces an earlier registration."""
-    _register(_DEFAULT_POSTPROCS, kind, factory)
+    string imported on first use). Replaces an earlier registration.
+
+    The same as ``registry.register("postproc", kind, factory, replace=True)``.
+    """
+    registry.register("postproc", kind, registry.lazy(factory), replace=True)
 
 
 create = Postproc.create

@@ -10,8 +10,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
+from .. import registry
 from ..arg_info import ArgInfo
 
 __all__ = [
@@ -106,14 +107,13 @@ class Runner(ABC):
         """Start measuring every input; return one future per input, in order, at once."""
 
     @staticmethod
-    def create(kind: Literal["local"] = "local", *args, **kwargs) -> Runner:
-        """Create a runner of the given kind ("local")."""
-        from .local_runner import LocalRunner
+    def create(kind: Literal["local"] | str = "local", *args: Any, **kwargs: Any) -> Runner:
+        """Create a runner of a registered kind ("local"; see :mod:`metaschedule.registry`).
 
-        kinds = {"local": LocalRunner}
-        if kind not in kinds:
-            raise ValueError(f"unknown runner kind {kind!r}; expected one of: {', '.join(kinds)}")
-        return kinds[kind](*args, **kwargs)
+        Raises:
+            ValueError: an unknown kind (the message lists the known ones).
+        """
+        return registry.create("runner", kind, *args, **kwargs)
 
 
 class PyRunner(Runner):

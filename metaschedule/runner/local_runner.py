@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..registry import register
 from ..tir.dtype import is_bool, is_float, numpy_dtype
 from ..utils import (
     MAIN_GUARD_HINT,
@@ -284,6 +285,7 @@ class LocalRunnerFuture(RunnerFuture):
         return RunnerResult(None, value)
 
 
+@register("runner", "local")
 @derived_object
 class LocalRunner(PyRunner):
     """Measure artifacts on this machine; see the module docstring for the guarantees.

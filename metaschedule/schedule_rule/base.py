@@ -2,30 +2,31 @@
 
 A :class:`~metaschedule.space_generator.PostOrderApply` space generator applies each rule
 to every block of the workload (consumers first) and collects the resulting schedules as
-the design spaces. The default rules of each target kind are registered with
-:func:`register_default_rules` by the modules that implement them; until a kind has
-registered rules, ``ScheduleRule.create(kind)`` returns an empty list.
+the design spaces. The default rules of each target kind are registered in :mod:`metaschedule.registry`
+(family ``"schedule_rule"``) by the modules that implement them
+(:mod:`.default_rules`); ``ScheduleRule.create(kind)`` of a kind without registered rules
+is an error, not an empty list.
 """
 
 from __future__ import annotations
 
 import copy
-import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
+
+from .. import registry
 
 if TYPE_CHECKING:
     from ..schedule import BlockRV, Schedule
 
 __all__ = ["RULE_KINDS", "PyScheduleRule", "ScheduleRule", "create", "register_default_rules"]
 
-#: The target kinds that have default rules (TVM's names).
+#: TVM's target kinds for default lists; ``registry.kinds("schedule_rule")`` says which
+#: are built here ("llvm" and its alias "cpu" today).
 RULE_KINDS: tuple[str, ...] = ("llvm", "cuda", "cuda-tensorcore", "hexagon")
 
 RuleFactory = Callable[[], list["ScheduleRule"]]
-#: kind -> a function building the default rules, or "module:function" imported on use
-_DEFAULT_RULES: dict[str, RuleFactory | str] = {}
 
 
 class ScheduleRule(ABC):
@@ -50,13 +51,16 @@ class ScheduleRule(ABC):
         return copy.deepcopy(self)
 
     @staticmethod
-    def create(kind: Literal["llvm", "cuda", "cuda-tensorcore", "hexagon"]) -> list[ScheduleRule]:
-        """The default schedule rules of a target kind (empty until some are registered).
+    def create(
+        kind: Literal["llvm", "cuda", "cuda-tensorcore", "hexagon"] | str,
+    ) -> list[ScheduleRule]:
+        """The default schedule rules of a target kind, a fresh list each call.
 
         Raises:
-            ValueError: ``kind`` is not one of :data:`RULE_KINDS`.
+            ValueError: no rules are registered for ``kind`` ("llvm"/"cpu" are today);
+                the message lists the kinds that are.
         """
-        return _build_defaults(_DEFAULT_RULES, kind, "schedule rule")
+        return list(registry.create("schedule_rule", kind))
 
     def __str__(self) -> str:
         return type(self).__name__
@@ -72,28 +76,11 @@ class PyScheduleRule(ScheduleRule):
 
 def register_default_rules(kind: str, factory: RuleFactory | str) -> None:
     """Make ``ScheduleRule.create(kind)`` call ``factory`` (a function, or a
-    "module:function" string imported on first use). Replaces an earlier registration."""
-    _register(_DEFAULT_RULES, kind, factory)
+    "module:function" string imported on first use). Replaces an earlier registration.
 
-
-def _register(registry: dict, kind: str, factory: Callable | str) -> None:
-    if kind not in RULE_KINDS:
-        raise ValueError(f"unknown kind {kind!r}; expected one of: {', '.join(RULE_KINDS)}")
-    if not (callable(factory) or (isinstance(factory, str) and ":" in factory)):
-        raise TypeError(f"expected a function or a 'module:function' string, got {factory!r}")
-    registry[kind] = factory
-
-
-def _build_defaults(registry: dict, kind: str, what: str) -> list:
-    if kind not in RULE_KINDS:
-        raise ValueError(f"unknown {what} kind {kind!r}; expected one of: {', '.join(RULE_KINDS)}")
-    factory = registry.get(kind)
-    if factory is None:
-        return []
-    if isinstance(factory, str):
-        module_name, func_name = factory.split(":")
-        factory = getattr(importlib.import_module(module_name), func_name)
-    return list(factory())
+    The same as ``registry.register("schedule_rule", kind, factory, replace=True)``.
+    """
+    registry.register("schedule_rule", kind, registry.lazy(factory), replace=True)
 
 
 create = ScheduleRule.create

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from ..registry import register
 from .add_rfactor import AddRFactor
 from .apply_custom_rule import ApplyCustomRule
 from .auto_inline import AutoInline
-from .base import ScheduleRule, register_default_rules
+from .base import ScheduleRule
 from .multi_level_tiling import MultiLevelTiling, ReuseType
 from .parallel_vectorize_unroll import ParallelizeVectorizeUnroll
 from .random_compute_location import RandomComputeLocation
@@ -13,6 +14,7 @@ from .random_compute_location import RandomComputeLocation
 __all__ = ["llvm_rules"]
 
 
+@register("schedule_rule", "llvm", aliases=("cpu",))
 def llvm_rules() -> list[ScheduleRule]:
     """TVM's DefaultLLVM list (less InlineConstantScalars, whose job AutoInline's
     ``inline_const_tensor`` does here)."""
@@ -44,6 +46,3 @@ def llvm_rules() -> list[ScheduleRule]:
         ),
         RandomComputeLocation(),
     ]
-
-
-register_default_rules("llvm", llvm_rules)

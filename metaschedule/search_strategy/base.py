@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, Union
 
 import numpy as np
 
+from .. import registry
 from ..arg_info import ArgInfo
 from ..profiler import Profiler
 from ..schedule import Schedule, ScheduleError, Trace
@@ -74,25 +75,17 @@ class SearchStrategy(ABC):
 
     @staticmethod
     def create(
-        kind: Literal["evolutionary", "replay-trace", "replay-func"] = "evolutionary",
-        *args,
-        **kwargs,
+        kind: Literal["evolutionary", "replay-trace", "replay-func"] | str = "evolutionary",
+        *args: Any,
+        **kwargs: Any,
     ) -> SearchStrategy:
-        """Create a search strategy: "evolutionary", "replay-trace" or "replay-func"."""
-        from .evolutionary_search import EvolutionarySearch
-        from .replay_func import ReplayFunc
-        from .replay_trace import ReplayTrace
+        """Create a search strategy: "evolutionary", "replay-trace", "replay-func" (or
+        another registered kind, see :mod:`metaschedule.registry`).
 
-        kinds = {
-            "evolutionary": EvolutionarySearch,
-            "replay-trace": ReplayTrace,
-            "replay-func": ReplayFunc,
-        }
-        if kind not in kinds:
-            raise ValueError(
-                f"unknown search strategy kind {kind!r}; expected one of: {', '.join(kinds)}"
-            )
-        return kinds[kind](*args, **kwargs)
+        Raises:
+            ValueError: an unknown kind (the message lists the known ones).
+        """
+        return registry.create("search_strategy", kind, *args, **kwargs)
 
     def __str__(self) -> str:
         return type(self).__name__

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..registry import register
 from ..schedule import Schedule, Trace
 from ..tir.function import IRModule
 from ..tir.structural import structural_equal, structural_hash
@@ -115,6 +116,7 @@ class _State:
     num_empty_iters: int = 0
 
 
+@register("search_strategy", "evolutionary")
 class EvolutionarySearch(ContextBound, SearchStrategy):
     """Evolutionary search guided by a cost model (see the module docstring).
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..registry import register
 from ..schedule import Schedule, ScheduleError
 from .base import (
     TrialWindow,
@@ -16,6 +17,7 @@ __all__ = ["ReplayFunc"]
 MAX_FAIL_COUNT = 100
 
 
+@register("search_strategy", "replay-func")
 class ReplayFunc(ReplayStrategy):
     """Each candidate is a random design space from a fresh call of the TuneContext's
     space generator (whose random stream advances, so each call samples anew), then

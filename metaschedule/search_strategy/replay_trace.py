@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..registry import register
 from ..schedule import Schedule, Trace
 from .base import (
     TrialWindow,
@@ -14,6 +15,7 @@ from .replay import ReplayStrategy
 __all__ = ["ReplayTrace"]
 
 
+@register("search_strategy", "replay-trace")
 class ReplayTrace(ReplayStrategy):
     """Replays the trace of a random design space with its decisions removed, so that
     every sampling instruction draws anew, then runs the postprocessors.

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, Union
 
 import numpy as np
 
+from .. import registry
 from ..mutator import Mutator
 from ..postproc import Postproc
 from ..schedule import Schedule
@@ -123,25 +124,20 @@ class SpaceGenerator(ABC):
 
     @staticmethod
     def create(
-        kind: Literal["post-order-apply", "union"] | ScheduleFnType = "post-order-apply",
-        *args,
-        **kwargs,
+        kind: Literal["post-order-apply", "union"] | str | ScheduleFnType = "post-order-apply",
+        *args: Any,
+        **kwargs: Any,
     ) -> SpaceGenerator:
-        """Create a space generator: "post-order-apply", "union", or a schedule function
-        (a :class:`ScheduleFn`)."""
-        from .post_order_apply import PostOrderApply
-        from .schedule_fn import ScheduleFn
-        from .space_generator_union import SpaceGeneratorUnion
+        """Create a space generator: "post-order-apply", "union" (or another registered
+        kind, see :mod:`metaschedule.registry`), or a schedule function (a
+        :class:`ScheduleFn`, registered as "schedule-fn").
 
+        Raises:
+            ValueError: an unknown kind (the message lists the known ones).
+        """
         if callable(kind):
-            return ScheduleFn(kind, *args, **kwargs)
-        kinds = {"post-order-apply": PostOrderApply, "union": SpaceGeneratorUnion}
-        if kind not in kinds:
-            raise ValueError(
-                f"unknown space generator kind {kind!r}; expected one of: "
-                f"{', '.join(kinds)}, or a schedule function"
-            )
-        return kinds[kind](*args, **kwargs)
+            return registry.create("space_generator", "schedule-fn", kind, *args, **kwargs)
+        return registry.create("space_generator", kind, *args, **kwargs)
 
     def __str__(self) -> str:
         return type(self).__name__

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from ..registry import register
 from ..schedule import BlockRV, Schedule, ScheduleError
 from ..schedule.state import child_stmts
 from ..tir.stmt import Block, Stmt
@@ -18,6 +19,7 @@ __all__ = ["PostOrderApply", "collect_blocks"]
 CUSTOM_RULE_KEY = "schedule_rule"
 
 
+@register("space_generator", "post-order-apply")
 class PostOrderApply(SpaceGenerator):
     """Applies each schedule rule to each block, consumers before producers (as TVM).
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..registry import register
 from ..schedule import Schedule
 from .base import MutatorProbType, PostprocType, ScheduleFnType, ScheduleRuleType, SpaceGenerator
 
@@ -13,6 +14,7 @@ if TYPE_CHECKING:
 __all__ = ["ScheduleFn"]
 
 
+@register("space_generator", "schedule-fn")
 class ScheduleFn(SpaceGenerator):
     """Design spaces from a schedule function (an AutoTVM-style template).
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..registry import register
 from ..schedule import Schedule
 from .base import MutatorProbType, PostprocType, ScheduleRuleType, SpaceGenerator
 
@@ -14,6 +15,7 @@ if TYPE_CHECKING:
 __all__ = ["SpaceGeneratorUnion"]
 
 
+@register("space_generator", "union")
 class SpaceGeneratorUnion(SpaceGenerator):
     """Concatenates the design spaces of ``space_generators``, in order.
 

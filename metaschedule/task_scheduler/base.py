@@ -22,8 +22,9 @@ from __future__ import annotations
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal, Union
+from typing import TYPE_CHECKING, Any, Literal, Union
 
+from .. import registry
 from ..builder import Builder, BuilderInput, BuilderResult
 from ..logging import get_logger
 from ..measure_callback.base import MeasureCallback
@@ -314,17 +315,15 @@ class TaskScheduler(ABC):
                              f"int in [0, {len(self.tasks)})")
 
     @staticmethod
-    def create(kind: Literal["round-robin", "gradient"] = "gradient", *args,
-               **kwargs) -> TaskScheduler:
-        """Create a task scheduler: "gradient" (GradientBased) or "round-robin"."""
-        from .gradient_based import GradientBased
-        from .round_robin import RoundRobin
+    def create(kind: Literal["round-robin", "gradient"] | str = "gradient", *args: Any,
+               **kwargs: Any) -> TaskScheduler:
+        """Create a task scheduler: "gradient" (GradientBased), "round-robin" (or another
+        registered kind, see :mod:`metaschedule.registry`).
 
-        kinds = {"gradient": GradientBased, "round-robin": RoundRobin}
-        if kind not in kinds:
-            raise ValueError(f"unknown task scheduler kind {kind!r}; expected one of: "
-                             f"{', '.join(kinds)}")
-        return kinds[kind](*args, **kwargs)
+        Raises:
+            ValueError: an unknown kind (the message lists the known ones).
+        """
+        return registry.create("task_scheduler", kind, *args, **kwargs)
 
     def __str__(self) -> str:
         return type(self).__name__

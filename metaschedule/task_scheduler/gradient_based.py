@@ -20,6 +20,7 @@ import math
 
 import numpy as np
 
+from ..registry import register
 from .base import TaskScheduler
 
 __all__ = ["GradientBased"]
@@ -28,6 +29,7 @@ __all__ = ["GradientBased"]
 UNMEASURED_PRIORITY = 1e9
 
 
+@register("task_scheduler", "gradient")
 class GradientBased(TaskScheduler):
     """Gradient-based task scheduling (see the module docstring).
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from ..registry import register
 from .base import TaskScheduler
 
 __all__ = ["RoundRobin"]
 
 
+@register("task_scheduler", "round-robin")
 class RoundRobin(TaskScheduler):
     """Gives each live task a batch in turn.
 

@@ -156,7 +156,7 @@ def test_create_kinds(tmp_path):
     assert isinstance(union, msd.UnionDatabase) and union.databases == (m1, m2)
     assert isinstance(Database.create("ordered_union", m1), msd.OrderedUnionDatabase)
     assert isinstance(Database.create(lambda sch: False), msd.ScheduleFnDatabase)
-    with pytest.raises(ValueError, match="json, memory, union, ordered_union, sqlite"):
+    with pytest.raises(ValueError, match="json, memory, ordered_union, schedule_fn, sqlite, union"):
         Database.create("postgres")
 
 

@@ -26,7 +26,9 @@ def test_create_gives_tvm_defaults():
         MutateParallel: 0.02,
     }
     assert next(m for m in llvm if isinstance(m, MutateParallel)).max_jobs_per_core == 16
-    assert {type(m) for m in Mutator.create("cuda")} == {MutateTileSize, MutateUnroll}
+    assert {type(m) for m in Mutator.create("cpu")} == {type(m) for m in llvm}
+    with pytest.raises(ValueError, match="llvm"):  # GPU mutators are not built yet
+        Mutator.create("cuda")
     with pytest.raises(ValueError, match="llvm"):
         Mutator.create("tpu")
 

@@ -49,7 +49,9 @@ def test_create_llvm_gives_tvms_default_list():
     assert mlt.reuse_write == ReuseType("may", [1, 2], "global")
     assert (pvu.max_vectorize_extent, pvu.unroll_max_steps) == (64, [0, 16, 64, 512])
     assert rules[0] is not ScheduleRule.create("llvm")[0]  # a fresh list each time
-    assert ScheduleRule.create("cuda") == []  # no defaults registered for cuda here
+    assert [type(r) for r in ScheduleRule.create("cpu")] == [type(r) for r in rules]
+    with pytest.raises(ValueError, match="llvm"):  # not built here: an error, not []
+        ScheduleRule.create("cuda")
 
 
 def test_post_order_apply_from_target_uses_them(wl):

@@ -1,0 +1,17 @@
+"""The default postprocessors of each target kind (TVM's ``Postproc.create`` lists)."""
+
+from __future__ import annotations
+
+from ..registry import register
+from .base import Postproc
+from .disallow_dynamic_loop import DisallowDynamicLoop
+from .rewrite_parallel_vectorize_unroll import RewriteParallelVectorizeUnroll
+from .rewrite_reduction_block import RewriteReductionBlock
+
+__all__ = ["llvm_postprocs"]
+
+
+@register("postproc", "llvm", aliases=("cpu",))
+def llvm_postprocs() -> list[Postproc]:
+    """TVM's CPU list without RewriteLayout (not implemented here)."""
+    return [DisallowDynamicLoop(), RewriteParallelVectorizeUnroll(), RewriteReductionBlock()]
