@@ -34,7 +34,8 @@ from .postproc import Postproc
 from .profiler import Profiler
 from .runner import Runner
 from .schedule_rule import ScheduleRule
-from .search_strategy import MeasureCandidate, SearchStrategy
+from .measure_candidate import MeasureCandidate
+from .search_strategy import SearchStrategy
 from .space_generator import SpaceGenerator
 from .task_scheduler import TaskScheduler
 from .tune import tune_tasks, tune_tir

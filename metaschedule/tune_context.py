@@ -18,7 +18,10 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from .search_strategy import MeasureCandidate, SearchStrategy
+from .cost_model.random_model import RandomModel
+from .database import MemoryDatabase
+from .measure_candidate import MeasureCandidate
+from .search_strategy import EvolutionarySearch, SearchStrategy
 from .space_generator import SpaceGenerator
 from .target import Target, host_cpu_info
 from .tir.function import IRModule, PrimFunc, as_module
@@ -121,18 +124,12 @@ class TuneContext:
                 context.
         """
         strategy = self._strategy()
-        from .search_strategy import EvolutionarySearch
-
         if design_spaces is None:
             design_spaces = self.generate_design_space()
         if isinstance(strategy, EvolutionarySearch):
             if database is None:
-                from .database import MemoryDatabase
-
                 database = MemoryDatabase()
             if cost_model is None:
-                from .cost_model.random_model import RandomModel
-
                 cost_model = RandomModel(seed=self.fork_seed())
         strategy.pre_tuning(max_trials, num_trials_per_iter, design_spaces, database, cost_model)
 

@@ -10,6 +10,8 @@ from concurrent.futures import TimeoutError as FutureTimeoutError
 from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING, Any
 
+from ..codegen import BuildError
+from ..codegen.build import build
 from ..registry import register
 from ..tir.function import IRModule
 from ..utils import (
@@ -38,8 +40,6 @@ def default_build(mod: IRModule, target: Target, params: dict[str, Any] | None) 
 
     ``params`` are ignored: a TIR module has no parameters to bind as constants.
     """
-    from ..codegen.build import build
-
     return build(mod, target)
 
 
@@ -49,14 +49,6 @@ def default_export(mod: Module) -> str:
     path = os.path.join(folder, "artifact.so")
     mod.export_library(path)
     return path
-
-
-def _build_error_types() -> tuple[type, ...]:
-    try:
-        from ..codegen import BuildError
-    except ImportError:  # pragma: no cover - only while the code generator is absent
-        return ()
-    return (BuildError,)
 
 
 def _worker_build(
@@ -76,7 +68,7 @@ def _worker_build(
         export = resolve_function(f_export, default_export, "f_export")
         return "ok", export(build(mod, target, params))
     except Exception as err:  # noqa: BLE001 - every failure is data for the tuner
-        if isinstance(err, _build_error_types()):
+        if isinstance(err, BuildError):
             # The compiler's message is what the user needs; our stack is noise.
             return "error", f"LocalBuilder: build failed: {type(err).__name__}: {err}"
         return "error", (

@@ -11,7 +11,7 @@ from .. import registry
 
 if TYPE_CHECKING:
     from ..runner import RunnerResult
-    from ..search_strategy import MeasureCandidate
+    from ..measure_candidate import MeasureCandidate
 
 __all__ = ["CostModel", "PyCostModel"]
 

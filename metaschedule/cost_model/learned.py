@@ -11,7 +11,7 @@ from .metric import TrainingData, costs_of, workload_key
 
 if TYPE_CHECKING:
     from ..runner import RunnerResult
-    from ..search_strategy import MeasureCandidate
+    from ..measure_candidate import MeasureCandidate
 
 
 class LearnedCostModel(CostModel):

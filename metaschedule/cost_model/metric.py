@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..tir.structural import structural_hash
+
 if TYPE_CHECKING:
     from ..runner import RunnerResult
 
@@ -43,8 +45,6 @@ def workload_key(context: Any) -> str:
     mod = getattr(context, "mod", None)
     if mod is None:
         return ""
-    from ..tir.structural import structural_hash
-
     return format(structural_hash(mod) & (2**64 - 1), "016x")
 
 

@@ -12,7 +12,7 @@ from .base import CostModel
 
 if TYPE_CHECKING:
     from ..runner import RunnerResult
-    from ..search_strategy import MeasureCandidate
+    from ..measure_candidate import MeasureCandidate
 
 __all__ = ["RandomModel"]
 

@@ -16,16 +16,16 @@ import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from .. import registry
 from ..arg_info import ArgInfo
+from ..measure_candidate import MeasureCandidate
+from ..schedule import Schedule, Trace
+from ..target import Target
 from ..tir.function import IRModule, as_module
+from ..tir.serialize import from_json_dict, load_json, to_json_dict
 from .module_equality import ModuleEquality
-
-if TYPE_CHECKING:
-    from ..schedule import Schedule, Trace
-    from ..target import Target
 
 __all__ = [
     "MAX_RUN_SEC",
@@ -79,15 +79,11 @@ class Workload:
 
     def as_json(self) -> list:
         """``[shash as a decimal string, the module's JSON object]``."""
-        from ..tir.serialize import to_json_dict
-
         return [str(self.shash), to_json_dict(self.mod)]
 
     @staticmethod
     def from_json(json_obj: Any) -> Workload:
         """Parse :meth:`as_json` output (the module may also be a JSON string)."""
-        from ..tir.serialize import from_json_dict, load_json
-
         try:
             shash, mod_json = json_obj
             mod = load_json(mod_json) if isinstance(mod_json, str) else from_json_dict(mod_json)
@@ -138,8 +134,6 @@ class TuningRecord:
 
     def as_measure_candidate(self) -> Any:
         """A ``MeasureCandidate``: the trace replayed on the workload, and the arguments."""
-        from ..search_strategy import MeasureCandidate
-
         sch = _replay(self, "main")
         args_info = self.args_info
         if args_info is None:
@@ -158,9 +152,6 @@ class TuningRecord:
     @staticmethod
     def from_json(json_obj: Any, workload: Workload) -> TuningRecord:
         """Parse :meth:`as_json` output; the workload is given (records refer to it)."""
-        from ..schedule import Trace
-        from ..target import Target
-
         try:
             trace_json, run_secs, target_json, args_info_json = json_obj
             return TuningRecord(
@@ -180,8 +171,6 @@ def sort_key(record: TuningRecord) -> float:
 
 
 def _replay(record: TuningRecord, workload_name: str) -> Schedule:
-    from ..schedule import Schedule
-
     sch = Schedule(record.workload.mod)
     if workload_name in sch.mod:
         sch.work_on(workload_name)

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from ..registry import register
+from ..schedule import Schedule
 from ..tir.function import IRModule, as_module
 from ..utils import derived_object
 from .base import PyDatabase, TuningRecord, Workload, check_top_k
-
-if TYPE_CHECKING:
-    from ..schedule import Schedule
 
 __all__ = ["ScheduleFnDatabase"]
 
@@ -39,8 +36,6 @@ class ScheduleFnDatabase(PyDatabase):
     def query_schedule(
         self, mod: IRModule, target=None, workload_name: str = "main"
     ) -> Schedule | None:
-        from ..schedule import Schedule
-
         sch = Schedule(as_module(mod))
         if workload_name in sch.mod:
             sch.work_on(workload_name)

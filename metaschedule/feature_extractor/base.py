@@ -10,7 +10,7 @@ import numpy as np
 from .. import registry
 
 if TYPE_CHECKING:
-    from ..search_strategy import MeasureCandidate
+    from ..measure_candidate import MeasureCandidate
 
 __all__ = ["FeatureExtractor", "PyFeatureExtractor"]
 

@@ -10,7 +10,7 @@ from .base import MeasureCallback
 if TYPE_CHECKING:
     from ..builder import BuilderResult
     from ..runner import RunnerResult
-    from ..search_strategy import MeasureCandidate
+    from ..measure_candidate import MeasureCandidate
     from ..task_scheduler import TaskScheduler
 
 __all__ = ["AddToDatabase"]
@@ -33,10 +33,11 @@ class AddToDatabase(MeasureCallback):
         builder_results: list[BuilderResult],
         runner_results: list[RunnerResult],
     ) -> None:
-        database = task_scheduler.database
+        task = task_scheduler.task_view(task_id)
+        database = task.database
         if database is None:
             return
-        ctx = task_scheduler.tasks[task_id].ctx
+        ctx = task.ctx
         workload = database.commit_workload(ctx.mod)
         for cand, built, ran in zip(measure_candidates, builder_results, runner_results):
             failed = built.error_msg is not None or ran.error_msg is not None

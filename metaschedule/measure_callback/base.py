@@ -15,7 +15,7 @@ from .. import registry
 if TYPE_CHECKING:
     from ..builder import BuilderResult
     from ..runner import RunnerResult
-    from ..search_strategy import MeasureCandidate
+    from ..measure_candidate import MeasureCandidate
     from ..task_scheduler import TaskScheduler
 
 __all__ = ["MeasureCallback", "PyMeasureCallback", "create"]
@@ -37,8 +37,10 @@ class MeasureCallback(ABC):
     ) -> None:
         """Act on a measured batch of task ``task_id`` (the three lists align).
 
-        The scheduler's state is available: ``task_scheduler.tasks[task_id].ctx`` (the
-        TuneContext), ``task_scheduler.database``, ``task_scheduler.cost_model``.
+        Read the task through ``task_scheduler.task_view(task_id)``, a
+        :class:`~metaschedule.measure_callback.task_view.TaskView` (its TuneContext, name,
+        module, trial count, and the scheduler's database and cost model), rather than the
+        scheduler's internals.
         """
 
     @staticmethod

@@ -10,7 +10,7 @@ from .base import MeasureCallback
 if TYPE_CHECKING:
     from ..builder import BuilderResult
     from ..runner import RunnerResult
-    from ..search_strategy import MeasureCandidate
+    from ..measure_candidate import MeasureCandidate
     from ..task_scheduler import TaskScheduler
 
 __all__ = ["RemoveBuildArtifact"]

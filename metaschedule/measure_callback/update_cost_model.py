@@ -10,7 +10,7 @@ from .base import MeasureCallback
 if TYPE_CHECKING:
     from ..builder import BuilderResult
     from ..runner import RunnerResult
-    from ..search_strategy import MeasureCandidate
+    from ..measure_candidate import MeasureCandidate
     from ..task_scheduler import TaskScheduler
 
 __all__ = ["UpdateCostModel"]
@@ -29,10 +29,11 @@ class UpdateCostModel(MeasureCallback):
         builder_results: list[BuilderResult],
         runner_results: list[RunnerResult],
     ) -> None:
-        cost_model = task_scheduler.cost_model
+        task = task_scheduler.task_view(task_id)
+        cost_model = task.cost_model
         if cost_model is None:
             return
-        ctx = task_scheduler.tasks[task_id].ctx
+        ctx = task.ctx
         kept = [
             (cand, ran)
             for cand, built, ran in zip(measure_candidates, builder_results, runner_results)

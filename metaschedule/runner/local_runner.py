@@ -29,11 +29,13 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import CancelledError
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from ..arg_info import ArgInfo
 from ..registry import register
+from ..runtime import Module, load_module
 from ..tir.dtype import is_bool, is_float, numpy_dtype
 from ..utils import (
     MAIN_GUARD_HINT,
@@ -45,9 +47,6 @@ from ..utils import (
 )
 from .base import PyRunner, RunnerFuture, RunnerInput, RunnerResult
 from .config import EvaluatorConfig
-
-if TYPE_CHECKING:
-    from ..runtime import Module
 
 __all__ = [
     "T_ALLOC_ARGUMENT",
@@ -82,8 +81,6 @@ def default_alloc_argument(
     integers zero: an integer argument may be an index, and zero is in bounds.
     ``device`` is the device type; arrays live on the host and the runtime moves them.
     """
-    from ..arg_info import ArgInfo
-
     rng = np.random.default_rng(0)
     infos = [ArgInfo.from_json(a) for a in args_info]
     repeated = []
@@ -126,8 +123,6 @@ def default_cleanup() -> None:
 
 
 def _default_load(path: str) -> Module:
-    from ..runtime import load_module
-
     return load_module(path)
 
 

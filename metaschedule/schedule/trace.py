@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from ..tir.expr import FloatImm, IntImm
 from .instruction import Instruction, get_inst_kind
 from .rv import RV, BlockRV, ExprRV, LoopRV
 
@@ -218,8 +219,6 @@ def _json_value(v: Any) -> Any:
         return v
     if hasattr(v, "item"):  # numpy scalar
         return v.item()
-    from ..tir.expr import FloatImm, IntImm
-
     if isinstance(v, (IntImm, FloatImm)):
         return v.value
     raise TypeError(f"cannot store {type(v).__name__} {v!r} in a trace")

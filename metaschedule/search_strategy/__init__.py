@@ -1,8 +1,8 @@
 """Search strategies: draw measure candidates from design spaces."""
 
+from ..measure_candidate import MeasureCandidate
 from .base import PySearchStrategy, SearchStrategy, create
 from .evolutionary_search import EvolutionarySearch
-from .measure_candidate import MeasureCandidate
 from .replay_func import ReplayFunc
 from .replay_trace import ReplayTrace
 

@@ -19,9 +19,9 @@ import numpy as np
 
 from .. import registry
 from ..arg_info import ArgInfo
+from ..measure_candidate import MeasureCandidate
 from ..profiler import Profiler
 from ..schedule import Schedule, ScheduleError, Trace
-from .measure_candidate import MeasureCandidate
 
 if TYPE_CHECKING:
     from ..cost_model.base import CostModel

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..measure_candidate import MeasureCandidate
 from ..registry import register
 from ..schedule import Schedule, Trace
 from ..tir.function import IRModule
@@ -38,7 +39,6 @@ from .base import (
     timed,
     trace_key,
 )
-from .measure_candidate import MeasureCandidate
 
 if TYPE_CHECKING:
     from ..cost_model.base import CostModel

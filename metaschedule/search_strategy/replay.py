@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from ..measure_candidate import MeasureCandidate
 from .base import (
     ContextBound,
     SearchStrategy,
@@ -13,7 +14,6 @@ from .base import (
     check_design_spaces,
     timed,
 )
-from .measure_candidate import MeasureCandidate
 
 if TYPE_CHECKING:
     from ..cost_model.base import CostModel

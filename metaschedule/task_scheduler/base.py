@@ -28,6 +28,7 @@ from .. import registry
 from ..builder import Builder, BuilderInput, BuilderResult
 from ..logging import get_logger
 from ..measure_callback.base import MeasureCallback
+from ..measure_callback.task_view import TaskView
 from ..profiler import Profiler
 from ..runner import Runner, RunnerFuture, RunnerInput, RunnerResult
 from .task_record import TaskRecord, statistics_table
@@ -35,7 +36,7 @@ from .task_record import TaskRecord, statistics_table
 if TYPE_CHECKING:
     from ..cost_model.base import CostModel
     from ..database import Database
-    from ..search_strategy import MeasureCandidate
+    from ..measure_candidate import MeasureCandidate
     from ..tune_context import TuneContext
 
 __all__ = ["PyTaskScheduler", "TaskScheduler", "create"]
@@ -257,6 +258,13 @@ class TaskScheduler(ABC):
             self.logger.warning("Task #%d %r: %s", task_id, task.name, msg.splitlines()[0])
             self.terminate_task(task_id)
         return results
+
+    def task_view(self, task_id: int) -> TaskView:
+        """The read-only view of task ``task_id`` that measure callbacks use."""
+        self._check_task_id(task_id, "task_view got")
+        task = self.tasks[task_id]
+        return TaskView(task_id, task.name, task.ctx, task.num_trials, self.database,
+                        self.cost_model)
 
     def terminate_task(self, task_id: int) -> None:
         """Mark ``task_id`` done (joining its batch in flight first). Idempotent."""

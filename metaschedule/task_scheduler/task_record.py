@@ -10,7 +10,7 @@ from ..flop_count import estimate_flops
 if TYPE_CHECKING:
     from ..builder import BuilderResult
     from ..runner import RunnerFuture, RunnerResult
-    from ..search_strategy import MeasureCandidate
+    from ..measure_candidate import MeasureCandidate
     from ..tune_context import TuneContext
 
 __all__ = ["TaskRecord", "statistics_table"]

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..builder import BuilderInput, BuilderResult, PyBuilder
+from ..builder.local_builder import default_build
 from ..runner import PyRunner, RunnerFuture, RunnerInput, RunnerResult
 from ..tir.structural import structural_hash
 from ..utils import derived_object
@@ -111,8 +112,6 @@ def fault_injecting_build(mod: Any, target: Any, params: Any) -> Any:
             time.sleep(1)
     if "raise" in faults:
         raise RuntimeError(f"cannot build {list(mod)}: injected failure")
-    from ..builder.local_builder import default_build
-
     return default_build(mod, target, params)
 
 

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .buffer import Buffer
-from .expr import Node, PrimExpr, Var
+from .expr import Node, PrimExpr, Var, convert
 
 # ----------------------------------------------------------------------------- node fields
 
@@ -591,8 +591,6 @@ class _Substituter(Mutator):
 
 def substitute(node: Any, vmap: Mapping[Var, Any], bmap: Mapping[Buffer, Buffer] | None = None):
     """Replace variables (and optionally buffers) in ``node``; Python numbers are converted."""
-    from .expr import convert
-
     vmap = {k: convert(v) for k, v in vmap.items()}
     if not vmap and not bmap:
         return node

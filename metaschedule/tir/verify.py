@@ -31,6 +31,8 @@ from . import expr as E
 from .buffer import Buffer
 from .dtype import is_bool, is_int
 from .function import IRModule, PrimFunc
+from .functor import post_order_visit
+from .printer import script
 from .stmt import (
     Allocate, Block, BlockRealize, BufferRegion, BufferStore, Evaluate, For, IfThenElse,
     IterType, SeqStmt,
@@ -87,8 +89,6 @@ class _Verifier:
 
     # ------------------------------------------------------------------ errors
     def fail(self, what: str, node: Any = None) -> None:
-        from .printer import script
-
         scopes = (For, BlockRealize, Block)
         target = next((n for n in reversed(self.stack) if isinstance(n, scopes)), None)
         if target is None:
@@ -330,8 +330,6 @@ class _Verifier:
 
 
 def _vars_of(node: Any) -> list[E.Var]:
-    from .functor import post_order_visit
-
     found: list[E.Var] = []
     seen: set[E.Var] = set()
 

@@ -15,6 +15,7 @@ from metaschedule.measure_callback import (
     MeasureCallback,
     PyMeasureCallback,
     RemoveBuildArtifact,
+    TaskView,
     UpdateCostModel,
     create,
 )
@@ -22,6 +23,7 @@ from metaschedule.runner import RunnerResult
 from metaschedule.schedule import Schedule
 from metaschedule.search_strategy import MeasureCandidate
 from metaschedule.target import Target
+from metaschedule.task_scheduler import RoundRobin, TaskRecord
 from metaschedule.testing.tuning_records import matmul
 from metaschedule.utils import derived_object
 
@@ -39,8 +41,24 @@ def candidates(n):
 
 def scheduler(database=None, cost_model=None):
     ctx = SimpleNamespace(mod=matmul(8), target=Target("cpu"), task_name="main")
-    return SimpleNamespace(tasks=[SimpleNamespace(ctx=ctx)], database=database,
-                           cost_model=cost_model)
+    sched = RoundRobin()
+    sched.tasks, sched.database, sched.cost_model = [TaskRecord(ctx, 1.0)], database, cost_model
+    return sched
+
+
+def test_task_view_is_a_read_only_snapshot():
+    db = MemoryDatabase()
+    sched = scheduler(db)
+    sched.tasks[0].latencies.extend([1.0, 2.0])
+    view = sched.task_view(0)
+    assert isinstance(view, TaskView)
+    assert (view.task_id, view.name, view.num_trials) == (0, "main", 2)
+    assert view.ctx is sched.tasks[0].ctx and view.mod is view.ctx.mod
+    assert view.target == Target("cpu") and view.database is db and view.cost_model is None
+    with pytest.raises(AttributeError):
+        view.database = None
+    with pytest.raises(ValueError, match="task_view"):
+        sched.task_view(3)
 
 
 OK = BuilderResult("dummy://x", None)

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..arg_info import ArgInfo
-    from ..schedule import Schedule
+    from .arg_info import ArgInfo
+    from .schedule import Schedule
 
 __all__ = ["MeasureCandidate"]
 
