@@ -20,6 +20,7 @@ from .. import expr as E
 from ..dtype import bits, is_bool, is_int
 from ..stmt import Range
 from .evaluate import trunc_div
+from .expr_key import free_vars
 
 if TYPE_CHECKING:
     from .analyzer import Analyzer
@@ -329,8 +330,6 @@ class IntervalEvaluator:
         hit = self._mentions.get(id(e))
         if hit is not None and hit[0] is e:
             return hit[1]
-        from .simplify import free_vars
-
         out = any(v in self.dom for v in free_vars(e))
         self._mentions[id(e)] = (e, out)
         return out

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from .. import expr as E
 from ..stmt import Range
 from .analyzer import Analyzer
+from .expr_key import ExprKeyer, free_vars
 from .iter_check import CheckLevel, SplitChecker
 from .iter_expr import (
     IterMark,
@@ -33,7 +34,6 @@ from .iter_expr import (
     is_int,
     normalize_iter_map_to_expr,
 )
-from .simplify import ExprKeyer, free_vars
 
 __all__ = [
     "CheckLevel", "IterMapResult", "IterMark", "IterSplitExpr", "IterSumExpr", "detect_iter_map",
