@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..schedule import Instruction, Schedule, Trace
-from ..schedule.primitives.compute_location import compute_location_candidates
+from ..schedule.primitives.compute_location_candidates import compute_location_candidates
 from .base import Mutator
 
 __all__ = ["MutateComputeLocation"]

@@ -17,7 +17,7 @@ from metaschedule.schedule.error import (
     NotAllBlocksUnderLoopError,
     NotCompleteOrReductionBlockError,
 )
-from metaschedule.schedule.primitives import compute_location as cl
+from metaschedule.schedule.primitives import compute_location_candidates as cl
 from metaschedule.tir import Block, BlockRealize, For, IntImm, SeqStmt
 from metaschedule.tir.interpreter import interpret
 from metaschedule.tir.structural import structural_equal
