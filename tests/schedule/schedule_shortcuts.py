@@ -6,7 +6,7 @@ import contextlib
 from unittest import mock
 
 from metaschedule.schedule import affine, bindings, linear
-from metaschedule.schedule import analysis as an
+from metaschedule.schedule.analysis import regions
 
 
 @contextlib.contextmanager
@@ -17,7 +17,7 @@ def general_paths():
     with contextlib.ExitStack() as stack:
         stack.enter_context(mock.patch.object(
             bindings.LoopVarRewriter, "_fast", lambda self, old, values: None))
-        stack.enter_context(mock.patch.object(an, "relax_linear", lambda *a: None))
+        stack.enter_context(mock.patch.object(regions, "relax_linear", lambda *a: None))
         stack.enter_context(mock.patch.object(affine, "is_tiling_binding", lambda r, d: False))
         stack.enter_context(mock.patch.object(affine, "affine_memo", lambda state: None))
         stack.enter_context(mock.patch.object(
