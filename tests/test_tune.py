@@ -96,6 +96,7 @@ def record_hashes(db):
 
 
 # ------------------------------------------------------------------------------ slow
+@pytest.mark.compiler
 @pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["replay-func", "replay-trace", "evolutionary"])
 def test_each_strategy_finds_a_fast_correct_schedule(strategy, tmp_path, builder, runner,
@@ -122,6 +123,7 @@ def test_each_strategy_finds_a_fast_correct_schedule(strategy, tmp_path, builder
     assert len(JSONDatabase(work_dir=work_dir)) == 8
 
 
+@pytest.mark.compiler
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["xgb", "mlp"])
 def test_learned_cost_models_train_during_tuning(kind, tmp_path, builder, runner,
@@ -139,6 +141,7 @@ def test_learned_cost_models_train_during_tuning(kind, tmp_path, builder, runner
     check_best(db, unscheduled_secs)
 
 
+@pytest.mark.compiler
 @pytest.mark.slow
 def test_resuming_does_not_measure_again(tmp_path, builder, runner):
     work_dir = str(tmp_path)
@@ -154,6 +157,7 @@ def test_resuming_does_not_measure_again(tmp_path, builder, runner):
     assert len(set(hashes)) == 16  # same seed, yet nothing measured twice
 
 
+@pytest.mark.compiler
 @pytest.mark.slow
 def test_two_tasks_under_gradient_based_both_get_trials(tmp_path, builder, runner):
     mod = IRModule({"big": matmul(N), "small": matmul(32)})
@@ -243,6 +247,7 @@ class RankedRandom(PySearchStrategy):
         return RankedRandom()
 
 
+@pytest.mark.compiler
 @pytest.mark.slow
 def test_user_cost_model_and_search_strategy_plug_in(tmp_path, builder, runner,
                                                      unscheduled_secs):

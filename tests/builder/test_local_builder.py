@@ -34,12 +34,14 @@ def check_matmul_artifact(path, n):
     np.testing.assert_allclose(c, a @ b, rtol=1e-5)
 
 
+@pytest.mark.compiler
 def test_build_matmul_gives_a_loadable_artifact(builder):
     (result,) = builder.build([BuilderInput(matmul(16), Target("cpu"))])
     assert result.error_msg is None
     check_matmul_artifact(result.artifact_path, 16)
 
 
+@pytest.mark.compiler
 def test_failing_builds_are_results_and_the_next_build_succeeds(builder):
     cpu = Target("cpu")
     inputs = [

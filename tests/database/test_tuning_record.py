@@ -61,7 +61,6 @@ def test_validity_follows_tvm_convention():
 
 
 def test_as_measure_candidate_replays_the_trace():
-    pytest.importorskip("metaschedule.search_strategy")
     w = Workload(matmul(8))
     record = make_record(w, [0.5], seed=2)
     candidate = record.as_measure_candidate()

@@ -51,6 +51,7 @@ def inp(artifacts, name):
     return RunnerInput(path, "cpu", args_info)
 
 
+@pytest.mark.compiler
 def test_measure_a_matmul(artifacts):
     with LocalRunner(timeout_sec=10, evaluator_config=FAST, alloc_repeat=2) as runner:
         (future,) = runner.run([inp(artifacts, "matmul")])
@@ -61,6 +62,7 @@ def test_measure_a_matmul(artifacts):
     assert future.done() and future.result() is result
 
 
+@pytest.mark.compiler
 def test_crash_hang_and_compile_failure_are_errors_and_the_next_candidate_runs(artifacts):
     bad_c_error, _ = artifacts["bad_c"]
     assert "too few arguments to function" in bad_c_error  # failed to compile: never run
@@ -76,6 +78,7 @@ def test_crash_hang_and_compile_failure_are_errors_and_the_next_candidate_runs(a
     assert ok2.error_msg is None and len(ok2.run_secs) == 3
 
 
+@pytest.mark.compiler
 def test_run_returns_at_once_and_futures_complete_out_of_order(artifacts):
     batch = [
         inp(artifacts, "hang"),
@@ -93,6 +96,7 @@ def test_run_returns_at_once_and_futures_complete_out_of_order(artifacts):
         assert ok.result().error_msg is None
 
 
+@pytest.mark.compiler
 def test_measurements_never_overlap_even_across_runners(artifacts):
     batch = [inp(artifacts, "matmul_small")] * 3
     a = LocalRunner(timeout_sec=10, f_run_evaluator=INTERVALS)
@@ -105,6 +109,7 @@ def test_measurements_never_overlap_even_across_runners(artifacts):
         assert start >= end
 
 
+@pytest.mark.compiler
 def test_cooldown_separates_measurements(artifacts):
     with LocalRunner(timeout_sec=10, f_run_evaluator=INTERVALS, cooldown_sec=0.2) as runner:
         intervals = sorted(
@@ -153,6 +158,7 @@ def test_runner_result_has_exactly_one_outcome():
         RunnerResult(None, None)
 
 
+@pytest.mark.compiler
 def test_futures_outlive_a_temporary_runner(artifacts):
     futures = LocalRunner(timeout_sec=10, evaluator_config=FAST).run([inp(artifacts, "matmul")] * 2)
     import gc
@@ -161,6 +167,7 @@ def test_futures_outlive_a_temporary_runner(artifacts):
     assert all(f.result().error_msg is None for f in futures)
 
 
+@pytest.mark.compiler
 def test_close_cancels_pending_measurements_at_once(artifacts):
     runner = LocalRunner(timeout_sec=30, evaluator_config=FAST)
     futures = runner.run([inp(artifacts, "hang")] * 3)

@@ -1,15 +1,11 @@
 """blockize: outer block structure, bindings, regions, numbers, trace round trip, errors."""
 
-import json
-
 import numpy as np
 import pytest
 
 from metaschedule import te, tir
-from metaschedule.schedule import Trace
+from metaschedule.testing.primitive_check import check_primitives as check
 from metaschedule.tir import IterType
-from metaschedule.tir.interpreter import interpret
-from metaschedule.tir.structural import structural_equal
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -35,22 +31,6 @@ def conv():
     data = te.placeholder((1, 6, 6, 4), "float32", "data")
     kernel = te.placeholder((3, 3, 4, 8), "float32", "kernel")
     return te.create_prim_func([data, kernel, te.ops.conv2d_nhwc(data, kernel, padding=1)])
-
-
-def run(func, seed=0):
-    rng = np.random.default_rng(seed)
-    arrays = [rng.standard_normal(p.static_shape()).astype(p.dtype) for p in func.params]
-    interpret(func, *arrays)
-    return arrays[-1]
-
-
-def check(sch, func):
-    tir.verify(sch.mod)
-    np.testing.assert_allclose(run(sch.mod["main"]), run(func), rtol=1e-5, atol=1e-5)
-    trace = Trace.from_json(json.loads(json.dumps(sch.trace.as_json())))
-    fresh = tir.Schedule(func)
-    trace.apply_to_schedule(fresh, remove_postproc=False)
-    assert structural_equal(fresh.mod, sch.mod), f"{fresh.mod}\n!=\n{sch.mod}"
 
 
 def assert_unchanged(sch, fn, match):
@@ -150,6 +130,7 @@ def test_blockize_with_a_predicate_and_on_conv():
     check(sch, func)
 
 
+@pytest.mark.compiler
 def test_blockize_twice_and_build():
     func = matmul()
     sch, _c, (_i0, _j0, k0, _i1, j1, _k1) = tiled(func)

@@ -1,14 +1,10 @@
 """cache_read / cache_write: structure, numbers, trace round trip, errors; the CPU matmul recipe."""
 
-import json
-
 import numpy as np
 import pytest
 
 from metaschedule import te, tir
-from metaschedule.schedule import Trace
-from metaschedule.tir.interpreter import interpret
-from metaschedule.tir.structural import structural_equal
+from metaschedule.testing.primitive_check import check_primitives as check
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -28,23 +24,6 @@ def make_matmul_relu(n=16, m=12, k=8):
     C = te.compute((n, m), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
     D = te.compute((n, m), lambda i, j: te.if_then_else(C[i, j] > 0.0, C[i, j], 0.0), name="D")
     return te.create_prim_func([A, B, D])
-
-
-def run(func, seed=0):
-    rng = np.random.default_rng(seed)
-    arrays = [rng.standard_normal(p.static_shape()).astype(p.dtype) for p in func.params]
-    interpret(func, *arrays)
-    return arrays[-1]
-
-
-def check(sch, func):
-    """Same numbers as ``func``, well formed, and the JSON trace replays to an equal module."""
-    tir.verify(sch.mod)
-    np.testing.assert_allclose(run(sch.mod["main"]), run(func), rtol=1e-5, atol=1e-5)
-    trace = Trace.from_json(json.loads(json.dumps(sch.trace.as_json())))
-    fresh = tir.Schedule(func)
-    trace.apply_to_schedule(fresh, remove_postproc=False)
-    assert structural_equal(fresh.mod, sch.mod), f"{fresh.mod}\n!=\n{sch.mod}"
 
 
 def root_children(sch):
@@ -255,6 +234,7 @@ def test_cache_errors_on_the_dataflow():
 # ----------------------------------------------------------------------------- the CPU recipe
 
 
+@pytest.mark.compiler
 def test_cpu_matmul_recipe():
     func = make_matmul(16, 16, 8)
     sch = tir.Schedule(func)

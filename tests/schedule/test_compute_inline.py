@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 
 import numpy as np
 import pytest
 
 from metaschedule import te, tir
-from metaschedule.schedule import Trace
+from metaschedule.codegen import build
 from metaschedule.schedule.error import NotInlinableError
+from metaschedule.testing.primitive_check import check_primitives as check
 from metaschedule.tir import BufferLoad, BufferStore, IfThenElse
 from metaschedule.tir.functor import post_order_visit
 from metaschedule.tir.interpreter import interpret
 from metaschedule.tir.structural import structural_equal
-from metaschedule.tir.verify import verify_well_formed
 
 
 def conv_bias_relu():
@@ -46,20 +45,6 @@ def transposed_reuse():
 def inputs(func, seed=0):
     rng = np.random.default_rng(seed)
     return [rng.standard_normal(p.static_shape()).astype(p.dtype) for p in func.params]
-
-
-def check(sch, func) -> None:
-    verify_well_formed(sch.mod)
-    want = inputs(func)
-    interpret(func, *want)
-    got = inputs(func)
-    got[-1][...] = 0
-    interpret(sch.mod["main"], *got)
-    np.testing.assert_allclose(got[-1], want[-1], rtol=1e-5, atol=1e-5)
-    trace = Trace.from_json(json.loads(json.dumps(sch.trace.as_json())))
-    fresh = tir.Schedule(func)
-    trace.apply_to_schedule(fresh, remove_postproc=False)
-    assert structural_equal(fresh.mod, sch.mod)
 
 
 def blocks(sch) -> list[str]:
@@ -283,7 +268,6 @@ def test_reverse_inline_error_output_used_in_between():
 
 @pytest.mark.compiler
 def test_inlined_conv_bias_relu_builds():
-    build = pytest.importorskip("metaschedule.codegen.build").build
     func = conv_bias_relu()
     sch = tir.Schedule(func)
     sch.compute_inline(sch.get_block("PaddedInput"))

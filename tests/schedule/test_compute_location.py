@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 from unittest import mock
 
 import numpy as np
 import pytest
 
 from metaschedule import te, tir
-from metaschedule.schedule import NotAffineError, ScheduleError, Trace
+from metaschedule.codegen import build
+from metaschedule.schedule import NotAffineError, ScheduleError
 from metaschedule.schedule.error import (
     InsertionIndexError,
     LoopPositionError,
@@ -18,10 +18,10 @@ from metaschedule.schedule.error import (
     NotCompleteOrReductionBlockError,
 )
 from metaschedule.schedule.primitives import compute_location_candidates as cl
+from metaschedule.testing.primitive_check import check_primitives as check
 from metaschedule.tir import Block, BlockRealize, For, IntImm, SeqStmt
 from metaschedule.tir.interpreter import interpret
 from metaschedule.tir.structural import structural_equal
-from metaschedule.tir.verify import verify_well_formed
 
 # ----------------------------------------------------------------------------- workloads
 
@@ -67,21 +67,6 @@ def stencil(n=8):
 def inputs(func, seed=0):
     rng = np.random.default_rng(seed)
     return [rng.standard_normal(p.static_shape()).astype(p.dtype) for p in func.params]
-
-
-def check(sch: tir.Schedule, func) -> None:
-    """Same numbers as the unscheduled function; the trace replays from JSON."""
-    verify_well_formed(sch.mod)
-    want = inputs(func)
-    interpret(func, *want)
-    got = inputs(func)
-    got[-1][...] = 0
-    interpret(sch.mod["main"], *got)
-    np.testing.assert_allclose(got[-1], want[-1], rtol=1e-5, atol=1e-5)
-    trace = Trace.from_json(json.loads(json.dumps(sch.trace.as_json())))
-    fresh = tir.Schedule(func)
-    trace.apply_to_schedule(fresh, remove_postproc=False)
-    assert structural_equal(fresh.mod, sch.mod)
 
 
 def loops_of(sch, name):
@@ -496,7 +481,6 @@ def test_error_dataflow_out_of_order():
 
 @pytest.mark.compiler
 def test_tiled_matmul_with_moved_blocks_builds():
-    build = pytest.importorskip("metaschedule.codegen.build").build
     func = matmul_relu(8, 12, 8)
     sch = tir.Schedule(func)
     c = sch.get_block("C")

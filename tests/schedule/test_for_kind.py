@@ -1,12 +1,10 @@
 """parallel, vectorize, unroll, bind: loop kinds, legality checks, numbers, trace round trip."""
 
-import json
-
 import numpy as np
 import pytest
 
 from metaschedule import te, tir
-from metaschedule.schedule import Trace
+from metaschedule.testing.primitive_check import check_primitives as check
 from metaschedule.tir import (
     Block,
     BlockRealize,
@@ -23,7 +21,6 @@ from metaschedule.tir import (
 )
 from metaschedule.tir.interpreter import interpret
 from metaschedule.tir.stmt import true
-from metaschedule.tir.structural import structural_equal
 
 
 def matmul(n=8, m=6, k=4):
@@ -32,21 +29,6 @@ def matmul(n=8, m=6, k=4):
     r = te.reduce_axis((0, k), "k")
     C = te.compute((n, m), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
     return te.create_prim_func([A, B, C])
-
-
-def run(func, seed=0):
-    rng = np.random.default_rng(seed)
-    arrays = [rng.standard_normal(p.static_shape()).astype(p.dtype) for p in func.params]
-    interpret(func, *arrays)
-    return arrays[-1]
-
-
-def check(sch, func):
-    np.testing.assert_allclose(run(sch.mod["main"]), run(func), rtol=1e-5, atol=1e-5)
-    trace = Trace.from_json(json.loads(json.dumps(sch.trace.as_json())))
-    fresh = tir.Schedule(func)
-    trace.apply_to_schedule(fresh, remove_postproc=False)
-    assert structural_equal(fresh.mod, sch.mod), f"{fresh.mod}\n!=\n{sch.mod}"
 
 
 def assert_unchanged(sch, fn, match):

@@ -6,9 +6,8 @@ import numpy as np
 import pytest
 
 from metaschedule import te, tir
-from metaschedule.schedule import Trace
 from metaschedule.schedule.primitives.layout import IndexMap
-from metaschedule.tir.interpreter import interpret
+from metaschedule.testing.primitive_check import check_primitives as check
 from metaschedule.tir.structural import structural_equal
 
 # ----------------------------------------------------------------------------- helpers
@@ -25,22 +24,6 @@ def chain(n=8, m=6):
 def softmax():
     A = te.placeholder((4, 6), "float32", "A")
     return te.create_prim_func([A, te.ops.softmax(A)])
-
-
-def run(func, seed=0):
-    rng = np.random.default_rng(seed)
-    arrays = [rng.standard_normal(p.static_shape()).astype(p.dtype) for p in func.params]
-    interpret(func, *arrays)
-    return arrays[-1]
-
-
-def check(sch, func):
-    tir.verify(sch.mod)
-    np.testing.assert_allclose(run(sch.mod["main"]), run(func), rtol=1e-5, atol=1e-5)
-    trace = Trace.from_json(json.loads(json.dumps(sch.trace.as_json())))
-    fresh = tir.Schedule(func)
-    trace.apply_to_schedule(fresh, remove_postproc=False)
-    assert structural_equal(fresh.mod, sch.mod), f"{fresh.mod}\n!=\n{sch.mod}"
 
 
 def assert_unchanged(sch, fn, match):
@@ -95,6 +78,7 @@ def test_set_scope_errors():
 # ----------------------------------------------------------------------------- storage_align
 
 
+@pytest.mark.compiler
 def test_storage_align_records_the_annotation():
     func = softmax()
     sch = tir.Schedule(func)

@@ -1,14 +1,12 @@
 """split, fuse, reorder, add_unit_loop: structure, numbers, trace round trip, errors."""
 
-import json
-
 import numpy as np
 import pytest
 
 from metaschedule import te, tir
-from metaschedule.schedule import Trace
 from metaschedule.schedule.affine import has_affine_binding
 from metaschedule.schedule.analysis import loop_doms
+from metaschedule.testing.primitive_check import check_primitives as check
 from metaschedule.tir import (
     Block,
     BlockRealize,
@@ -27,7 +25,6 @@ from metaschedule.tir.arith import evaluate
 from metaschedule.tir.arith.iter_map import is_affine_binding
 from metaschedule.tir.interpreter import interpret
 from metaschedule.tir.stmt import SeqStmt, true
-from metaschedule.tir.structural import structural_equal
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -38,22 +35,6 @@ def matmul(n=10, m=12, k=8):
     r = te.reduce_axis((0, k), "k")
     C = te.compute((n, m), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
     return te.create_prim_func([A, B, C])
-
-
-def run(func, seed=0):
-    rng = np.random.default_rng(seed)
-    arrays = [rng.standard_normal(p.static_shape()).astype(p.dtype) for p in func.params]
-    interpret(func, *arrays)
-    return arrays[-1]
-
-
-def check(sch, func):
-    """Same numbers as ``func``; the JSON trace replays to a structurally equal module."""
-    np.testing.assert_allclose(run(sch.mod["main"]), run(func), rtol=1e-5, atol=1e-5)
-    trace = Trace.from_json(json.loads(json.dumps(sch.trace.as_json())))
-    fresh = tir.Schedule(func)
-    trace.apply_to_schedule(fresh, remove_postproc=False)
-    assert structural_equal(fresh.mod, sch.mod), f"{fresh.mod}\n!=\n{sch.mod}"
 
 
 def block_realize(sch, name="C"):

@@ -1,15 +1,11 @@
 """rfactor and decompose_reduction: structure, numbers, trace round trip, errors."""
 
-import json
-
 import numpy as np
 import pytest
 
 from metaschedule import te, tir
-from metaschedule.schedule import Trace
+from metaschedule.testing.primitive_check import check_primitives as check
 from metaschedule.tir import IterType
-from metaschedule.tir.interpreter import interpret
-from metaschedule.tir.structural import structural_equal
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -35,22 +31,6 @@ def matmul_relu(n=6, m=5, k=8):
 def softmax():
     A = te.placeholder((3, 10), "float32", "A")
     return te.create_prim_func([A, te.ops.softmax(A)])
-
-
-def run(func, seed=0):
-    rng = np.random.default_rng(seed)
-    arrays = [rng.standard_normal(p.static_shape()).astype(p.dtype) for p in func.params]
-    interpret(func, *arrays)
-    return arrays[-1]
-
-
-def check(sch, func):
-    tir.verify(sch.mod)
-    np.testing.assert_allclose(run(sch.mod["main"]), run(func), rtol=1e-5, atol=1e-5)
-    trace = Trace.from_json(json.loads(json.dumps(sch.trace.as_json())))
-    fresh = tir.Schedule(func)
-    trace.apply_to_schedule(fresh, remove_postproc=False)
-    assert structural_equal(fresh.mod, sch.mod), f"{fresh.mod}\n!=\n{sch.mod}"
 
 
 def assert_unchanged(sch, fn, match):
@@ -121,6 +101,7 @@ def test_rfactor_and_decompose_on_conv():
     check(sch, func)
 
 
+@pytest.mark.compiler
 def test_rfactor_min_product_and_build():
     for red in (te.min, te.comm_reducer(lambda x, y: x * y, lambda t: tir.const(1.0, t))):
         func = matmul(k=4, reducer=red)

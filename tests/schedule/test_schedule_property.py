@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 from schedule_shortcuts import general_paths
 
 from metaschedule import te, tir
+from metaschedule.codegen import build
 from metaschedule.schedule import Trace
 from metaschedule.schedule.affine import has_affine_binding
 from metaschedule.schedule.analysis import loop_doms
@@ -401,11 +402,11 @@ def test_random_schedule_keeps_numbers_and_replays(name, data):
     check_replay(sch, func)
 
 
+@pytest.mark.compiler
 @pytest.mark.parametrize("name", ["matmul", "conv_bias_relu"])
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_random_schedule_builds(name, data):
-    build = pytest.importorskip("metaschedule.codegen.build").build
     func = workload(name)
     sch = random_schedule(data, func)
     lib = build(sch.mod, "cpu")

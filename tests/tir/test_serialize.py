@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from metaschedule import tir
+from metaschedule import te, tir
 from metaschedule.tir import (
     Allocate, Block, BlockRealize, Buffer, BufferRegion, BufferStore, Cast, CommReducer, Evaluate,
     FloatImm, For, ForKind, IfThenElse, IntImm, IRModule, IterType, IterVar, Not, PrimExpr,
@@ -387,9 +387,6 @@ def test_property_annotation_values_round_trip(value):
 
 
 def test_te_function_round_trip():
-    te = pytest.importorskip("metaschedule.te")
-    if not hasattr(te, "create_prim_func"):
-        pytest.skip("te.create_prim_func is not available")
     A = te.placeholder((8, 4), name="A")
     k = te.reduce_axis((0, 4), name="k")
     B = te.compute((8,), lambda i: te.sum(A[i, k], axis=k), name="B")

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from metaschedule import tir
+from metaschedule import te, tir
 from metaschedule.tir import (
     EQ, Add, Allocate, Block, BlockRealize, Buffer, BufferRegion, BufferStore,
     CommReducer, Evaluate, For, ForKind, IfThenElse, IRModule, IterType, IterVar, Max, PrimFunc,
@@ -466,9 +466,6 @@ def test_property_rebuilt_trees_equal_and_mutated_trees_differ(recipe, bits):
 
 
 def test_te_functions_built_twice_are_equal():
-    te = pytest.importorskip("metaschedule.te")
-    if not hasattr(te, "create_prim_func"):
-        pytest.skip("te.create_prim_func is not available")
 
     def mm(n):
         A = te.placeholder((n, n), name="A")
