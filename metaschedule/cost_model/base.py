@@ -10,8 +10,8 @@ import numpy as np
 from .. import registry
 
 if TYPE_CHECKING:
-    from ..runner import RunnerResult
     from ..measure_candidate import MeasureCandidate
+    from ..runner import RunnerResult
 
 __all__ = ["CostModel", "PyCostModel"]
 

@@ -10,8 +10,8 @@ from .base import CostModel, check_lengths
 from .metric import TrainingData, costs_of, workload_key
 
 if TYPE_CHECKING:
-    from ..runner import RunnerResult
     from ..measure_candidate import MeasureCandidate
+    from ..runner import RunnerResult
 
 
 class LearnedCostModel(CostModel):

@@ -11,8 +11,8 @@ from ..registry import register
 from .base import CostModel
 
 if TYPE_CHECKING:
-    from ..runner import RunnerResult
     from ..measure_candidate import MeasureCandidate
+    from ..runner import RunnerResult
 
 __all__ = ["RandomModel"]
 

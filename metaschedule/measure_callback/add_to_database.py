@@ -9,8 +9,8 @@ from .base import MeasureCallback
 
 if TYPE_CHECKING:
     from ..builder import BuilderResult
-    from ..runner import RunnerResult
     from ..measure_candidate import MeasureCandidate
+    from ..runner import RunnerResult
     from ..task_scheduler import TaskScheduler
 
 __all__ = ["AddToDatabase"]
@@ -38,10 +38,12 @@ class AddToDatabase(MeasureCallback):
         if database is None:
             return
         ctx = task.ctx
+        if ctx.mod is None:
+            raise ValueError(f"AddToDatabase: task #{task_id} {task.name!r} has no module")
         workload = database.commit_workload(ctx.mod)
         for cand, built, ran in zip(measure_candidates, builder_results, runner_results):
-            failed = built.error_msg is not None or ran.error_msg is not None
-            run_secs = [MAX_RUN_SEC] if failed else list(ran.run_secs)
+            failed = built.error_msg is not None or ran.run_secs is None
+            run_secs = [MAX_RUN_SEC] if failed or ran.run_secs is None else list(ran.run_secs)
             database.commit_tuning_record(TuningRecord(
                 trace=cand.sch.trace, workload=workload, run_secs=run_secs, target=ctx.target,
                 args_info=list(cand.args_info)))

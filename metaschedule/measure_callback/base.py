@@ -14,8 +14,8 @@ from .. import registry
 
 if TYPE_CHECKING:
     from ..builder import BuilderResult
-    from ..runner import RunnerResult
     from ..measure_candidate import MeasureCandidate
+    from ..runner import RunnerResult
     from ..task_scheduler import TaskScheduler
 
 __all__ = ["MeasureCallback", "PyMeasureCallback", "create"]

@@ -9,8 +9,8 @@ from .base import MeasureCallback
 
 if TYPE_CHECKING:
     from ..builder import BuilderResult
-    from ..runner import RunnerResult
     from ..measure_candidate import MeasureCandidate
+    from ..runner import RunnerResult
     from ..task_scheduler import TaskScheduler
 
 __all__ = ["RemoveBuildArtifact"]

@@ -36,5 +36,7 @@ class Schedule(
         mod: a PrimFunc or an IRModule (a PrimFunc becomes the module's ``main``).
         seed: seed of the random state used by sampling primitives (None: from the OS).
         debug_mask: kept for compatibility with TVM; checks always run.
-        error_render_level: "detail", "fast" or "none" (how much IR an error shows).
+        error_render_level: "detail", "fast" or "none"; checked and kept for compatibility
+            with TVM, but it changes nothing here: every ScheduleError names the block or
+            loop it concerns and why, whatever the level.
     """

@@ -221,12 +221,6 @@ class ScheduleState:
             walk(c)
         return out
 
-    def func_name_of_block(self, name: str) -> str:
-        for fname in self.mod.functions:
-            if name in self.index(fname).blocks:
-                return fname
-        raise BlockNotFoundError(f"no block named {name!r} in any function of the module")
-
     # updates --------------------------------------------------------------------------
     def replace(self, func_name: str, mapping: dict[Stmt, Stmt | None]) -> None:
         """Replace statements (by identity) in ``func_name``; ``None`` removes from a SeqStmt."""

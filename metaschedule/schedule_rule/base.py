@@ -2,10 +2,10 @@
 
 A :class:`~metaschedule.space_generator.PostOrderApply` space generator applies each rule
 to every block of the workload (consumers first) and collects the resulting schedules as
-the design spaces. The default rules of each target kind are registered in :mod:`metaschedule.registry`
-(family ``"schedule_rule"``) by the modules that implement them
-(:mod:`.default_rules`); ``ScheduleRule.create(kind)`` of a kind without registered rules
-is an error, not an empty list.
+the design spaces. The default rules of each target kind are registered in
+:mod:`metaschedule.registry` (family ``"schedule_rule"``) by the modules that implement
+them (:mod:`.default_rules`); ``ScheduleRule.create(kind)`` of a kind without registered
+rules is an error, not an empty list.
 """
 
 from __future__ import annotations

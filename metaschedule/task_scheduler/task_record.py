@@ -9,8 +9,8 @@ from ..flop_count import estimate_flops
 
 if TYPE_CHECKING:
     from ..builder import BuilderResult
-    from ..runner import RunnerFuture, RunnerResult
     from ..measure_candidate import MeasureCandidate
+    from ..runner import RunnerFuture, RunnerResult
     from ..tune_context import TuneContext
 
 __all__ = ["TaskRecord", "statistics_table"]

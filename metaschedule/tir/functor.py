@@ -602,7 +602,3 @@ def collect_vars(node: Any) -> set[Var]:
     out: set[Var] = set()
     _collect(node, out)
     return out
-
-
-def uses_var(node: Any, pred: Callable[[Var], bool]) -> bool:
-    return any(pred(v) for v in collect_vars(node))

@@ -128,11 +128,6 @@ def relax_region(
     return out
 
 
-def region_bounds(region: BufferRegion, analyzer: Analyzer) -> list[tuple[PrimExpr, PrimExpr]]:
-    """Per dimension, the inclusive ``(lo, hi)`` bounds of a region."""
-    return [(r.min, analyzer.simplify(r.min + r.extent - 1)) for r in region.region]
-
-
 def _has_minmax(e: PrimExpr) -> bool:
     found = []
     post_order_visit(e, lambda n: found.append(n) if isinstance(n, (Min, Max)) else None)

@@ -3,7 +3,6 @@ and ``MutateComputeLocation`` moves between (-2 inline, -1 root, i >= 0 a loop).
 
 from __future__ import annotations
 
-
 from ...tir import (
     BlockRealize,
     For,
@@ -19,8 +18,8 @@ from ..error import (
     ScheduleError,
 )
 from ..state import ScheduleState
-from .compute_inline import can_compute_inline
 from .compute_at_plan import plan_compute_at
+from .compute_inline import can_compute_inline
 
 __all__ = ["closest_compute_location", "compute_location_candidates"]
 

@@ -59,13 +59,6 @@ class ExprKeyer:
         """The key of an expression of this shape, if one was ever keyed."""
         return self._table.get(shape)
 
-    def int_key(self, value: int, dtype: str) -> int:
-        shape = ("int", dtype, value)
-        k = self._table.get(shape)
-        if k is None:
-            k = self._table[shape] = len(self._table)
-        return k
-
     def _shape(self, e: Any) -> tuple:
         if isinstance(e, E.IntImm):
             return ("int", e.dtype, e.value)
