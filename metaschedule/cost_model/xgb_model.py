@@ -101,7 +101,14 @@ class XGBModel(LearnedCostModel):
         num_tuning_cores: int | None = None,
         tree_method: Literal["auto", "exact", "approx", "hist", "gpu_hist"] | None = None,
     ) -> None:
-        import xgboost  # noqa: F401  - fail here, not at the first update, when it is missing
+        try:  # fail here, not at the first update, when it is missing
+            import xgboost  # noqa: F401
+        except ImportError as err:
+            raise ImportError(
+                "XGBModel needs the xgboost package, which is not installed: "
+                "`pip install xgboost-cpu` (CPU-only, what metaschedule depends on) or "
+                "`pip install xgboost`; or tune with cost_model='mlp' or 'random'"
+            ) from err
 
         if isinstance(extractor, str):
             extractor = FeatureExtractor.create(extractor)
