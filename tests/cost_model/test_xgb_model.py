@@ -1,6 +1,7 @@
 """XGBModel (and the shared training data and metrics) on synthetic and real features."""
 
 import itertools
+import sys
 from types import SimpleNamespace
 
 import numpy as np
@@ -195,3 +196,9 @@ def test_learns_a_cost_of_real_schedules():
     m.update(context, cands[:70], results[:70])
     pred = m.predict(context, cands[70:])
     assert rank_correlation(pred, throughput[70:]) > 0.5
+
+
+def test_missing_xgboost_says_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "xgboost", None)  # makes `import xgboost` fail
+    with pytest.raises(ImportError, match="pip install xgboost-cpu"):
+        XGBModel()
