@@ -17,6 +17,7 @@ from . import (
     measure_callback,
     mutator,
     postproc,
+    registry,
     runner,
     schedule_rule,
     search_strategy,
