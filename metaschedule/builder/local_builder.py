@@ -3,22 +3,27 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import traceback
 from collections.abc import Callable
-from concurrent.futures import TimeoutError as FutureTimeoutError
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import CancelledError
 from typing import TYPE_CHECKING, Any
 
 from ..tir.function import IRModule
 from ..utils import (
-    MAIN_GUARD_HINT,
-    WorkerPool,
     check_picklable,
     cpu_count,
     derived_object,
     describe_exit,
     resolve_function,
+)
+from ..worker import (
+    PoolClosedError,
+    WorkerDiedError,
+    WorkerPool,
+    WorkerStartError,
+    WorkerTimeoutError,
 )
 from .base import BuilderInput, BuilderResult, PyBuilder
 
@@ -46,7 +51,11 @@ def default_export(mod: Module) -> str:
     """Export a built module as a shared library in a fresh temporary folder; its path."""
     folder = tempfile.mkdtemp(prefix="metaschedule-build-")
     path = os.path.join(folder, "artifact.so")
-    mod.export_library(path)
+    try:
+        mod.export_library(path)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
     return path
 
 
@@ -84,6 +93,19 @@ def _worker_build(
         )
 
 
+# Imported by each worker when it starts, so the first build does not pay for them.
+_PRELOAD = ("metaschedule.builder.local_builder", "metaschedule.codegen")
+
+
+def _remove_artifact(path: str) -> None:
+    """Remove an artifact and its folder when the folder is left empty."""
+    try:
+        os.remove(path)
+        os.rmdir(os.path.dirname(path))
+    except OSError:
+        pass
+
+
 @derived_object
 class LocalBuilder(PyBuilder):
     """Build the given inputs on this machine, in parallel worker processes.
@@ -99,11 +121,18 @@ class LocalBuilder(PyBuilder):
         f_export: the export function or its dotted name (default: :func:`default_export`).
         initializer: run once in each worker when it starts (must be picklable).
 
-    Functions given as callables must be picklable (module-level); a dotted name is
-    imported in the worker. Call :meth:`close` (or use ``with``) to stop the workers
-    early; otherwise they stop when the builder is garbage collected. Workers import the
-    main module (see :func:`metaschedule.utils.worker_context`): a script that builds
-    must do its work under ``if __name__ == "__main__":``.
+    The workers are fresh interpreters running :mod:`metaschedule.worker`; they never
+    import the caller's main module, so scripts, ``python -c`` and notebooks need no
+    ``if __name__ == "__main__":`` guard. Functions travel by cloudpickle (by reference
+    when importable, by value otherwise, e.g. when defined in a script or a notebook);
+    a dotted name is imported in the worker. A worker that dies (crash, ``kill -9``,
+    out of memory) fails only the build it held, with a message naming the signal, and
+    is replaced. Call :meth:`close` (or use ``with``) to stop the workers early;
+    otherwise they stop when the builder is garbage collected.
+
+    Raises (from :meth:`build`):
+        RuntimeError: the workers cannot start (e.g. the initializer raises); raised at
+            once rather than waiting, and the next ``build`` tries anew.
     """
 
     def __init__(
@@ -134,7 +163,7 @@ class LocalBuilder(PyBuilder):
 
     def build(self, build_inputs: list[BuilderInput]) -> list[BuilderResult]:
         if self._pool is None:
-            self._pool = WorkerPool(self.max_workers, self.initializer)
+            self._pool = WorkerPool(self.max_workers, self.initializer, preload=_PRELOAD)
         futures = [
             self._pool.schedule(
                 _worker_build,
@@ -143,26 +172,36 @@ class LocalBuilder(PyBuilder):
             )
             for inp in build_inputs
         ]
-        return [self._result(f) for f in futures]
+        try:
+            return [self._result(f) for f in futures]
+        except BaseException:
+            # Interrupted or broken: stop the builds in flight, remove what they made.
+            for future in futures:
+                future.cancel()
+            self.close()
+            for future in futures:
+                if future.done() and not future.cancelled() and future.exception() is None:
+                    status, value = future.result()
+                    if status == "ok":
+                        _remove_artifact(value)
+            raise
 
     def _result(self, future: Any) -> BuilderResult:
-        from pebble import ProcessExpired
-
         try:
             status, value = future.result()
-        except FutureTimeoutError:
+        except WorkerTimeoutError:
             return BuilderResult(
                 None, f"LocalBuilder: build timed out after {self.timeout_sec} s (worker killed)"
             )
-        except ProcessExpired as err:
+        except WorkerDiedError as err:
             return BuilderResult(
                 None,
                 f"LocalBuilder: the build crashed (worker died: {describe_exit(err.exitcode)})",
             )
-        except BrokenProcessPool as err:
-            return BuilderResult(
-                None, f"LocalBuilder: the build workers died at start ({err}); {MAIN_GUARD_HINT}"
-            )
+        except WorkerStartError as err:
+            raise RuntimeError(f"LocalBuilder: the build workers cannot start: {err}") from None
+        except (CancelledError, PoolClosedError):
+            return BuilderResult(None, "LocalBuilder: cancelled (the builder was closed)")
         except Exception as err:  # noqa: BLE001 - e.g. an input that cannot be pickled
             return BuilderResult(
                 None, f"LocalBuilder: could not run the build: {type(err).__name__}: {err}"
