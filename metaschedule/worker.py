@@ -12,10 +12,13 @@ The protocol, over the child's stdin and stdout (the child moves its own ``print
 output and any C-level writes to stderr, so they cannot corrupt a message): every
 message is an 8-byte length and a pickled tuple.
 
-- parent -> child ``("init", sys_path, preload, initializer)``; the child imports the
-  ``preload`` modules, runs the initializer, and answers ``("ready",)`` or
+- parent -> child ``("init", sys_path, preload, pickled_initializer)``; the child
+  extends its ``sys.path`` with the parent's (so functions shipped by reference import
+  as they do in the parent), imports the ``preload`` modules, runs the initializer, and answers ``("ready",)`` or
   ``("init_error", text)`` and exits;
-- parent -> child ``("call", payload)``; the child answers ``("ok", value)`` or
+- parent -> child ``("call", payload)``; the child acknowledges ``("taken",)`` (a
+  worker that dies before that did not start the task, which goes to a new worker),
+  then answers ``("ok", value)`` or
   ``("error", exception, traceback_text)``; EOF on stdin ends the child.
 
 Supervision: one thread per worker slot takes tasks from a shared queue, and every
@@ -24,8 +27,9 @@ A worker that dies (segfault, ``kill -9``, out of memory) fails the task it held
 :class:`WorkerDiedError` naming the signal and is replaced for the next task; a task
 past its timeout kills its worker (with everything the worker started: each worker
 leads its own process group) and fails with :class:`WorkerTimeoutError`. A worker that
-cannot start (the initializer raises, the interpreter exits, no ``ready`` within
-``start_timeout``) breaks the pool: every task fails at once with
+cannot start (the initializer raises, the interpreter exits; or, three times in a
+row, it is killed while starting or gives no ``ready`` within ``start_timeout``)
+breaks the pool: every task fails at once with
 :class:`WorkerStartError` saying why, instead of waiting for a worker that never comes.
 Workers are killed on :meth:`WorkerPool.close`, when the pool is garbage collected, at
 interpreter exit, and (Linux) when the thread that started them dies with its process.
@@ -59,10 +63,19 @@ __all__ = [
 
 _HEADER = struct.Struct("<Q")
 _POLL_SEC = 0.05
+#: attempts in a row to start a worker killed while starting, before the pool is broken
+MAX_START_ATTEMPTS = 3
 
 
 class WorkerStartError(RuntimeError):
-    """The pool's worker processes cannot start (the message says why)."""
+    """The pool's worker processes cannot start (the message says why).
+
+    ``retry``: whether the cause may be transient (killed by a signal, slow to start).
+    """
+
+    def __init__(self, message: str, retry: bool = False):
+        super().__init__(message)
+        self.retry = retry
 
 
 class WorkerDiedError(RuntimeError):
@@ -160,6 +173,7 @@ class _Worker:
             start_new_session=True,  # its own process group: Ctrl-C is the parent's to handle
             close_fds=True,
         )
+        self.ready = False
         self.wfd = self.proc.stdin.fileno()
         self.rfd = self.proc.stdout.fileno()
         os.set_blocking(self.wfd, False)
@@ -206,7 +220,9 @@ class _PoolState:
         self.workers: set[_Worker] = set()
         self.start_timeout = start_timeout
         self.env = env
-        self.init_message = _dumps(("init", list(sys.path), list(preload), initializer))
+        # The initializer is pickled apart: the child unpickles it once sys.path is set.
+        self.init_message = _dumps(("init", list(sys.path), list(preload),
+                                    _dumps(initializer)))
 
     def fail_queued(self, make_error: Callable[[], BaseException] | None) -> None:
         while True:
@@ -235,22 +251,28 @@ class _PoolState:
             self.discard(worker)
             raise WorkerStartError(
                 f"a worker process did not become ready within {self.start_timeout} s "
-                "(its initializer may hang)"
+                "(its initializer may hang)", retry=True
             ) from None
         except _EOF:
             self.discard(worker)
             from .utils import describe_exit
 
+            code = worker.exitcode()
             raise WorkerStartError(
-                f"a worker process exited while starting ({describe_exit(worker.exitcode())}); "
-                "its error output is above"
+                f"a worker process exited while starting ({describe_exit(code)}); "
+                "its error output is above",
+                retry=code is None or code < 0,  # killed from outside: try again
             ) from None
         except BaseException:
             self.discard(worker)
             raise
         if reply[0] != "ready":
             self.discard(worker)
-            raise WorkerStartError(f"a worker process failed to start:\n{reply[1]}")
+            text = str(reply[1]).rstrip()
+            raise WorkerStartError(f"a worker process failed to start: "
+                                   f"{text.splitlines()[-1] if text else '?'}\n{text}",
+                                   retry=False)
+        worker.ready = True
         return worker
 
     def discard(self, worker: _Worker) -> None:
@@ -261,14 +283,19 @@ class _PoolState:
     def run_slot(self) -> None:
         """The body of one slot thread: keep a worker, feed it tasks."""
         worker: _Worker | None = None
+        failed_starts = 0
         try:
             while not self.stop.is_set():
                 if worker is None and self.broken is None:
                     try:
                         worker = self.start_worker()
+                        failed_starts = 0
                     except _Stopped:
                         return
                     except WorkerStartError as err:
+                        failed_starts += 1
+                        if err.retry and failed_starts < MAX_START_ATTEMPTS:
+                            continue
                         self.broken = err
                         self.fail_queued(lambda: WorkerStartError(str(err)))
                         continue
@@ -278,9 +305,14 @@ class _PoolState:
                     continue
                 if not task.future.set_running_or_notify_cancel():
                     continue
-                if self.broken is not None:
+                if self.broken is not None or worker is None:
                     task.future.set_exception(WorkerStartError(str(self.broken)))
                     continue
+                if worker.proc.poll() is not None:
+                    self.discard(worker)  # died while idle: the task goes to a new one
+                    worker = self.restart_for(task)
+                    if worker is None:
+                        continue
                 try:
                     worker = self.run_task(worker, task)
                 except BaseException as err:  # noqa: BLE001 - never leave a future pending
@@ -293,6 +325,25 @@ class _PoolState:
             if worker is not None:
                 self.discard(worker)
 
+    def restart_for(self, task: _Task) -> _Worker | None:
+        """A fresh worker for ``task``; None when none starts (the pool is then broken)
+        or the pool closed (``task`` then fails with PoolClosedError)."""
+        error: WorkerStartError | None = None
+        for _ in range(MAX_START_ATTEMPTS):
+            try:
+                return self.start_worker()
+            except _Stopped:
+                task.future.set_exception(PoolClosedError("the pool was closed"))
+                return None
+            except WorkerStartError as err:
+                error = err
+                if not err.retry:
+                    break
+        self.broken = error
+        self.fail_queued(lambda: WorkerStartError(str(error)))
+        task.future.set_exception(WorkerStartError(str(error)))
+        return None
+
     def run_task(self, worker: _Worker, task: _Task) -> _Worker | None:
         """Run ``task`` on ``worker``; the worker, or None when it had to go."""
         try:
@@ -301,8 +352,20 @@ class _PoolState:
             task.future.set_exception(err)
             return worker
         deadline = None if task.timeout is None else time.monotonic() + task.timeout
+        message = _dumps(("call", payload))
         try:
-            _send(worker.wfd, _dumps(("call", payload)), deadline, self.stop)
+            for attempt in range(MAX_START_ATTEMPTS):
+                try:  # the worker acknowledges the task before running it
+                    _send(worker.wfd, message, deadline, self.stop)
+                    _recv(worker.rfd, deadline, self.stop)
+                    break
+                except _EOF:  # it died before taking the task: give it to a new worker
+                    if attempt == MAX_START_ATTEMPTS - 1:
+                        raise
+                    self.discard(worker)
+                    worker = self.restart_for(task)
+                    if worker is None:
+                        return None
             reply = _recv(worker.rfd, deadline, self.stop)
         except _Deadline:
             self.discard(worker)
@@ -406,9 +469,10 @@ class WorkerPool:
         return future
 
     def worker_pids(self) -> list[int]:
-        """The process ids of the live workers (for tests and diagnostics)."""
+        """The process ids of the live, started workers (for tests and diagnostics)."""
         with self._state.lock:
-            return [w.proc.pid for w in self._state.workers if w.proc.poll() is None]
+            return [w.proc.pid for w in self._state.workers
+                    if w.ready and w.proc.poll() is None]
 
     def close(self) -> None:
         """Stop now: workers are killed; pending and running tasks fail (cancelled or
@@ -465,13 +529,14 @@ def main() -> None:
     hello = _child_recv(inp)
     if hello is None:
         return
-    _, sys_path, preload, initializer = hello
+    _, sys_path, preload, initializer_bytes = hello
     sys.path[:] = list(dict.fromkeys([*sys.path, *sys_path]))
     try:
         import importlib
 
         for name in preload:
             importlib.import_module(name)
+        initializer = pickle.loads(initializer_bytes)
         if initializer is not None:
             initializer()
     except BaseException:  # noqa: BLE001 - report, then exit
@@ -482,6 +547,7 @@ def main() -> None:
         msg = _child_recv(inp)
         if msg is None:
             return
+        _child_send(out, ("taken",))
         try:
             function, args = pickle.loads(msg[1])
             value = function(*args)

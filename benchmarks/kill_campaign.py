@@ -1,0 +1,150 @@
+"""Kill the tuner at random moments, resume, and count what was lost.
+
+    python benchmarks/kill_campaign.py --kills 10 --signal KILL --trials 48
+    python benchmarks/kill_campaign.py --kills 5 --signal INT --trials 48
+
+Each round starts ``tests/faults/tuning_child.py`` on the same work_dir, sends the
+signal after a random delay, then checks the JSON database: records the tuner had
+committed but that are missing (lost), schedules stored twice (duplicates), records
+whose trace does not replay onto their workload, lines the database had to skip (torn
+by the kill), build folders left in the child's private TMPDIR, and worker processes
+that outlived it. After the kills, one more run must finish the budget. Prints a table
+and writes JSON (``--out``). The goal is 0 in every column but "torn lines" (a kill
+in the middle of an append leaves a torn line, which the database skips and repairs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "faults"))
+
+from check_database import check_work_dir  # noqa: E402
+
+CHILD = os.path.join(ROOT, "tests", "faults", "tuning_child.py")
+
+
+def orphan_workers(marker: str) -> list[int]:
+    """Live processes whose environment holds ``marker`` (the child's TMPDIR)."""
+    pids = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                if marker.encode() in f.read():
+                    pids.append(int(name))
+        except OSError:
+            continue
+    return pids
+
+
+def build_dirs(tmp: str) -> list[str]:
+    return [d for d in os.listdir(tmp) if d.startswith("metaschedule-build-")]
+
+
+def start_child(work_dir: str, tmp: str, trials: int) -> subprocess.Popen:
+    env = dict(os.environ, TMPDIR=tmp, PYTHONPATH=os.pathsep.join(
+        p for p in (ROOT, os.environ.get("PYTHONPATH", "")) if p))
+    return subprocess.Popen([sys.executable, CHILD, work_dir, str(trials)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def one_round(work_dir: str, tmp: str, trials: int, sig: int, delay: float) -> dict:
+    proc = start_child(work_dir, tmp, trials)
+    try:
+        proc.wait(timeout=delay)
+        finished_first = True
+        exit_sec = 0.0
+    except subprocess.TimeoutExpired:
+        finished_first = False
+        proc.send_signal(sig)
+        sent = time.monotonic()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        exit_sec = time.monotonic() - sent
+    out, err = proc.communicate()
+    time.sleep(0.2)  # let the workers' death signal land
+    row = check_work_dir(work_dir)
+    row.update(
+        delay=round(delay, 2), finished_before_signal=finished_first,
+        exit_sec=round(exit_sec, 2), returncode=proc.returncode,
+        build_dirs=len(build_dirs(tmp)), orphan_workers=len(orphan_workers(tmp)),
+        resume_hint="same work_dir" in err,
+        raw_traceback_lines=sum("metaschedule/" in line and line.strip().startswith("File")
+                                for line in err.splitlines()),
+    )
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--kills", type=int, default=10)
+    parser.add_argument("--signal", choices=["KILL", "INT"], default="KILL")
+    parser.add_argument("--trials", type=int, default=48)
+    parser.add_argument("--min-delay", type=float, default=1.0)
+    parser.add_argument("--max-delay", type=float, default=8.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default=None, help="JSON file for the results")
+    args = parser.parse_args()
+    rng = random.Random(args.seed)
+    sig = getattr(signal, f"SIG{args.signal}")
+    work_dir = tempfile.mkdtemp(prefix="ms-kill-campaign-")
+    tmp = tempfile.mkdtemp(prefix="ms-kill-tmp-")
+    rounds = []
+    try:
+        for i in range(args.kills):
+            row = one_round(work_dir, tmp, args.trials, sig,
+                            rng.uniform(args.min_delay, args.max_delay))
+            rounds.append(row)
+            print(f"round {i + 1}: {row}", flush=True)
+        final_proc = start_child(work_dir, tmp, args.trials)
+        out, err = final_proc.communicate(timeout=900)
+        final = check_work_dir(work_dir)
+        final.update(returncode=final_proc.returncode, done="TUNING-DONE" in out,
+                     build_dirs=len(build_dirs(tmp)))
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+    signalled = [r for r in rounds if not r["finished_before_signal"]]
+    summary = {
+        "signal": f"SIG{args.signal}",
+        "kills": len(signalled),
+        "records_lost": max((r["lost"] for r in rounds), default=0) + final["lost"],
+        "duplicates": max((r["duplicates"] for r in rounds), default=0) + final["duplicates"],
+        "replay_failures": max((r["replay_failures"] for r in rounds), default=0)
+        + final["replay_failures"],
+        "torn_lines_skipped": max((r["warnings"] for r in rounds), default=0),
+        "leftover_build_dirs": max((r["build_dirs"] for r in rounds), default=0),
+        "orphan_workers": max((r["orphan_workers"] for r in rounds), default=0),
+        "max_exit_sec": max((r["exit_sec"] for r in signalled), default=0.0),
+        "resume_hint_shown": all(r["resume_hint"] for r in signalled)
+        if args.signal == "INT" else None,
+        "final_records": final["records"],
+        "budget": args.trials,
+        "final_run_finished": final["done"],
+    }
+    width = max(len(k) for k in summary)
+    print("\n".join(f"{k.ljust(width)} | {v}" for k, v in summary.items()))
+    if args.out:
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+        with open(args.out, "w") as f:
+            json.dump({"summary": summary, "rounds": rounds, "final": final,
+                       "args": vars(args)}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
