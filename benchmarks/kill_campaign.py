@@ -4,7 +4,8 @@
     python benchmarks/kill_campaign.py --kills 5 --signal INT --trials 48
 
 Each round starts ``tests/faults/tuning_child.py`` on the same work_dir, sends the
-signal after a random delay, then checks the JSON database: records the tuner had
+signal at a random moment (after a random number of new records, plus a random delay:
+mid-build, mid-measurement, mid-commit or mid-search), then checks the JSON database: records the tuner had
 committed but that are missing (lost), schedules stored twice (duplicates), records
 whose trace does not replay onto their workload, lines the database had to skip (torn
 by the kill), build folders left in the child's private TMPDIR, and worker processes
@@ -60,8 +61,24 @@ def start_child(work_dir: str, tmp: str, trials: int) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def one_round(work_dir: str, tmp: str, trials: int, sig: int, delay: float) -> dict:
+def committed(work_dir: str) -> int:
+    try:
+        with open(os.path.join(work_dir, "committed.log")) as f:
+            return sum(1 for _ in f)
+    except OSError:
+        return 0
+
+
+def one_round(work_dir: str, tmp: str, trials: int, sig: int, rng: random.Random,
+              max_delay: float) -> dict:
+    """Start the tuner; once it has committed a random number (0-8) of new records,
+    wait a random 0-``max_delay`` s more and send ``sig``."""
     proc = start_child(work_dir, tmp, trials)
+    target = committed(work_dir) + rng.randint(0, 8)
+    delay = rng.uniform(0.0, max_delay)
+    deadline = time.monotonic() + 600
+    while proc.poll() is None and committed(work_dir) < target and time.monotonic() < deadline:
+        time.sleep(0.05)
     try:
         proc.wait(timeout=delay)
         finished_first = True
@@ -80,7 +97,7 @@ def one_round(work_dir: str, tmp: str, trials: int, sig: int, delay: float) -> d
     time.sleep(0.2)  # let the workers' death signal land
     row = check_work_dir(work_dir)
     row.update(
-        delay=round(delay, 2), finished_before_signal=finished_first,
+        records_before_signal=target, delay=round(delay, 2), finished_before_signal=finished_first,
         exit_sec=round(exit_sec, 2), returncode=proc.returncode,
         build_dirs=len(build_dirs(tmp)), orphan_workers=len(orphan_workers(tmp)),
         resume_hint="same work_dir" in err,
@@ -95,8 +112,8 @@ def main() -> None:
     parser.add_argument("--kills", type=int, default=10)
     parser.add_argument("--signal", choices=["KILL", "INT"], default="KILL")
     parser.add_argument("--trials", type=int, default=48)
-    parser.add_argument("--min-delay", type=float, default=1.0)
-    parser.add_argument("--max-delay", type=float, default=8.0)
+    parser.add_argument("--max-delay", type=float, default=2.0,
+                        help="seconds after the random record count before the signal")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=None, help="JSON file for the results")
     args = parser.parse_args()
@@ -107,8 +124,7 @@ def main() -> None:
     rounds = []
     try:
         for i in range(args.kills):
-            row = one_round(work_dir, tmp, args.trials, sig,
-                            rng.uniform(args.min_delay, args.max_delay))
+            row = one_round(work_dir, tmp, args.trials, sig, rng, args.max_delay)
             rounds.append(row)
             print(f"round {i + 1}: {row}", flush=True)
         final_proc = start_child(work_dir, tmp, args.trials)

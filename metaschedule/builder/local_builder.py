@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 import traceback
@@ -31,7 +32,14 @@ if TYPE_CHECKING:
     from ..runtime import Module
     from ..target import Target
 
-__all__ = ["T_BUILD", "T_EXPORT", "LocalBuilder", "default_build", "default_export"]
+__all__ = [
+    "T_BUILD",
+    "T_EXPORT",
+    "LocalBuilder",
+    "default_build",
+    "default_export",
+    "remove_stale_build_dirs",
+]
 
 T_BUILD = Callable[[IRModule, "Target", "dict[str, Any] | None"], "Module"]
 T_EXPORT = Callable[["Module"], str]
@@ -47,9 +55,21 @@ def default_build(mod: IRModule, target: Target, params: dict[str, Any] | None) 
     return build(mod, target)
 
 
+#: the environment variable naming the process that owns the build folders (the tuner)
+OWNER_ENV = "METASCHEDULE_BUILD_OWNER"
+_BUILD_DIR = re.compile(r"metaschedule-build-(\d+)-")
+
+
 def default_export(mod: Module) -> str:
-    """Export a built module as a shared library in a fresh temporary folder; its path."""
-    folder = tempfile.mkdtemp(prefix="metaschedule-build-")
+    """Export a built module as a shared library in a fresh temporary folder; its path.
+
+    The folder is named after the process that owns it (the tuner, whose LocalBuilder
+    sets ``METASCHEDULE_BUILD_OWNER`` for its workers), so that folders left by a
+    killed tuner are recognised and removed by the next LocalBuilder
+    (:func:`remove_stale_build_dirs`).
+    """
+    owner = os.environ.get(OWNER_ENV) or str(os.getpid())
+    folder = tempfile.mkdtemp(prefix=f"metaschedule-build-{owner}-")
     path = os.path.join(folder, "artifact.so")
     try:
         mod.export_library(path)
@@ -57,6 +77,34 @@ def default_export(mod: Module) -> str:
         shutil.rmtree(folder, ignore_errors=True)
         raise
     return path
+
+
+def remove_stale_build_dirs(directory: str | None = None) -> int:
+    """Remove the build folders whose owner process is gone (a tuner killed with
+    ``kill -9`` cannot clean up); how many were removed."""
+    directory = directory or tempfile.gettempdir()
+    removed = 0
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return 0
+    for name in names:
+        match = _BUILD_DIR.match(name)
+        if match is None or _alive(int(match.group(1))):
+            continue
+        shutil.rmtree(os.path.join(directory, name), ignore_errors=True)
+        removed += 1
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _build_error_types() -> tuple[type, ...]:
@@ -163,7 +211,9 @@ class LocalBuilder(PyBuilder):
 
     def build(self, build_inputs: list[BuilderInput]) -> list[BuilderResult]:
         if self._pool is None:
-            self._pool = WorkerPool(self.max_workers, self.initializer, preload=_PRELOAD)
+            remove_stale_build_dirs()
+            self._pool = WorkerPool(self.max_workers, self.initializer, preload=_PRELOAD,
+                                    env={OWNER_ENV: str(os.getpid())})
         futures = [
             self._pool.schedule(
                 _worker_build,
