@@ -63,6 +63,7 @@ __all__ = [
 
 _HEADER = struct.Struct("<Q")
 _POLL_SEC = 0.05
+_PARENT_ENV = "METASCHEDULE_WORKER_PARENT"
 #: attempts in a row to start a worker killed while starting, before the pool is broken
 MAX_START_ATTEMPTS = 3
 
@@ -434,6 +435,7 @@ class WorkerPool:
         child_env = dict(os.environ)
         child_env.update(env or {})
         package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        child_env[_PARENT_ENV] = str(os.getpid())
         child_env["PYTHONPATH"] = os.pathsep.join(
             p for p in (package_root, child_env.get("PYTHONPATH", "")) if p
         )
@@ -524,7 +526,8 @@ def main() -> None:
     os.close(devnull)
     os.dup2(2, 1)  # print() and C printf go to stderr, never into a message
     _set_parent_death_signal()
-    if os.getppid() == 1:  # the parent died before the line above
+    parent = os.environ.get(_PARENT_ENV)
+    if parent and os.getppid() != int(parent):  # the parent died before the line above
         return
     hello = _child_recv(inp)
     if hello is None:
