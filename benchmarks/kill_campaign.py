@@ -4,7 +4,7 @@
     python benchmarks/kill_campaign.py --kills 8 --signal INT --trials 128
 
 Each round starts ``tests/faults/tuning_child.py`` on the same work_dir, sends the
-signal at a random moment (after a random number of new records, plus a random delay:
+signal at a random moment (after 0-4 new records, plus a random 0-0.5 s:
 mid-build, mid-measurement, mid-commit or mid-search), then checks the JSON database: records the tuner had
 committed but that are missing (lost), schedules stored twice (duplicates), records
 whose trace does not replay onto their workload, lines the database had to skip (torn
@@ -30,7 +30,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "faults"))
 
-from check_database import check_work_dir  # noqa: E402
+from check_database import check_work_dir
 
 CHILD = os.path.join(ROOT, "tests", "faults", "tuning_child.py")
 
@@ -55,10 +55,18 @@ def build_dirs(tmp: str) -> list[str]:
 
 
 def start_child(work_dir: str, tmp: str, trials: int) -> subprocess.Popen:
-    env = dict(os.environ, TMPDIR=tmp, PYTHONPATH=os.pathsep.join(
-        p for p in (ROOT, os.environ.get("PYTHONPATH", "")) if p))
-    return subprocess.Popen([sys.executable, CHILD, work_dir, str(trials)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = dict(
+        os.environ,
+        TMPDIR=tmp,
+        PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH", "")) if p),
+    )
+    return subprocess.Popen(
+        [sys.executable, CHILD, work_dir, str(trials)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def committed(work_dir: str) -> int:
@@ -69,12 +77,13 @@ def committed(work_dir: str) -> int:
         return 0
 
 
-def one_round(work_dir: str, tmp: str, trials: int, sig: int, rng: random.Random,
-              max_delay: float) -> dict:
-    """Start the tuner; once it has committed a random number (0-8) of new records,
+def one_round(
+    work_dir: str, tmp: str, trials: int, sig: int, rng: random.Random, max_delay: float
+) -> dict:
+    """Start the tuner; once it has committed a random number (0-4) of new records,
     wait a random 0-``max_delay`` s more and send ``sig``."""
     proc = start_child(work_dir, tmp, trials)
-    target = committed(work_dir) + rng.randint(0, 8)
+    target = committed(work_dir) + rng.randint(0, 4)
     delay = rng.uniform(0.0, max_delay)
     deadline = time.monotonic() + 600
     while proc.poll() is None and committed(work_dir) < target and time.monotonic() < deadline:
@@ -93,19 +102,24 @@ def one_round(work_dir: str, tmp: str, trials: int, sig: int, rng: random.Random
             proc.kill()
             proc.wait()
         exit_sec = time.monotonic() - sent
-    out, err = proc.communicate()
+    _, err = proc.communicate()
     for _ in range(40):  # let the workers' death signal land, compilers finish
         if not orphan_workers(tmp):
             break
         time.sleep(0.05)
     row = check_work_dir(work_dir)
     row.update(
-        records_before_signal=target, delay=round(delay, 2), finished_before_signal=finished_first,
-        exit_sec=round(exit_sec, 2), returncode=proc.returncode,
-        build_dirs=len(build_dirs(tmp)), orphan_workers=len(orphan_workers(tmp)),
+        records_before_signal=target,
+        delay=round(delay, 2),
+        finished_before_signal=finished_first,
+        exit_sec=round(exit_sec, 2),
+        returncode=proc.returncode,
+        build_dirs=len(build_dirs(tmp)),
+        orphan_workers=len(orphan_workers(tmp)),
         resume_hint="same work_dir" in err,
-        raw_traceback_lines=sum("metaschedule/" in line and line.strip().startswith("File")
-                                for line in err.splitlines()),
+        raw_traceback_lines=sum(
+            "metaschedule/" in line and line.strip().startswith("File") for line in err.splitlines()
+        ),
     )
     return row
 
@@ -115,8 +129,12 @@ def main() -> None:
     parser.add_argument("--kills", type=int, default=10)
     parser.add_argument("--signal", choices=["KILL", "INT"], default="KILL")
     parser.add_argument("--trials", type=int, default=128)
-    parser.add_argument("--max-delay", type=float, default=2.0,
-                        help="seconds after the random record count before the signal")
+    parser.add_argument(
+        "--max-delay",
+        type=float,
+        default=0.5,
+        help="seconds after the random record count before the signal",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=None, help="JSON file for the results")
     args = parser.parse_args()
@@ -133,10 +151,13 @@ def main() -> None:
             if row["finished_before_signal"]:
                 break  # the budget is spent: no more moments to interrupt
         final_proc = start_child(work_dir, tmp, args.trials)
-        out, err = final_proc.communicate(timeout=900)
+        out, _ = final_proc.communicate(timeout=900)
         final = check_work_dir(work_dir)
-        final.update(returncode=final_proc.returncode, done="TUNING-DONE" in out,
-                     build_dirs=len(build_dirs(tmp)))
+        final.update(
+            returncode=final_proc.returncode,
+            done="TUNING-DONE" in out,
+            build_dirs=len(build_dirs(tmp)),
+        )
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)
         shutil.rmtree(tmp, ignore_errors=True)
@@ -155,7 +176,8 @@ def main() -> None:
         "orphan_processes": max((r["orphan_workers"] for r in rounds), default=0),
         "max_exit_sec": max((r["exit_sec"] for r in signalled), default=0.0),
         "resume_hint_shown": all(r["resume_hint"] for r in signalled)
-        if args.signal == "INT" else None,
+        if args.signal == "INT"
+        else None,
         "final_records": final["records"],
         "budget": args.trials,
         "final_run_finished": final["done"],
@@ -165,8 +187,11 @@ def main() -> None:
     if args.out:
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         with open(args.out, "w") as f:
-            json.dump({"summary": summary, "rounds": rounds, "final": final,
-                       "args": vars(args)}, f, indent=1)
+            json.dump(
+                {"summary": summary, "rounds": rounds, "final": final, "args": vars(args)},
+                f,
+                indent=1,
+            )
 
 
 if __name__ == "__main__":

@@ -222,8 +222,7 @@ class _PoolState:
         self.start_timeout = start_timeout
         self.env = env
         # The initializer is pickled apart: the child unpickles it once sys.path is set.
-        self.init_message = _dumps(("init", list(sys.path), list(preload),
-                                    _dumps(initializer)))
+        self.init_message = _dumps(("init", list(sys.path), list(preload), _dumps(initializer)))
 
     def fail_queued(self, make_error: Callable[[], BaseException] | None) -> None:
         while True:
@@ -252,7 +251,8 @@ class _PoolState:
             self.discard(worker)
             raise WorkerStartError(
                 f"a worker process did not become ready within {self.start_timeout} s "
-                "(its initializer may hang)", retry=True
+                "(its initializer may hang)",
+                retry=True,
             ) from None
         except _EOF:
             self.discard(worker)
@@ -270,9 +270,11 @@ class _PoolState:
         if reply[0] != "ready":
             self.discard(worker)
             text = str(reply[1]).rstrip()
-            raise WorkerStartError(f"a worker process failed to start: "
-                                   f"{text.splitlines()[-1] if text else '?'}\n{text}",
-                                   retry=False)
+            raise WorkerStartError(
+                f"a worker process failed to start: "
+                f"{text.splitlines()[-1] if text else '?'}\n{text}",
+                retry=False,
+            )
         worker.ready = True
         return worker
 
@@ -298,7 +300,8 @@ class _PoolState:
                         if err.retry and failed_starts < MAX_START_ATTEMPTS:
                             continue
                         self.broken = err
-                        self.fail_queued(lambda: WorkerStartError(str(err)))
+                        message = str(err)
+                        self.fail_queued(lambda m=message: WorkerStartError(m))
                         continue
                 try:
                     task = self.tasks.get(timeout=_POLL_SEC)
@@ -341,8 +344,9 @@ class _PoolState:
                 if not err.retry:
                     break
         self.broken = error
-        self.fail_queued(lambda: WorkerStartError(str(error)))
-        task.future.set_exception(WorkerStartError(str(error)))
+        message = str(error)
+        self.fail_queued(lambda m=message: WorkerStartError(m))
+        task.future.set_exception(WorkerStartError(message))
         return None
 
     def run_task(self, worker: _Worker, task: _Task) -> _Worker | None:
@@ -454,8 +458,9 @@ class WorkerPool:
         """Why the workers could not start, or None."""
         return self._state.broken
 
-    def schedule(self, function: Callable, args: tuple = (), timeout: float | None = None
-                 ) -> Future:
+    def schedule(
+        self, function: Callable, args: tuple = (), timeout: float | None = None
+    ) -> Future:
         """Run ``function(*args)`` in a worker; a ``concurrent.futures.Future``.
 
         The future fails with WorkerTimeoutError, WorkerDiedError, WorkerStartError or
@@ -473,8 +478,7 @@ class WorkerPool:
     def worker_pids(self) -> list[int]:
         """The process ids of the live, started workers (for tests and diagnostics)."""
         with self._state.lock:
-            return [w.proc.pid for w in self._state.workers
-                    if w.ready and w.proc.poll() is None]
+            return [w.proc.pid for w in self._state.workers if w.ready and w.proc.poll() is None]
 
     def close(self) -> None:
         """Stop now: workers are killed; pending and running tasks fail (cancelled or
@@ -500,8 +504,9 @@ def _child_send(out, obj: Any) -> None:
     try:
         data = _dumps(obj)
     except Exception as err:  # noqa: BLE001 - a result or exception that cannot be pickled
-        data = _dumps(("error", RuntimeError(f"cannot send the result back: {err!r}"),
-                       traceback.format_exc()))
+        data = _dumps(
+            ("error", RuntimeError(f"cannot send the result back: {err!r}"), traceback.format_exc())
+        )
     out.write(_HEADER.pack(len(data)) + data)
     out.flush()
 
@@ -563,4 +568,3 @@ def main() -> None:
             _child_send(out, ("error", err, tb))
         else:
             _child_send(out, ("ok", value))
-

@@ -9,7 +9,6 @@ import sys
 import time
 
 import pytest
-
 from check_database import check_work_dir
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -18,11 +17,18 @@ TRIALS = 16
 
 
 def start(work_dir, tmp):
-    env = dict(os.environ, TMPDIR=str(tmp), PYTHONPATH=os.pathsep.join(
-        p for p in (ROOT, os.environ.get("PYTHONPATH", "")) if p))
-    return subprocess.Popen([sys.executable, os.path.join(HERE, "tuning_child.py"),
-                             str(work_dir), str(TRIALS)], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    env = dict(
+        os.environ,
+        TMPDIR=str(tmp),
+        PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH", "")) if p),
+    )
+    return subprocess.Popen(
+        [sys.executable, os.path.join(HERE, "tuning_child.py"), str(work_dir), str(TRIALS)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def committed(work_dir):
@@ -60,14 +66,14 @@ def workers_of(tmp):
 
 def finish_and_check(work_dir, tmp):
     proc = start(work_dir, tmp)
-    out, err = proc.communicate(timeout=600)
+    _, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, err[-3000:]
     stats = check_work_dir(str(work_dir))
     assert stats["records"] == TRIALS  # the budget counts the earlier records
     assert stats["lost"] == 0 and stats["duplicates"] == 0 and stats["replay_failures"] == 0
     # once complete, the same call returns at once without measuring
     again = start(work_dir, tmp)
-    out, err = again.communicate(timeout=600)
+    _, err = again.communicate(timeout=600)
     assert again.returncode == 0 and check_work_dir(str(work_dir))["records"] == TRIALS
     assert not [d for d in os.listdir(tmp) if d.startswith("metaschedule-build-")]
 
@@ -101,13 +107,16 @@ def test_ctrl_c_stops_within_seconds_saves_and_says_how_to_resume(tmp_path):
     proc = start(work_dir, tmp)
     assert signal_mid_tuning(proc, work_dir, signal.SIGINT, rng)
     sent = time.monotonic()
-    out, err = proc.communicate(timeout=60)
+    _, err = proc.communicate(timeout=60)
     assert time.monotonic() - sent < 5  # within a second or two; slack for a loaded CI
     assert proc.returncode != 0
     assert "run the same call again with the same work_dir" in err
     # the traceback is the user's call, not the tuner's internals
-    internal = [ln for ln in err.splitlines() if ln.strip().startswith("File")
-                and "metaschedule" + os.sep in ln and "tune.py" not in ln]
+    internal = [
+        ln
+        for ln in err.splitlines()
+        if ln.strip().startswith("File") and "metaschedule" + os.sep in ln and "tune.py" not in ln
+    ]
     assert internal == [], err[-3000:]
     time.sleep(0.5)
     assert workers_of(tmp) == []

@@ -68,6 +68,7 @@ def test_a_killed_worker_fails_its_task_with_the_signal_and_is_replaced(tmp_path
 def test_timeout_kills_the_worker_and_its_children():
     pool = WorkerPool(1)
     try:
+
         def spawn_sleeper():
             import subprocess
 
@@ -87,10 +88,13 @@ def failing_initializer():
     raise RuntimeError("no licence for the compiler")
 
 
-@pytest.mark.parametrize("initializer, match", [
-    (failing_initializer, "no licence for the compiler"),
-    (lambda: os._exit(3), "exited while starting \\(exit code 3\\)"),
-])
+@pytest.mark.parametrize(
+    "initializer, match",
+    [
+        (failing_initializer, "no licence for the compiler"),
+        (lambda: os._exit(3), "exited while starting \\(exit code 3\\)"),
+    ],
+)
 def test_a_pool_that_cannot_start_says_why_at_once(initializer, match):
     pool = WorkerPool(2, initializer)
     try:
@@ -131,7 +135,8 @@ def test_kill_a_build_worker_mid_build_then_build_again(tmp_path):
     with LocalBuilder(max_workers=1, f_build=slow_build, timeout_sec=120) as builder:
         results = []
         thread = threading.Thread(
-            target=lambda: results.extend(builder.build([BuilderInput(matmul(8), "cpu")])))
+            target=lambda: results.extend(builder.build([BuilderInput(matmul(8), "cpu")]))
+        )
         thread.start()
         wait_for(lambda: os.path.exists(marker))  # the worker is inside slow_build
         for pid in builder._pool.worker_pids():
@@ -174,11 +179,14 @@ def test_kill_a_run_worker_mid_measurement_then_measure_again(tmp_path):
 
 def test_builder_and_runner_whose_initializer_fails_raise_quickly():
     start = time.monotonic()
-    with LocalBuilder(max_workers=1, initializer=failing_initializer) as builder:
-        with pytest.raises(RuntimeError, match="build workers cannot start: .*: RuntimeError: no licence"):
-            builder.build([BuilderInput(matmul(8), "cpu")])
+    with LocalBuilder(max_workers=1, initializer=failing_initializer) as builder, pytest.raises(
+        RuntimeError, match="build workers cannot start: .*: RuntimeError: no licence"
+    ):
+        builder.build([BuilderInput(matmul(8), "cpu")])
     with LocalRunner(initializer=failing_initializer) as runner:
         (future,) = runner.run([RunnerInput("/nonexistent.so", "cpu", [])])
-        with pytest.raises(RuntimeError, match="runner workers cannot start: .*: RuntimeError: no licence"):
+        with pytest.raises(
+            RuntimeError, match="runner workers cannot start: .*: RuntimeError: no licence"
+        ):
             future.result()
     assert time.monotonic() - start < 60

@@ -16,7 +16,7 @@ FAST = EvaluatorConfig(number=1, repeat=1, min_repeat_ms=0)
 
 
 def template(sch):
-    i, j, k = sch.get_loops(sch.get_block("C"))
+    i, j, _ = sch.get_loops(sch.get_block("C"))
     sch.split(i, sch.sample_perfect_tile(i, n=2))
     sch.split(j, sch.sample_perfect_tile(j, n=2))
 
@@ -27,19 +27,32 @@ def fresh_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
 
 
-@pytest.mark.parametrize("cc, words", [
-    ("/nonexistent/cc", "cannot run the C compiler '/nonexistent/cc'"),
-    ("false", "C compilation failed (exit code 1)"),
-])
+@pytest.mark.parametrize(
+    "cc, words",
+    [
+        ("/nonexistent/cc", "cannot run the C compiler '/nonexistent/cc'"),
+        ("false", "C compilation failed (exit code 1)"),
+    ],
+)
 def test_a_missing_or_failing_compiler_gives_error_results_and_tuning_goes_on(
-        tmp_path, monkeypatch, fresh_cache, cc, words):
+    tmp_path, monkeypatch, fresh_cache, cc, words
+):
     monkeypatch.setenv("CC", cc)
     with LocalBuilder(max_workers=1) as builder:
         (result,) = builder.build([BuilderInput(matmul(8), "cpu")])
         assert result.artifact_path is None and words in result.error_msg
-        db = tune_tir(matmul(8), "cpu", str(tmp_path / "work"), 8, num_trials_per_iter=4,
-                      space=template, strategy="replay-trace", cost_model="random",
-                      builder=builder, runner=LocalRunner(evaluator_config=FAST))
+        db = tune_tir(
+            matmul(8),
+            "cpu",
+            str(tmp_path / "work"),
+            8,
+            num_trials_per_iter=4,
+            space=template,
+            strategy="replay-trace",
+            cost_model="random",
+            builder=builder,
+            runner=LocalRunner(evaluator_config=FAST),
+        )
     records = db.get_all_tuning_records()
     assert records and not any(r.is_valid for r in records)  # failures, saved as such
     log = (tmp_path / "work" / "logs" / "task_0_main.log").read_text()
@@ -84,9 +97,18 @@ def crash_every_other_run(rt_mod, device, config, args):
 def test_kernels_that_crash_their_worker_do_not_corrupt_the_tuner(tmp_path):
     runner = LocalRunner(evaluator_config=FAST, f_run_evaluator=crash_every_other_run)
     with runner:
-        db = tune_tir(matmul(16), "cpu", str(tmp_path), 8, num_trials_per_iter=4,
-                      space=template, strategy="replay-trace", cost_model="random",
-                      runner=runner, measure_callbacks="default")
+        db = tune_tir(
+            matmul(16),
+            "cpu",
+            str(tmp_path),
+            8,
+            num_trials_per_iter=4,
+            space=template,
+            strategy="replay-trace",
+            cost_model="random",
+            runner=runner,
+            measure_callbacks="default",
+        )
     records = db.get_all_tuning_records()
     assert len(records) == 8
     assert any(r.is_valid for r in records)
@@ -94,18 +116,21 @@ def test_kernels_that_crash_their_worker_do_not_corrupt_the_tuner(tmp_path):
     assert "worker died: signal SIGSEGV" in log
 
 
-@pytest.mark.parametrize("kwargs, name", [
-    ({"max_trials_global": 0}, "max_trials_global"),
-    ({"max_trials_global": -3}, "max_trials_global"),
-    ({"num_trials_per_iter": 0}, "num_trials_per_iter"),
-    ({"max_trials_per_task": 0}, "max_trials_per_task"),
-    ({"strategy": "evolutionry"}, "strategy"),
-    ({"space": "post-order"}, "space"),
-    ({"cost_model": "xgboost"}, "cost_model"),
-    ({"task_scheduler": "fifo"}, "task_scheduler"),
-    ({"measure_callbacks": "all"}, "measure_callbacks"),
-    ({"num_tuning_cores": "many"}, "num_tuning_cores"),
-])
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        ({"max_trials_global": 0}, "max_trials_global"),
+        ({"max_trials_global": -3}, "max_trials_global"),
+        ({"num_trials_per_iter": 0}, "num_trials_per_iter"),
+        ({"max_trials_per_task": 0}, "max_trials_per_task"),
+        ({"strategy": "evolutionry"}, "strategy"),
+        ({"space": "post-order"}, "space"),
+        ({"cost_model": "xgboost"}, "cost_model"),
+        ({"task_scheduler": "fifo"}, "task_scheduler"),
+        ({"measure_callbacks": "all"}, "measure_callbacks"),
+        ({"num_tuning_cores": "many"}, "num_tuning_cores"),
+    ],
+)
 def test_bad_arguments_are_refused_before_anything_starts(tmp_path, kwargs, name):
     kwargs = {"max_trials_global": 4, **kwargs}
     work_dir = tmp_path / "work"
@@ -133,8 +158,7 @@ def test_a_full_disk_is_refused_before_tuning(tmp_path, monkeypatch):
     from metaschedule import tune
 
     usage = shutil.disk_usage(tmp_path)
-    monkeypatch.setattr(tune.shutil, "disk_usage",
-                        lambda path: usage._replace(free=1 << 20))
+    monkeypatch.setattr(tune.shutil, "disk_usage", lambda path: usage._replace(free=1 << 20))
     with pytest.raises(OSError, match="only 1 MiB free"):
         tune_tir(matmul(8), "cpu", str(tmp_path), 4)
     assert not (tmp_path / "database_tuning_record.json").exists()

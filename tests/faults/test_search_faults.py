@@ -16,7 +16,7 @@ from metaschedule.utils import derived_object
 
 
 def template(sch):
-    i, j, k = sch.get_loops(sch.get_block("C"))
+    i, j, _ = sch.get_loops(sch.get_block("C"))
     sch.split(i, sch.sample_perfect_tile(i, n=2))
     sch.split(j, sch.sample_perfect_tile(j, n=2))
 
@@ -39,16 +39,30 @@ class AlwaysFails(PyPostproc):
 
 
 def dummy_tune(tmp_path, strategy, space=None, runner=None, trials=16, **kwargs):
-    return tune_tir(matmul(16), "cpu", str(tmp_path), trials, num_trials_per_iter=4,
-                    space=space or template, strategy=strategy, cost_model="random",
-                    builder=DummyBuilder(), runner=runner or DummyRunner(), **kwargs)
+    return tune_tir(
+        matmul(16),
+        "cpu",
+        str(tmp_path),
+        trials,
+        num_trials_per_iter=4,
+        space=space or template,
+        strategy=strategy,
+        cost_model="random",
+        builder=DummyBuilder(),
+        runner=runner or DummyRunner(),
+        **kwargs,
+    )
 
 
-@pytest.mark.parametrize("strategy", [
-    ReplayTrace(max_fail_count=10),
-    EvolutionarySearch(population_size=8, init_min_unmeasured=2, genetic_num_iters=1,
-                       max_fail_count=3),
-])
+@pytest.mark.parametrize(
+    "strategy",
+    [
+        ReplayTrace(max_fail_count=10),
+        EvolutionarySearch(
+            population_size=8, init_min_unmeasured=2, genetic_num_iters=1, max_fail_count=3
+        ),
+    ],
+)
 def test_a_postprocessor_that_always_fails_ends_the_task(tmp_path, strategy, caplog):
     AlwaysFails.calls = 0
     space = ScheduleFn(template, postprocs=[AlwaysFails()], mutator_probs={})
@@ -68,8 +82,9 @@ class NoCandidates(PySearchStrategy):
     def _initialize_with_tune_context(self, context):
         pass
 
-    def pre_tuning(self, max_trials, num_trials_per_iter, design_spaces, database=None,
-                   cost_model=None):
+    def pre_tuning(
+        self, max_trials, num_trials_per_iter, design_spaces, database=None, cost_model=None
+    ):
         pass
 
     def post_tuning(self):
@@ -97,10 +112,18 @@ def test_a_run_time_of_zero_does_not_crash(tmp_path, cost_model):
     # Every measurement says 0 s (a timer too coarse for the kernel): the cost model's
     # normalisation and the GFLOPS of the statistics must not divide by zero.
     runner = DummyRunner(f_run_secs=lambda path: [0.0, 0.0])
-    db = tune_tir(matmul(16), "cpu", str(tmp_path), 12, num_trials_per_iter=4,
-                  space=template, strategy=EvolutionarySearch(
-                      population_size=8, init_min_unmeasured=2, genetic_num_iters=1),
-                  cost_model=cost_model, builder=DummyBuilder(), runner=runner)
+    db = tune_tir(
+        matmul(16),
+        "cpu",
+        str(tmp_path),
+        12,
+        num_trials_per_iter=4,
+        space=template,
+        strategy=EvolutionarySearch(population_size=8, init_min_unmeasured=2, genetic_num_iters=1),
+        cost_model=cost_model,
+        builder=DummyBuilder(),
+        runner=runner,
+    )
     records = db.get_all_tuning_records()
     assert len(records) == 12
     assert all(r.run_secs == [0.0, 0.0] for r in records)

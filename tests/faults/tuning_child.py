@@ -21,13 +21,13 @@ COMMITTED_LOG = "committed.log"
 
 
 def template(sch):
-    """Three sampled tilings: a space of a few hundred distinct schedules."""
+    """Three sampled tilings: a space of thousands of distinct schedules."""
     block = sch.get_block("C")
     i, j, k = sch.get_loops(block)
-    i0, i1 = sch.split(i, sch.sample_perfect_tile(i, n=2))
-    j0, j1 = sch.split(j, sch.sample_perfect_tile(j, n=2, max_innermost_factor=16))
+    i0, i1, i2 = sch.split(i, sch.sample_perfect_tile(i, n=3))
+    j0, j1, j2 = sch.split(j, sch.sample_perfect_tile(j, n=3, max_innermost_factor=16))
     k0, k1 = sch.split(k, sch.sample_perfect_tile(k, n=2))
-    sch.reorder(i0, j0, k0, i1, k1, j1)
+    sch.reorder(i0, j0, i1, j1, k0, i2, k1, j2)
 
 
 def schedule_key(sch) -> str:
@@ -42,24 +42,34 @@ class CommitSpy(MeasureCallback):
     def __init__(self, path: str):
         self.path = path
 
-    def apply(self, task_scheduler, task_id, measure_candidates, builder_results,
-              runner_results):
+    def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results):
         with open(self.path, "a") as f:
-            for cand in measure_candidates:
-                f.write(schedule_key(cand.sch) + "\n")
+            f.writelines(schedule_key(cand.sch) + "\n" for cand in measure_candidates)
             f.flush()
             os.fsync(f.fileno())
 
 
 def main(work_dir: str, trials: int, n: int = 64) -> None:
-    runner = LocalRunner(timeout_sec=30,
-                         evaluator_config=EvaluatorConfig(number=1, repeat=1, min_repeat_ms=0))
-    tune_tir(matmul(n), "cpu", work_dir, trials, num_trials_per_iter=8, space=template,
-             strategy=EvolutionarySearch(population_size=16, init_min_unmeasured=4,
-                                         genetic_num_iters=1),
-             cost_model="random", runner=runner, task_scheduler="round-robin",
-             measure_callbacks=[AddToDatabase(), CommitSpy(os.path.join(work_dir, COMMITTED_LOG)),
-                                RemoveBuildArtifact()])
+    runner = LocalRunner(
+        timeout_sec=30, evaluator_config=EvaluatorConfig(number=1, repeat=1, min_repeat_ms=0)
+    )
+    tune_tir(
+        matmul(n),
+        "cpu",
+        work_dir,
+        trials,
+        num_trials_per_iter=8,
+        space=template,
+        strategy=EvolutionarySearch(population_size=16, init_min_unmeasured=4, genetic_num_iters=1),
+        cost_model="random",
+        runner=runner,
+        task_scheduler="round-robin",
+        measure_callbacks=[
+            AddToDatabase(),
+            CommitSpy(os.path.join(work_dir, COMMITTED_LOG)),
+            RemoveBuildArtifact(),
+        ],
+    )
     runner.close()
     print("TUNING-DONE", flush=True)
 
