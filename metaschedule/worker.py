@@ -123,7 +123,10 @@ def _wait_fd(fd: int, write: bool, deadline: float | None, stop: threading.Event
         wait = _POLL_SEC if deadline is None else min(_POLL_SEC, deadline - time.monotonic())
         if wait <= 0:
             raise _Deadline
-        r, w, _ = select.select([] if write else [fd], [fd] if write else [], [], wait)
+        try:
+            r, w, _ = select.select([] if write else [fd], [fd] if write else [], [], wait)
+        except (OSError, ValueError):  # the descriptor was closed
+            raise _EOF from None
         if r or w:
             return
 
@@ -136,7 +139,7 @@ def _send(fd: int, obj: bytes, deadline: float | None, stop: threading.Event) ->
             n = os.write(fd, data)
         except BlockingIOError:
             continue
-        except (BrokenPipeError, ConnectionResetError):
+        except OSError:  # EPIPE: the worker is gone
             raise _EOF from None
         data = data[n:]
 
@@ -149,6 +152,8 @@ def _recv_exact(fd: int, n: int, deadline: float | None, stop: threading.Event) 
             chunk = os.read(fd, min(left, 1 << 20))
         except BlockingIOError:
             continue
+        except OSError:
+            raise _EOF from None
         if not chunk:
             raise _EOF
         chunks.append(chunk)
@@ -179,15 +184,20 @@ class _Worker:
         self.rfd = self.proc.stdout.fileno()
         os.set_blocking(self.wfd, False)
 
-    def kill(self) -> None:
+    def send_kill(self) -> None:
+        """SIGKILL the worker and its process group (its compilers); safe from any thread."""
         try:
-            os.killpg(self.proc.pid, signal.SIGKILL)  # the worker and its compilers
+            os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
         try:
             self.proc.kill()
         except ProcessLookupError:
             pass
+
+    def kill(self) -> None:
+        """Kill, reap and close the pipes; only by the thread that owns the worker."""
+        self.send_kill()
         self.exitcode()
         for f in (self.proc.stdin, self.proc.stdout):
             try:
@@ -403,8 +413,8 @@ class _PoolState:
         self.fail_queued(None)
         with self.lock:
             workers = list(self.workers)
-        for worker in workers:  # kill now: slot threads waiting on them see EOF at once
-            worker.kill()
+        for worker in workers:  # slot threads waiting on them see EOF at once, and close
+            worker.send_kill()
 
 
 def _shutdown(state: _PoolState, threads: list[threading.Thread]) -> None:
