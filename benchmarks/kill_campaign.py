@@ -36,12 +36,15 @@ CHILD = os.path.join(ROOT, "tests", "faults", "tuning_child.py")
 
 
 def orphan_workers(marker: str) -> list[int]:
-    """Live processes whose environment holds ``marker`` (the child's TMPDIR)."""
+    """Live worker processes whose environment holds ``marker`` (the child's TMPDIR)."""
     pids = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                if b"_worker_main" not in f.read():
+                    continue
             with open(f"/proc/{name}/environ", "rb") as f:
                 if marker.encode() in f.read():
                     pids.append(int(name))

@@ -58,6 +58,7 @@ def default_build(mod: IRModule, target: Target, params: dict[str, Any] | None) 
 #: the environment variable naming the process that owns the build folders (the tuner)
 OWNER_ENV = "METASCHEDULE_BUILD_OWNER"
 _BUILD_DIR = re.compile(r"metaschedule-build-(\d+)-")
+_CACHE_TEMP = re.compile(r"\.ms-build-(\d+)-")  # codegen.compiler's files in the making
 
 
 def default_export(mod: Module) -> str:
@@ -80,19 +81,38 @@ def default_export(mod: Module) -> str:
 
 
 def remove_stale_build_dirs(directory: str | None = None) -> int:
-    """Remove the build folders whose owner process is gone (a tuner killed with
-    ``kill -9`` cannot clean up); how many were removed."""
-    directory = directory or tempfile.gettempdir()
+    """Remove what builds of dead processes left (a process killed with ``kill -9``
+    cannot clean up): build folders whose owner (tuner) is gone, in ``directory``
+    (default: the temporary directory), and half-written compiler files of dead build
+    workers in the kernel cache. How many were removed."""
+    removed = _remove_dead(directory or tempfile.gettempdir(), _BUILD_DIR)
+    try:
+        from ..runtime.module import kernel_cache_dir
+
+        removed += _remove_dead(kernel_cache_dir(), _CACHE_TEMP)
+    except (ImportError, OSError):
+        pass
+    return removed
+
+
+def _remove_dead(directory: str, pattern: re.Pattern) -> int:
     removed = 0
     try:
         names = os.listdir(directory)
     except OSError:
         return 0
     for name in names:
-        match = _BUILD_DIR.match(name)
+        match = pattern.match(name)
         if match is None or _alive(int(match.group(1))):
             continue
-        shutil.rmtree(os.path.join(directory, name), ignore_errors=True)
+        path = os.path.join(directory, name)
+        if os.path.isdir(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            try:
+                os.remove(path)
+            except OSError:
+                continue
         removed += 1
     return removed
 
@@ -261,10 +281,12 @@ class LocalBuilder(PyBuilder):
         return BuilderResult(None, value)
 
     def close(self) -> None:
-        """Stop the worker processes; a later ``build`` starts new ones."""
+        """Stop the worker processes (and remove the files of builds they were in the
+        middle of); a later ``build`` starts new ones."""
         if self._pool is not None:
             self._pool.close()
             self._pool = None
+            remove_stale_build_dirs()
 
     def __enter__(self) -> LocalBuilder:
         return self

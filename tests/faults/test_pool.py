@@ -190,3 +190,26 @@ def test_builder_and_runner_whose_initializer_fails_raise_quickly():
         ):
             future.result()
     assert time.monotonic() - start < 60
+
+
+def test_stale_build_files_of_dead_processes_are_removed(tmp_path, monkeypatch):
+    import subprocess
+
+    from metaschedule.builder.local_builder import remove_stale_build_dirs
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    cache = tmp_path / "cache" / "metaschedule" / "kernels"
+    cache.mkdir(parents=True)
+    (tmp_path / f"metaschedule-build-{dead.pid}-abc").mkdir()
+    (tmp_path / f"metaschedule-build-{dead.pid}-abc" / "artifact.so").write_text("")
+    (tmp_path / f"metaschedule-build-{os.getpid()}-mine").mkdir()
+    (cache / f".ms-build-{dead.pid}-xyz.c").write_text("int half")
+    (cache / f".ms-build-{os.getpid()}-xyz.c").write_text("in progress")
+    (cache / "0123.so").write_text("")
+    assert remove_stale_build_dirs(str(tmp_path)) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "cache", f"metaschedule-build-{os.getpid()}-mine"]
+    assert sorted(p.name for p in cache.iterdir()) == [
+        f".ms-build-{os.getpid()}-xyz.c", "0123.so"]
