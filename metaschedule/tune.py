@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
@@ -113,12 +114,42 @@ def tune_tasks(
     callbacks = _named("measure_callbacks", normalize_callbacks, measure_callbacks)
     scheduler = _named("task_scheduler", _task_scheduler, task_scheduler)
     check_work_dir(work_dir)
-    database = _database(database, work_dir, module_equality)
     owned: list = []
-    builder = _component(builder, Builder, "builder", owned)
-    runner = _component(runner, Runner, "runner", owned)
-    records_before = _count(database)
-    logs = TuningLogs(work_dir, [t.task_name for t in tasks], [t.logger for t in tasks])
+    records_before = 0
+    interrupted: KeyboardInterrupt | None = None
+    try:
+        database = _database(database, work_dir, module_equality)
+        builder = _component(builder, Builder, "builder", owned)
+        runner = _component(runner, Runner, "runner", owned)
+        records_before = _count(database)
+        with TuningLogs(work_dir, [t.task_name for t in tasks],
+                        [t.logger for t in tasks]) as logs:
+            try:
+                _run_scheduler(scheduler, logs, tasks, task_weights, max_trials_global,
+                               max_trials_per_task, num_trials_per_iter, builder, runner,
+                               callbacks, database, cost_model, work_dir)
+            except KeyboardInterrupt:
+                msg = _interrupted_message(database, work_dir,
+                                           _count(database) - records_before)
+                logs.scheduler.warning("%s", msg)
+                interrupted = KeyboardInterrupt(msg)
+    except KeyboardInterrupt:  # while starting: nothing was tuned yet
+        interrupted = KeyboardInterrupt(
+            "Tuning interrupted while starting; nothing new was measured. To resume, run "
+            "the same call again with the same work_dir")
+        print(interrupted, file=sys.stderr, flush=True)
+    finally:
+        for component in owned:
+            component.close()
+    if interrupted is not None:
+        raise interrupted from None  # after the cleanup; the message says how to resume
+    return database
+
+
+def _run_scheduler(scheduler, logs, tasks, task_weights, max_trials_global, max_trials_per_task,
+                   num_trials_per_iter, builder, runner, callbacks, database, cost_model,
+                   work_dir) -> None:
+    """Run the scheduler with the run's loggers in place; the loggers are restored."""
     saved_loggers = [t.logger for t in tasks]
     had_logger = "logger" in scheduler.__dict__
     saved_scheduler_logger = scheduler.logger
@@ -134,12 +165,6 @@ def tune_tasks(
             extra={"progress": (0, max_trials_global)})
         scheduler.tune(tasks, task_weights, max_trials_global, max_trials_per_task,
                        num_trials_per_iter, builder, runner, callbacks, database, cost_model)
-    except KeyboardInterrupt:
-        msg = _interrupted_message(database, work_dir, _count(database) - records_before)
-        logs.scheduler.warning("%s", msg)
-        interrupted = KeyboardInterrupt(msg)
-    else:
-        interrupted = None
     finally:
         for task, logger in zip(tasks, saved_loggers):
             task.logger = logger
@@ -147,12 +172,6 @@ def tune_tasks(
             scheduler.logger = saved_scheduler_logger
         else:
             del scheduler.logger
-        logs.close()
-        for component in owned:
-            component.close()
-    if interrupted is not None:
-        raise interrupted from None  # after the cleanup; the message says how to resume
-    return database
 
 
 def check_budgets(max_trials_global, max_trials_per_task, num_trials_per_iter) -> None:
