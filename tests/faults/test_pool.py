@@ -179,8 +179,11 @@ def test_kill_a_run_worker_mid_measurement_then_measure_again(tmp_path):
 
 def test_builder_and_runner_whose_initializer_fails_raise_quickly():
     start = time.monotonic()
-    with LocalBuilder(max_workers=1, initializer=failing_initializer) as builder, pytest.raises(
-        RuntimeError, match="build workers cannot start: .*: RuntimeError: no licence"
+    with (
+        LocalBuilder(max_workers=1, initializer=failing_initializer) as builder,
+        pytest.raises(
+            RuntimeError, match="build workers cannot start: .*: RuntimeError: no licence"
+        ),
     ):
         builder.build([BuilderInput(matmul(8), "cpu")])
     with LocalRunner(initializer=failing_initializer) as runner:
@@ -210,6 +213,7 @@ def test_stale_build_files_of_dead_processes_are_removed(tmp_path, monkeypatch):
     (cache / "0123.so").write_text("")
     assert remove_stale_build_dirs(str(tmp_path)) == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "cache", f"metaschedule-build-{os.getpid()}-mine"]
-    assert sorted(p.name for p in cache.iterdir()) == [
-        f".ms-build-{os.getpid()}-xyz.c", "0123.so"]
+        "cache",
+        f"metaschedule-build-{os.getpid()}-mine",
+    ]
+    assert sorted(p.name for p in cache.iterdir()) == [f".ms-build-{os.getpid()}-xyz.c", "0123.so"]
