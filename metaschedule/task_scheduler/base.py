@@ -383,8 +383,8 @@ class TaskScheduler(ABC):
                 task.pre_tuned = False
                 try:
                     task.ctx.post_tuning()
-                except Exception:  # noqa: BLE001 - already failing
-                    pass
+                except Exception as err:  # noqa: BLE001 - already failing: report, go on
+                    self.logger.warning("Task %r: post_tuning failed: %s", task.name, err)
 
     # ------------------------------------------------------------------ reporting
     def tuning_statistics(self) -> str:
