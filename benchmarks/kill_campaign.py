@@ -105,7 +105,7 @@ def one_round(
             proc.kill()
             proc.wait()
         exit_sec = time.monotonic() - sent
-    _, err = proc.communicate()
+    out, err = proc.communicate()
     for _ in range(40):  # let the workers' death signal land, compilers finish
         if not orphan_workers(tmp):
             break
@@ -119,7 +119,9 @@ def one_round(
         returncode=proc.returncode,
         build_dirs=len(build_dirs(tmp)),
         orphan_workers=len(orphan_workers(tmp)),
+        tuning_started="TUNING-START" in out,  # else the signal hit Python's start-up
         resume_hint="same work_dir" in err,
+        stderr_tail=err[-400:] if "same work_dir" not in err else "",
         raw_traceback_lines=sum(
             "metaschedule/" in line and line.strip().startswith("File") for line in err.splitlines()
         ),

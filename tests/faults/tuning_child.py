@@ -50,6 +50,7 @@ class CommitSpy(MeasureCallback):
 
 
 def main(work_dir: str, trials: int, n: int = 64) -> None:
+    print("TUNING-START", flush=True)  # imports done: a signal now reaches tune_tir
     runner = LocalRunner(
         timeout_sec=30, evaluator_config=EvaluatorConfig(number=1, repeat=1, min_repeat_ms=0)
     )
