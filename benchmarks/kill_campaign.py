@@ -129,6 +129,37 @@ def one_round(
     return row
 
 
+def summarize(rounds: list[dict], final: dict, signal_name: str, budget: int) -> dict:
+    """The campaign's table: every count is the worst over the rounds."""
+    signalled = [r for r in rounds if not r["finished_before_signal"]]
+    in_tuner = [r for r in signalled if r.get("tuning_started", True)]
+    return {
+        "signal": signal_name,
+        "signals sent": len(signalled),
+        "... of which during Python's start-up (before tune_tir)": len(signalled) - len(in_tuner),
+        "records lost": max((r["lost"] for r in rounds), default=0) + final["lost"],
+        "duplicates": max((r["duplicates"] for r in rounds), default=0) + final["duplicates"],
+        "records that fail to replay": max((r["replay_failures"] for r in rounds), default=0)
+        + final["replay_failures"],
+        "torn lines skipped": max((r["warnings"] for r in rounds), default=0),
+        # a kill -9 leaves the folders of the candidates in flight; the next run removes them
+        "build folders after a signal (max)": max((r["build_dirs"] for r in rounds), default=0),
+        "build folders after the final run": final["build_dirs"],
+        "workers outliving the tuner": max((r["orphan_workers"] for r in rounds), default=0),
+        "seconds from signal to exit (max)": max((r["exit_sec"] for r in in_tuner), default=0),
+        "resume line printed": f"{sum(r['resume_hint'] for r in in_tuner)}/{len(in_tuner)}"
+        if signal_name == "SIGINT"
+        else "n/a",
+        "records at the end / budget": f"{final['records']}/{budget}",
+        "final run finished": final["done"],
+    }
+
+
+def print_table(summary: dict) -> None:
+    width = max(len(k) for k in summary)
+    print("\n".join(f"{k.ljust(width)} | {v}" for k, v in summary.items()))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kills", type=int, default=10)
@@ -142,7 +173,20 @@ def main() -> None:
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=None, help="JSON file for the results")
+    parser.add_argument("--report", default=None, help="print the table of a saved JSON")
     args = parser.parse_args()
+    if args.report:
+        with open(args.report) as f:
+            saved = json.load(f)
+        print_table(
+            summarize(
+                saved["rounds"],
+                saved["final"],
+                f"SIG{saved['args']['signal']}",
+                saved["args"]["trials"],
+            )
+        )
+        return
     rng = random.Random(args.seed)
     sig = getattr(signal, f"SIG{args.signal}")
     work_dir = tempfile.mkdtemp(prefix="ms-kill-campaign-")
@@ -166,29 +210,8 @@ def main() -> None:
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)
         shutil.rmtree(tmp, ignore_errors=True)
-    signalled = [r for r in rounds if not r["finished_before_signal"]]
-    summary = {
-        "signal": f"SIG{args.signal}",
-        "kills": len(signalled),
-        "records_lost": max((r["lost"] for r in rounds), default=0) + final["lost"],
-        "duplicates": max((r["duplicates"] for r in rounds), default=0) + final["duplicates"],
-        "replay_failures": max((r["replay_failures"] for r in rounds), default=0)
-        + final["replay_failures"],
-        "torn_lines_skipped": max((r["warnings"] for r in rounds), default=0),
-        # a kill -9 leaves the folders of the candidates in flight; the next run removes them
-        "build_dirs_after_kill_max": max((r["build_dirs"] for r in rounds), default=0),
-        "build_dirs_after_final_run": final["build_dirs"],
-        "orphan_processes": max((r["orphan_workers"] for r in rounds), default=0),
-        "max_exit_sec": max((r["exit_sec"] for r in signalled), default=0.0),
-        "resume_hint_shown": all(r["resume_hint"] for r in signalled)
-        if args.signal == "INT"
-        else None,
-        "final_records": final["records"],
-        "budget": args.trials,
-        "final_run_finished": final["done"],
-    }
-    width = max(len(k) for k in summary)
-    print("\n".join(f"{k.ljust(width)} | {v}" for k, v in summary.items()))
+    summary = summarize(rounds, final, f"SIG{args.signal}", args.trials)
+    print_table(summary)
     if args.out:
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         with open(args.out, "w") as f:
