@@ -8,9 +8,20 @@ budget is spent or every task is done:
 3. the builder builds them, and the runner starts measuring them; the runner's futures
    are kept and the loop goes on, so the next task's candidates are generated and built
    while this batch is measured (seed 002);
-4. ``join_running_task`` waits for a batch, notifies the strategy, records the latencies
-   and applies the measure callbacks (database, cost model, artifacts). Schedulers join a
-   task before giving it its next batch, and ``touch_task`` joins batches already done.
+4. results are collected as they arrive (every loop iteration, and while a batch is
+   awaited) and handed at once to the *incremental* measure callbacks
+   (``MeasureCallback.incremental``: AddToDatabase, RemoveBuildArtifact), so each result
+   is in the database as soon as it is measured;
+5. ``join_running_task`` waits for a batch, notifies the strategy, records the latencies
+   and applies the other measure callbacks (the cost model's update) to the whole batch.
+   Schedulers join a task before giving it its next batch, and ``touch_task`` joins
+   batches already done.
+
+Resuming: records the database already holds for a task's workload count toward
+``max_trials_global`` and ``max_trials_per_task`` (a task whose budget is spent is not
+even prepared). Interruptions: on any exception or Ctrl-C, the results that arrived are
+committed, the artifacts of candidates still in flight are removed, and the exception
+propagates.
 
 A task stops (``terminate_task``) when its strategy has nothing more to give, when it
 reached ``max_trials_per_task``, or after ``max_fail_count`` measured batches in a row in
