@@ -217,3 +217,26 @@ def test_stale_build_files_of_dead_processes_are_removed(tmp_path, monkeypatch):
         f"metaschedule-build-{os.getpid()}-mine",
     ]
     assert sorted(p.name for p in cache.iterdir()) == [f".ms-build-{os.getpid()}-xyz.c", "0123.so"]
+
+
+def test_tune_tir_with_workers_that_cannot_start_fails_fast_not_hangs(tmp_path):
+    from metaschedule.tir_integration import tune_tir
+
+    def template(sch):
+        i, _, _ = sch.get_loops(sch.get_block("C"))
+        sch.split(i, sch.sample_perfect_tile(i, n=2))
+
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match="build workers cannot start: .*no licence"):
+        tune_tir(
+            matmul(8),
+            "cpu",
+            str(tmp_path),
+            4,
+            num_trials_per_iter=4,
+            space=template,
+            strategy="replay-trace",
+            cost_model="random",
+            builder=LocalBuilder(max_workers=2, initializer=failing_initializer),
+        )
+    assert time.monotonic() - start < 60
