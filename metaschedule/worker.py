@@ -37,6 +37,7 @@ interpreter exit, and (Linux) when the thread that started them dies with its pr
 
 from __future__ import annotations
 
+import functools
 import os
 import pickle
 import queue
@@ -98,7 +99,7 @@ class PoolClosedError(RuntimeError):
 
 
 def _dumps(obj: Any) -> bytes:
-    import cloudpickle
+    import cloudpickle  # type: ignore[import-untyped]
 
     return cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
 
@@ -179,6 +180,7 @@ class _Worker:
             start_new_session=True,  # its own process group: Ctrl-C is the parent's to handle
             close_fds=True,
         )
+        assert self.proc.stdin is not None and self.proc.stdout is not None
         self.ready = False
         self.wfd = self.proc.stdin.fileno()
         self.rfd = self.proc.stdout.fileno()
@@ -201,7 +203,8 @@ class _Worker:
         self.exitcode()
         for f in (self.proc.stdin, self.proc.stdout):
             try:
-                f.close()
+                if f is not None:
+                    f.close()
             except OSError:
                 pass
 
@@ -311,7 +314,7 @@ class _PoolState:
                             continue
                         self.broken = err
                         message = str(err)
-                        self.fail_queued(lambda m=message: WorkerStartError(m))
+                        self.fail_queued(functools.partial(WorkerStartError, message))
                         continue
                 try:
                     task = self.tasks.get(timeout=_POLL_SEC)
@@ -355,7 +358,7 @@ class _PoolState:
                     break
         self.broken = error
         message = str(error)
-        self.fail_queued(lambda m=message: WorkerStartError(m))
+        self.fail_queued(functools.partial(WorkerStartError, message))
         task.future.set_exception(WorkerStartError(message))
         return None
 
@@ -378,9 +381,10 @@ class _PoolState:
                     if attempt == MAX_START_ATTEMPTS - 1:
                         raise
                     self.discard(worker)
-                    worker = self.restart_for(task)
-                    if worker is None:
+                    new_worker = self.restart_for(task)
+                    if new_worker is None:
                         return None
+                    worker = new_worker
             reply = _recv(worker.rfd, deadline, self.stop)
         except _Deadline:
             self.discard(worker)

@@ -107,18 +107,24 @@ class TaskRecord:
 
     def collect_arrived(self) -> list[int]:
         """Fetch the results that are done and not fetched yet; their indices."""
-        arrived = []
-        for i, future in enumerate(self.runner_futures or ()):
-            if self.runner_results[i] is None and future.done():
-                self.runner_results[i] = future.result()
+        arrived: list[int] = []
+        results = self.runner_results
+        if results is None or self.runner_futures is None:
+            return arrived
+        for i, future in enumerate(self.runner_futures):
+            if results[i] is None and future.done():
+                results[i] = future.result()
                 arrived.append(i)
         return arrived
 
     def wait_next(self) -> None:
         """Wait for the first result not fetched yet (``result()`` blocks)."""
-        for i, future in enumerate(self.runner_futures or ()):
-            if self.runner_results[i] is None:
-                self.runner_results[i] = future.result()
+        results = self.runner_results
+        if results is None or self.runner_futures is None:
+            return
+        for i, future in enumerate(self.runner_futures):
+            if results[i] is None:
+                results[i] = future.result()
                 return
 
     def undelivered(self) -> list[int]:
