@@ -6,13 +6,20 @@ in ``work_dir``, the ``"xgb"`` cost model, the ``"default"`` callbacks, the ``"g
 scheduler), opens the run's logs in ``work_dir/logs``, runs the scheduler and returns the
 database. ``tune_tir`` makes one task per function of a TIR module and calls it.
 
-Tuning again with the same ``work_dir`` resumes: the JSON database holds the earlier
-records, which the evolutionary search starts from and never measures again.
+Tuning again with the same ``work_dir`` resumes, idempotently: the records the JSON
+database already holds for a workload count toward ``max_trials_global`` (and
+``max_trials_per_task``), so the same call after an interruption measures only what the
+budget still allows, the same call after completion returns at once, and a larger budget
+tunes only the difference. The search starts from the earlier records and never
+measures them again. Every result is committed as soon as it is measured; Ctrl-C (or an
+error) stops the workers, removes the temporary build folders and says how to resume.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
@@ -27,7 +34,7 @@ from .space_generator import SpaceGenerator
 from .target import Target
 from .task_scheduler import TaskScheduler
 from .tir.function import IRModule, PrimFunc, as_module
-from .tune_context import TuneContext
+from .tune_context import TuneContext, _normalize_threads
 
 __all__ = ["tune_tasks", "tune_tir"]
 
@@ -69,6 +76,18 @@ def tune_tasks(
     Returns:
         The database with all tuning records.
 
+    Raises:
+        ValueError: a bad argument (named), before anything starts.
+        PermissionError, OSError: ``work_dir`` cannot be written (read-only, disk full),
+            before tuning starts.
+        KeyboardInterrupt: Ctrl-C; what was measured is saved, the workers are stopped,
+            and the message says how to resume.
+
+    Resuming: the records the database holds for a task's workload count toward both
+    budgets, so calling again with the same ``work_dir`` finishes an interrupted run,
+    returns at once after a completed one, and with a larger ``max_trials_global`` tunes
+    only the difference.
+
     During the run each task's ``ctx.logger`` is replaced by a logger that writes
     ``work_dir/logs/task_<i>_<name>.log`` and forwards to the original one, and the
     scheduler logs to ``work_dir/logs/task_scheduler.log``; both are restored at the end.
@@ -85,20 +104,52 @@ def tune_tasks(
     bad = [t for t in tasks if not isinstance(t, TuneContext)]
     if bad:
         raise TypeError(f"tune_tasks: tasks must be TuneContexts, got {bad[0]!r}")
+    check_budgets(max_trials_global, max_trials_per_task, num_trials_per_iter)
     if max_trials_per_task is None:
         max_trials_per_task = max_trials_global
     if not isinstance(work_dir, (str, os.PathLike)):
         raise TypeError(f"tune_tasks: work_dir must be a path, got {work_dir!r}")
     work_dir = os.fspath(work_dir)
-    os.makedirs(work_dir, exist_ok=True)
-    database = _database(database, work_dir, module_equality)
-    cost_model = _cost_model(cost_model)
-    callbacks = normalize_callbacks(measure_callbacks)
-    scheduler = _task_scheduler(task_scheduler)
+    cost_model = _named("cost_model", _cost_model, cost_model)
+    callbacks = _named("measure_callbacks", normalize_callbacks, measure_callbacks)
+    scheduler = _named("task_scheduler", _task_scheduler, task_scheduler)
+    check_work_dir(work_dir)
     owned: list = []
-    builder = _component(builder, Builder, "builder", owned)
-    runner = _component(runner, Runner, "runner", owned)
-    logs = TuningLogs(work_dir, [t.task_name for t in tasks], [t.logger for t in tasks])
+    records_before = 0
+    interrupted: KeyboardInterrupt | None = None
+    try:
+        database = _database(database, work_dir, module_equality)
+        builder = _component(builder, Builder, "builder", owned)
+        runner = _component(runner, Runner, "runner", owned)
+        records_before = _count(database)
+        with TuningLogs(work_dir, [t.task_name for t in tasks],
+                        [t.logger for t in tasks]) as logs:
+            try:
+                _run_scheduler(scheduler, logs, tasks, task_weights, max_trials_global,
+                               max_trials_per_task, num_trials_per_iter, builder, runner,
+                               callbacks, database, cost_model, work_dir)
+            except KeyboardInterrupt:
+                msg = _interrupted_message(database, work_dir,
+                                           _count(database) - records_before)
+                logs.scheduler.warning("%s", msg)
+                interrupted = KeyboardInterrupt(msg)
+    except KeyboardInterrupt:  # while starting: nothing was tuned yet
+        interrupted = KeyboardInterrupt(
+            "Tuning interrupted while starting; nothing new was measured. To resume, run "
+            "the same call again with the same work_dir")
+        print(interrupted, file=sys.stderr, flush=True)
+    finally:
+        for component in owned:
+            component.close()
+    if interrupted is not None:
+        raise interrupted from None  # after the cleanup; the message says how to resume
+    return database
+
+
+def _run_scheduler(scheduler, logs, tasks, task_weights, max_trials_global, max_trials_per_task,
+                   num_trials_per_iter, builder, runner, callbacks, database, cost_model,
+                   work_dir) -> None:
+    """Run the scheduler with the run's loggers in place; the loggers are restored."""
     saved_loggers = [t.logger for t in tasks]
     had_logger = "logger" in scheduler.__dict__
     saved_scheduler_logger = scheduler.logger
@@ -121,10 +172,68 @@ def tune_tasks(
             scheduler.logger = saved_scheduler_logger
         else:
             del scheduler.logger
-        logs.close()
-        for component in owned:
-            component.close()
-    return database
+
+
+def check_budgets(max_trials_global, max_trials_per_task, num_trials_per_iter) -> None:
+    """ValueError naming the first budget that is not a positive int."""
+    for name, value in (("max_trials_global", max_trials_global),
+                        ("max_trials_per_task", max_trials_per_task),
+                        ("num_trials_per_iter", num_trials_per_iter)):
+        if value is None and name == "max_trials_per_task":
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+
+
+#: free bytes ``work_dir`` needs before tuning starts
+MIN_FREE_BYTES = 16 << 20
+
+
+def check_work_dir(work_dir: str) -> None:
+    """Make sure records can be written to ``work_dir``: create it, write and remove a
+    probe file, and check for free space; a clear error otherwise (before tuning)."""
+    what = "choose a writable folder (a read-only work_dir can still be queried)"
+    try:
+        os.makedirs(work_dir, exist_ok=True)
+        probe = os.path.join(work_dir, f".write-probe-{os.getpid()}")
+        try:
+            with open(probe, "wb") as f:
+                f.write(b"\0" * 65536)
+                f.flush()
+                os.fsync(f.fileno())
+        finally:
+            if os.path.exists(probe):
+                os.remove(probe)
+    except OSError as err:
+        raise type(err)(err.errno, f"cannot write to work_dir {work_dir!r}: "
+                        f"{err.strerror}; {what}") from None
+    free = shutil.disk_usage(work_dir).free
+    if free < MIN_FREE_BYTES:
+        raise OSError(f"work_dir {work_dir!r} has only {free >> 20} MiB free; tuning needs at "
+                      f"least {MIN_FREE_BYTES >> 20} MiB for its records and logs")
+
+
+def _count(database: Database) -> int:
+    try:
+        return len(database)
+    except Exception:  # noqa: BLE001 - only for the interruption message
+        return 0
+
+
+def _interrupted_message(database: Database, work_dir: str, new_records: int) -> str:
+    where = (f"saved in {work_dir}" if isinstance(database, JSONDatabase)
+             else f"in the {type(database).__name__} returned by this call (not on disk)")
+    return (f"Tuning interrupted: {new_records} new record(s) {where}; the workers are "
+            "stopped and the temporary build folders removed. To resume, run the same call "
+            "again with the same work_dir")
+
+
+def _named(name: str, make, value, *args):
+    """``make(value, *args)``, with a ValueError saying which argument was bad."""
+    try:
+        return make(value, *args)
+    except ValueError as err:
+        raise ValueError(f"{name}={value!r}: {err}") from None
 
 
 def tune_tir(
@@ -168,7 +277,15 @@ def tune_tir(
 
     Returns:
         The database with all tuning records; ``compile_tir`` reads the best one.
+
+    Resuming: the records ``work_dir`` already holds for a function count toward
+    ``max_trials_global``, so after an interruption (Ctrl-C, a crash, ``kill -9``) the
+    same call finishes the budget, after completion it returns at once with the same
+    best, and a larger ``max_trials_global`` tunes only the difference. Every result is
+    saved as soon as it is measured. Bad arguments, and a ``work_dir`` that cannot be
+    written, are errors before anything starts (see :func:`tune_tasks`).
     """
+    check_budgets(max_trials_global, max_trials_per_task, num_trials_per_iter)
     mod = as_module(mod)
     target = target if isinstance(target, Target) else Target(target)
     special_space = dict(special_space or {})
@@ -192,9 +309,16 @@ def tune_tir(
         if not isinstance(func, PrimFunc):
             raise TypeError(f"tune_tir: function {name!r} is a {type(func).__name__}, not a "
                             "PrimFunc")
+        space_arg = "special_space" if name in special_space else "space"
+        space_value = special_space.get(name, space)
+        for arg, value, make in ((space_arg, space_value, SpaceGenerator.create),
+                                 ("strategy", strategy, SearchStrategy.create),
+                                 ("num_tuning_cores", num_tuning_cores, _normalize_threads)):
+            if isinstance(value, str) or arg == "num_tuning_cores":
+                _named(arg, make, value)
         tasks.append(TuneContext(
             IRModule({"main": func}), target=target,
-            space_generator=fresh(special_space.get(name, space)),
+            space_generator=fresh(space_value),
             search_strategy=fresh(strategy), task_name=name,
             rand_state=-1 if seed is None else seed, num_threads=num_tuning_cores))
     return tune_tasks(

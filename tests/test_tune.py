@@ -150,9 +150,14 @@ def test_resuming_does_not_measure_again(tmp_path, builder, runner):
     db = tune_tir(matmul(N), "cpu", work_dir, 8, strategy=tiny_evolutionary(), seed=2, **kwargs)
     first = record_hashes(db)
     assert len(first) == 8
+    # the same call again: the budget is spent, nothing is measured
     db2 = tune_tir(matmul(N), "cpu", work_dir, 8, strategy=tiny_evolutionary(), seed=2,
                    **kwargs)
-    hashes = record_hashes(db2)
+    assert record_hashes(db2) == first
+    # a larger budget tunes only the difference
+    db3 = tune_tir(matmul(N), "cpu", work_dir, 16, strategy=tiny_evolutionary(), seed=2,
+                   **kwargs)
+    hashes = record_hashes(db3)
     assert len(hashes) == 16 and hashes[:8] == first
     assert len(set(hashes)) == 16  # same seed, yet nothing measured twice
 

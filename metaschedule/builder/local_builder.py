@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import tempfile
 import traceback
 from collections.abc import Callable
-from concurrent.futures import TimeoutError as FutureTimeoutError
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import CancelledError
 from typing import TYPE_CHECKING, Any
 
 from ..codegen import BuildError
@@ -15,13 +16,18 @@ from ..codegen.build import build
 from ..registry import register
 from ..tir.function import IRModule
 from ..utils import (
-    MAIN_GUARD_HINT,
-    WorkerPool,
     check_picklable,
     cpu_count,
     derived_object,
     describe_exit,
     resolve_function,
+)
+from ..worker import (
+    PoolClosedError,
+    WorkerDiedError,
+    WorkerPool,
+    WorkerStartError,
+    WorkerTimeoutError,
 )
 from .base import BuilderInput, BuilderResult, PyBuilder
 
@@ -29,7 +35,14 @@ if TYPE_CHECKING:
     from ..runtime import Module
     from ..target import Target
 
-__all__ = ["T_BUILD", "T_EXPORT", "LocalBuilder", "default_build", "default_export"]
+__all__ = [
+    "T_BUILD",
+    "T_EXPORT",
+    "LocalBuilder",
+    "default_build",
+    "default_export",
+    "remove_stale_build_dirs",
+]
 
 T_BUILD = Callable[[IRModule, "Target", "dict[str, Any] | None"], "Module"]
 T_EXPORT = Callable[["Module"], str]
@@ -43,12 +56,76 @@ def default_build(mod: IRModule, target: Target, params: dict[str, Any] | None) 
     return build(mod, target)
 
 
+#: the environment variable naming the process that owns the build folders (the tuner)
+OWNER_ENV = "METASCHEDULE_BUILD_OWNER"
+_BUILD_DIR = re.compile(r"metaschedule-build-(\d+)-")
+_CACHE_TEMP = re.compile(r"\.ms-build-(\d+)-")  # codegen.compiler's files in the making
+
+
 def default_export(mod: Module) -> str:
-    """Export a built module as a shared library in a fresh temporary folder; its path."""
-    folder = tempfile.mkdtemp(prefix="metaschedule-build-")
+    """Export a built module as a shared library in a fresh temporary folder; its path.
+
+    The folder is named after the process that owns it (the tuner, whose LocalBuilder
+    sets ``METASCHEDULE_BUILD_OWNER`` for its workers), so that folders left by a
+    killed tuner are recognised and removed by the next LocalBuilder
+    (:func:`remove_stale_build_dirs`).
+    """
+    owner = os.environ.get(OWNER_ENV) or str(os.getpid())
+    folder = tempfile.mkdtemp(prefix=f"metaschedule-build-{owner}-")
     path = os.path.join(folder, "artifact.so")
-    mod.export_library(path)
+    try:
+        mod.export_library(path)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
     return path
+
+
+def remove_stale_build_dirs(directory: str | None = None) -> int:
+    """Remove what builds of dead processes left (a process killed with ``kill -9``
+    cannot clean up): build folders whose owner (tuner) is gone, in ``directory``
+    (default: the temporary directory), and half-written compiler files of dead build
+    workers in the kernel cache. How many were removed."""
+    removed = _remove_dead(directory or tempfile.gettempdir(), _BUILD_DIR)
+    try:
+        from ..runtime.module import kernel_cache_dir
+
+        removed += _remove_dead(kernel_cache_dir(), _CACHE_TEMP)
+    except (ImportError, OSError):
+        pass
+    return removed
+
+
+def _remove_dead(directory: str, pattern: re.Pattern) -> int:
+    removed = 0
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return 0
+    for name in names:
+        match = pattern.match(name)
+        if match is None or _alive(int(match.group(1))):
+            continue
+        path = os.path.join(directory, name)
+        if os.path.isdir(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            try:
+                os.remove(path)
+            except OSError:
+                continue
+        removed += 1
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _worker_build(
@@ -77,6 +154,19 @@ def _worker_build(
         )
 
 
+# Imported by each worker when it starts, so the first build does not pay for them.
+_PRELOAD = ("metaschedule.builder.local_builder", "metaschedule.codegen")
+
+
+def _remove_artifact(path: str) -> None:
+    """Remove an artifact and its folder when the folder is left empty."""
+    try:
+        os.remove(path)
+        os.rmdir(os.path.dirname(path))
+    except OSError:
+        pass
+
+
 @register("builder", "local")
 @derived_object
 class LocalBuilder(PyBuilder):
@@ -93,11 +183,18 @@ class LocalBuilder(PyBuilder):
         f_export: the export function or its dotted name (default: :func:`default_export`).
         initializer: run once in each worker when it starts (must be picklable).
 
-    Functions given as callables must be picklable (module-level); a dotted name is
-    imported in the worker. Call :meth:`close` (or use ``with``) to stop the workers
-    early; otherwise they stop when the builder is garbage collected. Workers import the
-    main module (see :func:`metaschedule.utils.worker_context`): a script that builds
-    must do its work under ``if __name__ == "__main__":``.
+    The workers are fresh interpreters running :mod:`metaschedule.worker`; they never
+    import the caller's main module, so scripts, ``python -c`` and notebooks need no
+    ``if __name__ == "__main__":`` guard. Functions travel by cloudpickle (by reference
+    when importable, by value otherwise, e.g. when defined in a script or a notebook);
+    a dotted name is imported in the worker. A worker that dies (crash, ``kill -9``,
+    out of memory) fails only the build it held, with a message naming the signal, and
+    is replaced. Call :meth:`close` (or use ``with``) to stop the workers early;
+    otherwise they stop when the builder is garbage collected.
+
+    Raises (from :meth:`build`):
+        RuntimeError: the workers cannot start (e.g. the initializer raises); raised at
+            once rather than waiting, and the next ``build`` tries anew.
     """
 
     def __init__(
@@ -128,7 +225,9 @@ class LocalBuilder(PyBuilder):
 
     def build(self, build_inputs: list[BuilderInput]) -> list[BuilderResult]:
         if self._pool is None:
-            self._pool = WorkerPool(self.max_workers, self.initializer)
+            remove_stale_build_dirs()
+            self._pool = WorkerPool(self.max_workers, self.initializer, preload=_PRELOAD,
+                                    env={OWNER_ENV: str(os.getpid())})
         futures = [
             self._pool.schedule(
                 _worker_build,
@@ -137,26 +236,36 @@ class LocalBuilder(PyBuilder):
             )
             for inp in build_inputs
         ]
-        return [self._result(f) for f in futures]
+        try:
+            return [self._result(f) for f in futures]
+        except BaseException:
+            # Interrupted or broken: stop the builds in flight, remove what they made.
+            for future in futures:
+                future.cancel()
+            self.close()
+            for future in futures:
+                if future.done() and not future.cancelled() and future.exception() is None:
+                    status, value = future.result()
+                    if status == "ok":
+                        _remove_artifact(value)
+            raise
 
     def _result(self, future: Any) -> BuilderResult:
-        from pebble import ProcessExpired
-
         try:
             status, value = future.result()
-        except FutureTimeoutError:
+        except WorkerTimeoutError:
             return BuilderResult(
                 None, f"LocalBuilder: build timed out after {self.timeout_sec} s (worker killed)"
             )
-        except ProcessExpired as err:
+        except WorkerDiedError as err:
             return BuilderResult(
                 None,
                 f"LocalBuilder: the build crashed (worker died: {describe_exit(err.exitcode)})",
             )
-        except BrokenProcessPool as err:
-            return BuilderResult(
-                None, f"LocalBuilder: the build workers died at start ({err}); {MAIN_GUARD_HINT}"
-            )
+        except WorkerStartError as err:
+            raise RuntimeError(f"LocalBuilder: the build workers cannot start: {err}") from None
+        except (CancelledError, PoolClosedError):
+            return BuilderResult(None, "LocalBuilder: cancelled (the builder was closed)")
         except Exception as err:  # noqa: BLE001 - e.g. an input that cannot be pickled
             return BuilderResult(
                 None, f"LocalBuilder: could not run the build: {type(err).__name__}: {err}"
@@ -166,10 +275,12 @@ class LocalBuilder(PyBuilder):
         return BuilderResult(None, value)
 
     def close(self) -> None:
-        """Stop the worker processes; a later ``build`` starts new ones."""
+        """Stop the worker processes (and remove the files of builds they were in the
+        middle of); a later ``build`` starts new ones."""
         if self._pool is not None:
             self._pool.close()
             self._pool = None
+            remove_stale_build_dirs()
 
     def __enter__(self) -> LocalBuilder:
         return self

@@ -117,7 +117,10 @@ def compile_shared(source: str, flags: list[str], cache_dir: str | None = None) 
     final = os.path.join(cache_dir, f"{key}.so")
     if os.path.exists(final):
         return final
-    fd, src_path = tempfile.mkstemp(dir=cache_dir, prefix=".ms-build-", suffix=".c")
+    # The writer's pid in the name: files of a build killed mid-way (kill -9 cannot be
+    # cleaned up after) are recognised and removed by the next LocalBuilder.
+    fd, src_path = tempfile.mkstemp(dir=cache_dir, prefix=f".ms-build-{os.getpid()}-",
+                                    suffix=".c")
     with os.fdopen(fd, "w") as f:
         f.write(source)
     out_path = src_path[:-2] + ".so"

@@ -25,6 +25,8 @@ class AddToDatabase(MeasureCallback):
     callback does nothing.
     """
 
+    incremental = True  # each result as soon as it arrives
+
     def apply(
         self,
         task_scheduler: TaskScheduler,

@@ -26,6 +26,12 @@ class MeasureCallback(ABC):
 
     CallbackListType = Union["list[MeasureCallback]", "MeasureCallback", Literal["default"]]
 
+    #: False (the default): ``apply`` gets each batch once, when all of it is measured.
+    #: True: ``apply`` gets the results as they arrive (sublists of the batch, each
+    #: candidate exactly once), so e.g. the database holds every result at once and an
+    #: interrupted run loses nothing.
+    incremental: bool = False
+
     @abstractmethod
     def apply(
         self,

@@ -24,6 +24,8 @@ class RemoveBuildArtifact(MeasureCallback):
     gone) are left alone.
     """
 
+    incremental = True  # each result as soon as it arrives
+
     def apply(
         self,
         task_scheduler: TaskScheduler,

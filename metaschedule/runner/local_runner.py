@@ -27,7 +27,6 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 from concurrent.futures import CancelledError
-from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from typing import Any
 
@@ -38,13 +37,12 @@ from ..registry import register
 from ..runtime import Module, load_module
 from ..tir.dtype import is_bool, is_float, numpy_dtype
 from ..utils import (
-    MAIN_GUARD_HINT,
-    WorkerPool,
     check_picklable,
     derived_object,
     describe_exit,
     resolve_function,
 )
+from ..worker import PoolClosedError, WorkerDiedError, WorkerPool, WorkerStartError
 from .base import PyRunner, RunnerFuture, RunnerInput, RunnerResult
 from .config import EvaluatorConfig
 
@@ -69,6 +67,8 @@ T_CLEANUP = Callable[[], None]
 
 # One worker times a candidate while the other prepares the next.
 _NUM_WORKERS = 2
+# Imported by each worker when it starts, so the first measurement does not pay for them.
+_PRELOAD = ("metaschedule.runner.local_runner", "metaschedule.runtime")
 
 
 # --------------------------------------------------------------------------- defaults
@@ -255,11 +255,9 @@ class LocalRunnerFuture(RunnerFuture):
         return self._result
 
     def _convert(self) -> RunnerResult:
-        from pebble import ProcessExpired
-
         try:
             status, value = self._future.result()
-        except ProcessExpired as err:
+        except WorkerDiedError as err:
             if err.exitcode == -signal.SIGALRM:
                 msg = f"LocalRunner: timed out after {self._timeout_sec} s (the run was killed)"
             else:
@@ -267,12 +265,10 @@ class LocalRunnerFuture(RunnerFuture):
                     f"LocalRunner: the kernel crashed (worker died: {describe_exit(err.exitcode)})"
                 )
             return RunnerResult(None, msg)
-        except CancelledError:
+        except (CancelledError, PoolClosedError):
             return RunnerResult(None, "LocalRunner: cancelled (the runner was closed)")
-        except BrokenProcessPool as err:
-            return RunnerResult(
-                None, f"LocalRunner: the runner workers died at start ({err}); {MAIN_GUARD_HINT}"
-            )
+        except WorkerStartError as err:
+            raise RuntimeError(f"LocalRunner: the runner workers cannot start: {err}") from None
         except Exception as err:  # noqa: BLE001 - e.g. an input that cannot be pickled
             return RunnerResult(None, f"LocalRunner: could not run: {type(err).__name__}: {err}")
         if status == "ok":
@@ -296,10 +292,14 @@ class LocalRunner(PyRunner):
         initializer: run once in each worker when it starts (must be picklable).
 
     ``device`` in the function signatures is the input's device type string. As for
-    :class:`~metaschedule.builder.LocalBuilder`, functions must be picklable or dotted
-    names, and a script that measures must do its work under
-    ``if __name__ == "__main__":``. Futures keep the workers alive until they are done;
-    :meth:`close` cancels pending measurements (their results say so).
+    :class:`~metaschedule.builder.LocalBuilder`, the workers are fresh interpreters that
+    never import the caller's main module (no ``__main__`` guard needed), and functions
+    travel by cloudpickle or as dotted names. A worker that dies mid-measurement (a
+    kernel that segfaults, ``kill -9``) fails only that candidate, with a message naming
+    the signal, and is replaced. Futures keep the workers alive until they are done;
+    :meth:`close` cancels pending measurements (their results say so). A future's
+    ``result()`` raises RuntimeError when the workers cannot start at all (e.g. the
+    initializer raises), at once rather than waiting.
     """
 
     def __init__(
@@ -340,7 +340,10 @@ class LocalRunner(PyRunner):
 
     def run(self, runner_inputs: list[RunnerInput]) -> list[RunnerFuture]:
         if self._pool is None:
-            self._pool = WorkerPool(_NUM_WORKERS, self.initializer)
+            self._pool = WorkerPool(_NUM_WORKERS, self.initializer, preload=_PRELOAD)
+        elif self._pool.broken is not None:  # try anew: the cause may have been fixed
+            self._pool.close()
+            self._pool = WorkerPool(_NUM_WORKERS, self.initializer, preload=_PRELOAD)
         futures: list[RunnerFuture] = []
         for inp in runner_inputs:
             args = (

@@ -8,9 +8,20 @@ budget is spent or every task is done:
 3. the builder builds them, and the runner starts measuring them; the runner's futures
    are kept and the loop goes on, so the next task's candidates are generated and built
    while this batch is measured (seed 002);
-4. ``join_running_task`` waits for a batch, notifies the strategy, records the latencies
-   and applies the measure callbacks (database, cost model, artifacts). Schedulers join a
-   task before giving it its next batch, and ``touch_task`` joins batches already done.
+4. results are collected as they arrive (every loop iteration, and while a batch is
+   awaited) and handed at once to the *incremental* measure callbacks
+   (``MeasureCallback.incremental``: AddToDatabase, RemoveBuildArtifact), so each result
+   is in the database as soon as it is measured;
+5. ``join_running_task`` waits for a batch, notifies the strategy, records the latencies
+   and applies the other measure callbacks (the cost model's update) to the whole batch.
+   Schedulers join a task before giving it its next batch, and ``touch_task`` joins
+   batches already done.
+
+Resuming: records the database already holds for a task's workload count toward
+``max_trials_global`` and ``max_trials_per_task`` (a task whose budget is spent is not
+even prepared). Interruptions: on any exception or Ctrl-C, the results that arrived are
+committed, the artifacts of candidates still in flight are removed, and the exception
+propagates.
 
 A task stops (``terminate_task``) when its strategy has nothing more to give, when it
 reached ``max_trials_per_task``, or after ``max_fail_count`` measured batches in a row in
@@ -20,8 +31,12 @@ which every candidate failed to build or run; the other tasks go on.
 from __future__ import annotations
 
 import logging
+import os
+import signal
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal, Union
 
 from .. import registry
@@ -111,16 +126,33 @@ class TaskScheduler(ABC):
         self._setup(tasks, task_weights, max_trials_global, max_trials_per_task,
                     num_trials_per_iter, builder, runner, measure_callbacks, database,
                     cost_model)
+        try:
+            self._tune()
+        except BaseException:
+            self._abort()
+            raise
+        self.logger.info("Tuning finished: %d trial(s)\n%s",
+                         sum(t.num_trials for t in self.tasks), self.tuning_statistics())
+
+    def _tune(self) -> None:
+        num_sent = self._resume()
         for task in self.tasks:
+            left = self.max_trials_per_task - task.trials_sent
+            if left <= 0 or num_sent >= self.max_trials_global:
+                task.is_terminated = True
+                task.ctx.logger.info("Already %d trial(s) in the database: nothing left to "
+                                     "tune within the budget", task.num_trials)
+                continue
             with Profiler.timeit("GenerateDesignSpace"):
                 spaces = task.ctx.generate_design_space()
             task.ctx.logger.info("Generated %d design space(s)", len(spaces))
             with Profiler.timeit("SearchStrategy/PreTuning"):
-                task.ctx.pre_tuning(max_trials_per_task, num_trials_per_iter, spaces, database,
-                                    cost_model)
+                task.ctx.pre_tuning(left, self.num_trials_per_iter, spaces, self.database,
+                                    self.cost_model)
+            task.pre_tuned = True
         self._start_tuning()
-        num_sent = 0
-        while num_sent < max_trials_global:
+        while num_sent < self.max_trials_global:
+            self._flush_all()
             before = [t.is_terminated for t in self.tasks]
             task_id = self.next_task_id()
             if task_id == -1:
@@ -136,15 +168,38 @@ class TaskScheduler(ABC):
                 self.join_running_task(task_id)
                 if task.is_terminated:
                     continue
-            num_sent += self._start_batch(task_id, max_trials_global - num_sent)
+            num_sent += self._start_batch(task_id, self.max_trials_global - num_sent)
         for task_id, task in enumerate(self.tasks):
             if task.is_running:
                 self.join_running_task(task_id)
             self.terminate_task(task_id)
         for task in self.tasks:
-            task.ctx.post_tuning()
-        self.logger.info("Tuning finished: %d trial(s)\n%s",
-                         sum(t.num_trials for t in self.tasks), self.tuning_statistics())
+            if task.pre_tuned:
+                task.pre_tuned = False
+                task.ctx.post_tuning()
+
+    def _resume(self) -> int:
+        """Count the records the database already holds for each task's workload toward
+        the budgets (so tuning again resumes rather than starts over); their total."""
+        database = self.database
+        if database is None:
+            return 0
+        records = None
+        total = 0
+        for task in self.tasks:
+            if not database.has_workload(task.ctx.mod):
+                continue
+            if records is None:
+                records = database.get_all_tuning_records()
+            workload = database.commit_workload(task.ctx.mod)
+            mine = [r for r in records if r.workload is workload
+                    or r.workload.shash == workload.shash]
+            if mine:
+                task.resume([r.mean_run_sec for r in mine])
+                task.ctx.logger.info("Resuming: %d trial(s) of this workload already in the "
+                                     "database", len(mine))
+                total += len(mine)
+        return total
 
     def _setup(self, tasks, task_weights, max_trials_global, max_trials_per_task,
                num_trials_per_iter, builder, runner, measure_callbacks, database,
@@ -198,10 +253,14 @@ class TaskScheduler(ABC):
                 self.terminate_task(task_id)
             return 0
         task.empty_batches_in_a_row = 0
-        task.measure_candidates = candidates
-        task.builder_results = self._build(task.ctx, candidates)
-        task.runner_futures = self._run(task.ctx, candidates, task.builder_results)
-        task.trials_sent += len(candidates)
+        builder_results = self._build(task.ctx, candidates)
+        try:
+            futures = self._run(task.ctx, candidates, builder_results)
+        except BaseException:
+            _remove_artifacts(r.artifact_path for r in builder_results)
+            raise
+        task.start_batch(candidates, builder_results, futures)
+        self._flush(task_id)  # the failed builds are results already
         return len(candidates)
 
     def _build(self, ctx: TuneContext, candidates: list[MeasureCandidate]
@@ -240,14 +299,17 @@ class TaskScheduler(ABC):
             return []
         candidates, builder_results = task.measure_candidates, task.builder_results
         with Profiler.timeit("Runner"):
-            results = [f.result() for f in task.runner_futures]
-        task.measure_candidates = task.builder_results = task.runner_futures = None
+            while not self._flush(task_id):
+                self._flush_all()
+                task.wait_next()  # blocks on one result: progress even if done() lags
+        results = task.end_batch()
         with Profiler.timeit("SearchStrategy/NotifyRunnerResults"):
             task.ctx.notify_runner_results(candidates, results)
         task.record_results(builder_results, results)
         for callback in self.measure_callbacks:
-            with Profiler.timeit(f"MeasureCallback/{type(callback).__name__}"):
-                callback.apply(self, task_id, candidates, builder_results, results)
+            if not getattr(callback, "incremental", False):  # the incremental ones saw each result already
+                with Profiler.timeit(f"MeasureCallback/{type(callback).__name__}"):
+                    callback.apply(self, task_id, candidates, builder_results, results)
         self._log_batch(task_id, builder_results, results)
         if task.failed_batches_in_a_row >= self.max_fail_count and not task.is_terminated:
             first = next(b.error_msg or r.error_msg for b, r in zip(builder_results, results)
@@ -286,8 +348,63 @@ class TaskScheduler(ABC):
         """Join ``task_id``'s batch if its measurements are all done (never waits)."""
         self._check_task_id(task_id, "touch_task got")
         task = self.tasks[task_id]
-        if task.is_running and all(f.done() for f in task.runner_futures):
+        if task.is_running and self._flush(task_id):
             self.join_running_task(task_id)
+
+    # ------------------------------------------------------------------ results as they arrive
+    def _flush(self, task_id: int) -> bool:
+        """Collect the results of ``task_id``'s batch that arrived and hand them to the
+        incremental callbacks (the database commits each at once); whether all arrived."""
+        task = self.tasks[task_id]
+        if not task.is_running:
+            return True
+        task.collect_arrived()
+        undelivered = task.undelivered()
+        if undelivered:
+            self._deliver(task_id, undelivered)
+        return task.all_arrived
+
+    def _flush_all(self) -> None:
+        for task_id, task in enumerate(self.tasks):
+            if task.is_running:
+                self._flush(task_id)
+
+    def _deliver(self, task_id: int, indices: list[int]) -> None:
+        task = self.tasks[task_id]
+        cands = [task.measure_candidates[i] for i in indices]
+        built = [task.builder_results[i] for i in indices]
+        ran = [task.runner_results[i] for i in indices]
+        with _deferred_interrupt():  # a commit is not cut in half by Ctrl-C
+            for callback in self.measure_callbacks:
+                if getattr(callback, "incremental", False):
+                    with Profiler.timeit(f"MeasureCallback/{type(callback).__name__}"):
+                        callback.apply(self, task_id, cands, built, ran)
+            task.delivered.update(indices)
+
+    def _abort(self) -> None:
+        """On an exception or Ctrl-C: commit the results that arrived, remove the
+        artifacts of the candidates still in flight, forget the batches in flight."""
+        for task_id, task in enumerate(self.tasks):
+            if not task.is_running:
+                continue
+            try:
+                task.collect_arrived()
+                pending = task.undelivered()
+                if pending:
+                    self._deliver(task_id, pending)
+            except Exception as err:  # noqa: BLE001 - already failing: report, go on
+                self.logger.warning("Task #%d %r: could not save the last results: %s",
+                                    task_id, task.name, err)
+            _remove_artifacts(b.artifact_path for i, b in enumerate(task.builder_results)
+                              if i not in task.delivered)
+            task.end_batch()
+        for task in self.tasks:
+            if task.pre_tuned:
+                task.pre_tuned = False
+                try:
+                    task.ctx.post_tuning()
+                except Exception as err:  # noqa: BLE001 - already failing: report, go on
+                    self.logger.warning("Task %r: post_tuning failed: %s", task.name, err)
 
     # ------------------------------------------------------------------ reporting
     def tuning_statistics(self) -> str:
@@ -346,6 +463,40 @@ class PyTaskScheduler(TaskScheduler):
 
 
 create = TaskScheduler.create
+
+
+def _remove_artifacts(paths) -> None:
+    """Remove built artifacts (files only) and their folders when left empty."""
+    for path in paths:
+        if not path or not os.path.isfile(path):
+            continue
+        try:
+            os.remove(path)
+            os.rmdir(os.path.dirname(path) or ".")
+        except OSError:
+            pass
+
+
+@contextmanager
+def _deferred_interrupt():
+    """Hold a Ctrl-C (SIGINT) until the block ends, then raise it; main thread only."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list = []
+    try:
+        previous = signal.signal(signal.SIGINT, lambda *args: caught.append(args))
+    except (ValueError, TypeError):  # no signal support here
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if caught and callable(previous):
+            previous(*caught[0])
+        elif caught and previous == signal.SIG_DFL:
+            raise KeyboardInterrupt
 
 
 def _failed_future(error_msg: str) -> RunnerFuture:

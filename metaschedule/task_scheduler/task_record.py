@@ -33,7 +33,14 @@ class TaskRecord:
             failed; the scheduler terminates the task when it reaches its limit.
         empty_batches_in_a_row: batches in a row in which the strategy gave no candidate.
         is_terminated: whether the task is done.
+        pre_tuned: whether its search strategy is between ``pre_tuning`` and
+            ``post_tuning``.
+        num_resumed: trials found in the database when tuning started (counted in
+            ``latencies`` and ``trials_sent``).
         measure_candidates, builder_results, runner_futures: the batch in flight, or None.
+        runner_results: the results of the batch in flight that arrived (None: not yet).
+        delivered: indices of the batch's results already given to the incremental
+            measure callbacks.
     """
 
     def __init__(self, ctx: TuneContext, task_weight: float) -> None:
@@ -48,6 +55,10 @@ class TaskRecord:
         self.failed_batches_in_a_row = 0
         self.empty_batches_in_a_row = 0
         self.is_terminated = False
+        self.pre_tuned = False
+        self.num_resumed = 0
+        self.runner_results: list[RunnerResult | None] | None = None
+        self.delivered: set[int] = set()
         self.measure_candidates: list[MeasureCandidate] | None = None
         self.builder_results: list[BuilderResult] | None = None
         self.runner_futures: list[RunnerFuture] | None = None
@@ -76,6 +87,63 @@ class TaskRecord:
         """Operations per nanosecond of the best latency; 0 before any success."""
         best = self.best_latency
         return self.flop / best / 1e9 if math.isfinite(best) and best > 0 else 0.0
+
+    def resume(self, latencies: list[float]) -> None:
+        """Count trials measured before this run (mean seconds; >= 1e9 means failed)."""
+        self.latencies = [x if x < 1e9 else math.inf for x in latencies]
+        self.trials_sent = self.num_resumed = len(latencies)
+        if self.latencies:
+            self.best_history = [self.best_latency]
+
+    def start_batch(self, candidates: list[MeasureCandidate],
+                    builder_results: list[BuilderResult], futures: list[RunnerFuture]) -> None:
+        """A batch is in flight."""
+        self.measure_candidates = candidates
+        self.builder_results = builder_results
+        self.runner_futures = futures
+        self.runner_results = [None] * len(futures)
+        self.delivered = set()
+        self.trials_sent += len(candidates)
+
+    def collect_arrived(self) -> list[int]:
+        """Fetch the results that are done and not fetched yet; their indices."""
+        arrived: list[int] = []
+        results = self.runner_results
+        if results is None or self.runner_futures is None:
+            return arrived
+        for i, future in enumerate(self.runner_futures):
+            if results[i] is None and future.done():
+                results[i] = future.result()
+                arrived.append(i)
+        return arrived
+
+    def wait_next(self) -> None:
+        """Wait for the first result not fetched yet (``result()`` blocks)."""
+        results = self.runner_results
+        if results is None or self.runner_futures is None:
+            return
+        for i, future in enumerate(self.runner_futures):
+            if results[i] is None:
+                results[i] = future.result()
+                return
+
+    def undelivered(self) -> list[int]:
+        """Indices of fetched results not yet given to the incremental callbacks."""
+        return [i for i, r in enumerate(self.runner_results or ())
+                if r is not None and i not in self.delivered]
+
+    @property
+    def all_arrived(self) -> bool:
+        return self.runner_results is not None and all(
+            r is not None for r in self.runner_results)
+
+    def end_batch(self) -> list[RunnerResult | None]:
+        """Forget the batch in flight; its results."""
+        results = self.runner_results or []
+        self.measure_candidates = self.builder_results = self.runner_futures = None
+        self.runner_results = None
+        self.delivered = set()
+        return results
 
     def record_results(self, builder_results: list[BuilderResult],
                        runner_results: list[RunnerResult]) -> None:

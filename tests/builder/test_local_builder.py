@@ -1,6 +1,7 @@
 """Builders: the interface, LocalBuilder's parallel isolated builds, the dummy builder."""
 
 import os
+import threading
 
 import numpy as np
 import pytest
@@ -89,8 +90,10 @@ def test_create_and_argument_checks():
         LocalBuilder(max_workers=0)
     with pytest.raises(ValueError, match="cannot be imported"):
         LocalBuilder(f_build="metaschedule.no_such_module.build")
+    LocalBuilder(f_build=lambda mod, target, params: None)  # cloudpickle ships lambdas
+    lock = threading.Lock()
     with pytest.raises(TypeError, match="picklable"):
-        LocalBuilder(f_build=lambda mod, target, params: None)
+        LocalBuilder(f_build=lambda mod, target, params: lock)
 
 
 def test_builder_result_has_exactly_one_outcome():

@@ -1,6 +1,7 @@
 """LocalRunner: measuring built kernels in isolated workers, asynchronously, one at a time."""
 
 import itertools
+import threading
 import time
 
 import numpy as np
@@ -148,8 +149,10 @@ def test_create_and_argument_checks():
         LocalRunner(alloc_repeat=0)
     with pytest.raises(ValueError, match="cannot be imported"):
         LocalRunner(f_run_evaluator="metaschedule.testing.dummy_object.no_such_function")
+    LocalRunner(f_cleanup=lambda: None)  # cloudpickle ships lambdas
+    lock = threading.Lock()
     with pytest.raises(TypeError, match="picklable"):
-        LocalRunner(f_cleanup=lambda: None)
+        LocalRunner(f_cleanup=lambda: lock.acquire())
 
 
 def test_runner_result_has_exactly_one_outcome():

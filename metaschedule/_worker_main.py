@@ -1,0 +1,10 @@
+"""The worker processes' main program: ``python -m metaschedule._worker_main``.
+
+A module of its own, which nothing imports, so that running it as ``__main__`` never
+duplicates a module the package already imported (see :mod:`metaschedule.worker`).
+"""
+
+from metaschedule.worker import main
+
+if __name__ == "__main__":
+    main()
