@@ -37,8 +37,7 @@ class DebugSites:
 
     def add(self, kind: str, buffer: str, numel: int, access: str, function: str) -> int:
         self.sites.append(
-            {"kind": kind, "buffer": buffer, "numel": numel, "access": access,
-             "function": function}
+            {"kind": kind, "buffer": buffer, "numel": numel, "access": access, "function": function}
         )
         return len(self.sites) - 1
 

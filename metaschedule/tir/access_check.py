@@ -33,7 +33,15 @@ from .buffer import Buffer
 from .function import PrimFunc
 from .functor import collect_vars
 from .stmt import (
-    Allocate, Block, BlockRealize, BufferStore, Evaluate, For, IfThenElse, Range, SeqStmt,
+    Allocate,
+    Block,
+    BlockRealize,
+    BufferStore,
+    Evaluate,
+    For,
+    IfThenElse,
+    Range,
+    SeqStmt,
 )
 
 __all__ = ["AccessViolation", "check_expr_accesses", "find_out_of_bounds"]
@@ -58,9 +66,11 @@ class AccessViolation:
         shape = tuple(int(s) if isinstance(s, E.IntImm) else s for s in self.buffer.shape)
         shape_text = f"({shape[0]},)" if len(shape) == 1 else str(shape)
         idx = ", ".join(str(i) for i in self.indices)
-        return (f"{self.where} {self.kind} {self.buffer.name}[{idx}] with "
-                f"{self.indices[self.dim]} in [{self.lo}, {self.hi}], but {self.buffer.name} "
-                f"has shape {shape_text}")
+        return (
+            f"{self.where} {self.kind} {self.buffer.name}[{idx}] with "
+            f"{self.indices[self.dim]} in [{self.lo}, {self.hi}], but {self.buffer.name} "
+            f"has shape {shape_text}"
+        )
 
 
 # ----------------------------------------------------------------------------- expressions
@@ -110,7 +120,11 @@ def _has_load(e: E.PrimExpr) -> bool:
 
 
 def _check_index(
-    buf: Buffer, indices: tuple, kind: str, where: str, ranges: Mapping[E.Var, tuple[int, int]],
+    buf: Buffer,
+    indices: tuple,
+    kind: str,
+    where: str,
+    ranges: Mapping[E.Var, tuple[int, int]],
 ) -> AccessViolation | None:
     for d, (idx, extent) in enumerate(zip(indices, buf.shape)):
         if not isinstance(extent, E.IntImm) or _has_load(idx):
@@ -147,7 +161,9 @@ def _witness(idx: E.PrimExpr, free: set[E.Var], ranges, extent: int) -> tuple[in
 
 
 def check_expr_accesses(
-    exprs: list[E.PrimExpr], ranges: Mapping[E.Var, tuple[int, int]], where: str,
+    exprs: list[E.PrimExpr],
+    ranges: Mapping[E.Var, tuple[int, int]],
+    where: str,
 ) -> list[AccessViolation]:
     """Provably out-of-bounds unguarded loads in ``exprs`` (variables over ``ranges``)."""
     out = []
@@ -227,8 +243,9 @@ class _Walker:
     def exprs(self, exprs: list[E.PrimExpr], guarded: bool) -> None:
         if guarded:
             return
-        self.found.extend(replace(v, node=self.node)
-                          for v in check_expr_accesses(exprs, self.ranges, self.where))
+        self.found.extend(
+            replace(v, node=self.node) for v in check_expr_accesses(exprs, self.ranges, self.where)
+        )
 
 
 def find_out_of_bounds(func: PrimFunc, name: str = "main") -> list[AccessViolation]:

@@ -20,8 +20,11 @@ def test_debug_build_raises_on_a_data_dependent_out_of_bounds_load():
     mod = ms.build(_gather(), "llvm", debug=True)
     a = np.arange(8, dtype="float32")
     out = np.zeros(4, "float32")
-    with pytest.raises(IndexError, match=r"load A\[.*\] reached flat index 9, but buffer A has "
-                                         r"8 elements"):
+    with pytest.raises(
+        IndexError,
+        match=r"load A\[.*\] reached flat index 9, but buffer A has "
+        r"8 elements",
+    ):
         mod(a, np.array([0, 3, 9, 1], "int32"), out)
     # the module stays usable: a good call afterwards computes the right values
     mod(a, np.array([0, 3, 5, 1], "int32"), out)

@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 
 from metaschedule import te
+from metaschedule.schedule import Schedule
 from metaschedule.tir import IRVerifyError, verify
 from metaschedule.tir.access_check import find_out_of_bounds
 from metaschedule.tir.functor import substitute
 from metaschedule.tir.interpreter import interpret
-from metaschedule.schedule import Schedule
 
 
 def test_shifted_read_past_the_end_is_an_error_naming_tensor_index_and_range():
@@ -17,7 +17,8 @@ def test_shifted_read_past_the_end_is_an_error_naming_tensor_index_and_range():
     with pytest.raises(IndexError) as err:
         te.create_prim_func([b, c])
     assert "te.compute 'C' reads B[i + 1] with i + 1 in [1, 16], but B has shape (16,)" in str(
-        err.value)
+        err.value
+    )
 
 
 def test_reduce_axis_longer_than_the_axis_it_reduces_is_an_error():
@@ -37,8 +38,9 @@ def test_negative_index_is_an_error():
 
 def test_padding_guarded_by_if_then_else_is_not_flagged():
     a = te.placeholder((16,), name="A")
-    p = te.compute((18,), lambda i: te.if_then_else(te.all(i >= 1, i < 17), a[i - 1], 0.0),
-                   name="P")
+    p = te.compute(
+        (18,), lambda i: te.if_then_else(te.all(i >= 1, i < 17), a[i - 1], 0.0), name="P"
+    )
     f = te.create_prim_func([a, p])
     verify(f)
     x = np.random.rand(16).astype("float32")
@@ -71,8 +73,11 @@ def test_verify_reports_out_of_bounds_in_a_scheduled_module():
     # swap A for a smaller buffer: the same index now leaves it
     small = te.placeholder((16,), name="A").buffer
     bad = substitute(sch.mod["main"], {}, {f.params[0]: small})
-    with pytest.raises(IRVerifyError, match=r"block 'C' reads A\[v_i \+ 1\] with v_i \+ 1 in "
-                                            r"\[1, 16\], but A has shape \(16,\)"):
+    with pytest.raises(
+        IRVerifyError,
+        match=r"block 'C' reads A\[v_i \+ 1\] with v_i \+ 1 in "
+        r"\[1, 16\], but A has shape \(16,\)",
+    ):
         verify(bad)
     assert len(find_out_of_bounds(bad)) == 1
 
