@@ -107,7 +107,7 @@ def test_a_bad_decision_is_reported_at_query_and_the_next_best_used(tmp_path):
     fill(tmp_path)
 
     def bad_decision(trace):
-        insts, decisions = trace
+        _insts, decisions = trace
         decisions[0][1] = [3, 5]  # not a factorisation of the loop of 8
 
     _edit_trace(tmp_path, 0, bad_decision)  # the best record of matmul(8)
