@@ -83,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         ["programs tried", stats.programs],
         ["design spaces", stats.design_spaces],
         ["schedules sampled", stats.schedules],
+        ["mutants (evolutionary-search mutations)", stats.mutants],
         ["rejected by a postprocessor", rejected],
         ["schedules interpreted and checked", stats.interpreted],
         ["schedules compiled and checked", stats.built],

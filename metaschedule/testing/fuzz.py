@@ -299,6 +299,7 @@ class FuzzStats:
     programs: int = 0
     design_spaces: int = 0
     schedules: int = 0
+    mutants: int = 0
     interpreted: int = 0
     built: int = 0
     rejected: Counter = dataclasses.field(default_factory=Counter)
@@ -338,6 +339,7 @@ def check_program(
     num_schedules: int = 4,
     num_builds: int = 1,
     seed: int = 0,
+    mutate: bool = True,
     build: Callable[..., Any] | None = None,
 ) -> None:
     """Run the default design space on ``program``; record what happens in ``stats``.
@@ -345,6 +347,8 @@ def check_program(
     Args:
         num_schedules: schedules sampled (traces replayed with fresh decisions).
         num_builds: how many of the accepted ones are also compiled and run.
+        mutate: also mutate each accepted schedule once with a random mutator of the
+            design space (as the evolutionary search does) and check the mutant.
         build: the build function (default ``metaschedule.build``).
     """
     from ..schedule import Schedule, Trace
@@ -392,8 +396,55 @@ def check_program(
         return
     stats.design_spaces += len(spaces)
     rng = np.random.default_rng(seed)
-    builds_left = num_builds
-    for k in range(num_schedules):
+    mutators = list(getattr(ctx.space_generator, "mutator_probs", {}) or {})
+    builds_left = [num_builds]
+
+    def postprocess(sch) -> bool:
+        sch.enter_postproc()
+        for postproc in postprocs:
+            try:
+                ok = postproc.apply(sch)
+            except ScheduleError as err:
+                stats.rejected[f"{postproc}: {type(err).__name__}"] += 1
+                return False
+            except Exception as err:  # noqa: BLE001
+                fail("death", f"postproc {postproc}", err)
+                return False
+            if not ok:
+                stats.rejected[str(postproc)] += 1
+                return False
+        return True
+
+    def check(sch, what: str) -> bool:
+        try:
+            verify(sch.mod)
+            out = run(sch.mod)
+        except Exception as err:  # noqa: BLE001
+            fail("death", f"verify/interpret ({what})", err)
+            return False
+        stats.interpreted += 1
+        if not _close(out, program.reference):
+            err_abs = float(np.nanmax(np.abs(out - program.reference)))
+            fail("wrong result", f"interpret ({what})", f"max abs error {err_abs}\n{sch.trace}")
+            return False
+        if builds_left[0] > 0:
+            builds_left[0] -= 1
+            try:
+                mod = (build or _default_build)(sch.mod)
+                arrays = [a.copy() for a in program.inputs]
+                out = np.zeros(program.reference.shape, "float32")
+                mod(*arrays, out)
+            except Exception as err:  # noqa: BLE001
+                fail("death", f"build/run ({what})", err)
+                return False
+            stats.built += 1
+            if not _close(out, program.reference):
+                err_abs = float(np.nanmax(np.abs(out - program.reference)))
+                fail("wrong result", f"compiled ({what})", f"max abs error {err_abs}\n{sch.trace}")
+                return False
+        return True
+
+    for _ in range(num_schedules):
         space = spaces[int(rng.integers(len(spaces)))]
         trace = Trace(space.trace.insts, {})
         sch = Schedule(ctx.mod, seed=int(rng.integers(2**31)), error_render_level="none")
@@ -403,48 +454,33 @@ def check_program(
         except Exception as err:  # noqa: BLE001 - a fresh replay of a valid space must work
             fail("death", "replay", err)
             continue
-        sch.enter_postproc()
-        rejected = None
-        for postproc in postprocs:
-            try:
-                ok = postproc.apply(sch)
-            except ScheduleError as err:
-                ok, rejected = False, f"{postproc}: {type(err).__name__}"
-            except Exception as err:  # noqa: BLE001
-                fail("death", f"postproc {postproc}", err)
-                ok, rejected = False, "death"
-            if not ok:
-                rejected = rejected or str(postproc)
-                break
-        if rejected is not None:
-            if rejected != "death":
-                stats.rejected[rejected] += 1
+        if not postprocess(sch) or not check(sch, "sampled"):
             continue
+        if not mutate or not mutators:
+            continue
+        # as the evolutionary search does: mutate the trace, replay it, post-process
+        mutator = mutators[int(rng.integers(len(mutators)))]
         try:
-            verify(sch.mod)
-            out = run(sch.mod)
+            mutated = mutator.apply(sch.trace, rng)
+        except ValueError:
+            mutated = None
         except Exception as err:  # noqa: BLE001
-            fail("death", "verify/interpret", err)
+            fail("death", f"mutator {mutator}", err)
             continue
-        stats.interpreted += 1
-        if not _close(out, program.reference):
-            err_abs = float(np.nanmax(np.abs(out - program.reference)))
-            fail("wrong result", "interpret", f"max abs error {err_abs}\n{sch.trace}")
+        if mutated is None:
             continue
-        if builds_left > 0:
-            builds_left -= 1
-            try:
-                mod = (build or _default_build)(sch.mod)
-                arrays = [a.copy() for a in program.inputs]
-                out = np.zeros(program.reference.shape, "float32")
-                mod(*arrays, out)
-            except Exception as err:  # noqa: BLE001
-                fail("death", "build/run", err)
-                continue
-            stats.built += 1
-            if not _close(out, program.reference):
-                err_abs = float(np.nanmax(np.abs(out - program.reference)))
-                fail("wrong result", "compiled", f"max abs error {err_abs}\n{sch.trace}")
+        child = Schedule(ctx.mod, seed=int(rng.integers(2**31)), error_render_level="none")
+        stats.mutants += 1
+        try:
+            mutated.apply_to_schedule(child, remove_postproc=True)
+        except ValueError:
+            stats.rejected[f"{mutator}: replay"] += 1
+            continue
+        except Exception as err:  # noqa: BLE001
+            fail("death", f"replay of a {mutator} mutant", err)
+            continue
+        if postprocess(child):
+            check(child, f"{mutator} mutant")
 
 
 def _default_build(mod):
