@@ -112,7 +112,17 @@ def random_program(draw: Draw, max_stages: int = 3) -> Program:
     b = _Builder(draw)
     x, xa = b.placeholder(b.shape(draw.integer(1, 3)))
     for _ in range(draw.integer(1, max_stages)):
-        stages = [_elementwise, _broadcast, _reduce, _pad, _window, _transpose]
+        stages = [
+            _elementwise,
+            _broadcast,
+            _reduce,
+            _pad,
+            _window,
+            _transpose,
+            _softmax,
+            _gather,
+            _masked_reduce,
+        ]
         if len(x.shape) == 2:
             stages.append(_matmul)
         if len(x.shape) >= 2:
@@ -247,6 +257,49 @@ def _conv2d(b: _Builder, x, xa):
             ref += win.astype("float64") * float(wa[r, c])
     b.steps.append(f"conv2d {kh}x{kw} stride={stride} dilation={dil}")
     return y, ref.astype("float32")
+
+
+def _softmax(b: _Builder, x, xa):
+    """``exp(x - max(x))`` over the last axis, normalised: x has several consumers."""
+    lead, n = x.shape[:-1], x.shape[-1]
+    r1, r2 = te.reduce_axis((0, n), name="r1"), te.reduce_axis((0, n), name="r2")
+    m = te.compute(
+        lead or (1,), lambda *i: te.max(x[(*i[: len(lead)], r1)], axis=r1), name=b.name() + "_max"
+    )
+    e = te.compute(x.shape, lambda *i: te.exp(x[i] - m[i[:-1] or (0,)]), name=b.name() + "_exp")
+    s = te.compute(
+        lead or (1,), lambda *i: te.sum(e[(*i[: len(lead)], r2)], axis=r2), name=b.name() + "_sum"
+    )
+    y = te.compute(x.shape, lambda *i: e[i] / s[i[:-1] or (0,)], name=b.name())
+    ea = np.exp(xa.astype("float64") - xa.max(axis=-1, keepdims=True))
+    b.steps.append("softmax")
+    return y, (ea / ea.sum(axis=-1, keepdims=True)).astype("float32")
+
+
+def _gather(b: _Builder, x, xa):
+    """``y[..., j] = x[..., idx[j]]``: a data-dependent index (in range)."""
+    n = x.shape[-1]
+    m = b.draw.pick(DIMS)
+    idx = te.placeholder((m,), "int32", name=f"idx{len(b.args)}")
+    ia = b.rng.integers(0, n, size=(m,)).astype("int32")
+    b.args.append(idx)
+    b.inputs.append(ia)
+    y = te.compute(x.shape[:-1] + (m,), lambda *i: x[(*i[:-1], idx[i[-1]])], name=b.name())
+    b.steps.append(f"gather {m} of {n}")
+    return y, np.ascontiguousarray(xa[..., ia])
+
+
+def _masked_reduce(b: _Builder, x, xa):
+    """A sum over the last axis of the even positions only (a reduction ``where``)."""
+    n = x.shape[-1]
+    r = te.reduce_axis((0, n), name="rm")
+    oshape = x.shape[:-1] or (1,)
+    lead = len(x.shape) - 1
+    y = te.compute(
+        oshape, lambda *i: te.sum(x[(*i[:lead], r)], axis=r, where=r % 2 == 0), name=b.name()
+    )
+    b.steps.append("sum of even positions")
+    return y, xa[..., ::2].sum(axis=-1).astype("float32").reshape(oshape)
 
 
 def _transpose(b: _Builder, x, xa):
