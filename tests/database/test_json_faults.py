@@ -167,3 +167,16 @@ def test_a_missing_work_dir_in_a_read_only_place_is_an_empty_database(tmp_path, 
     assert len(db) == 0 and db.query_schedule(matmul(8)) is None
     with pytest.raises(PermissionError):
         db.commit_workload(matmul(8))
+
+
+def test_a_deleted_workload_line_never_maps_records_to_the_wrong_workload(tmp_path):
+    fill(tmp_path)  # workload line 0: matmul(8), line 1: matmul(4)
+    wl = tmp_path / WL
+    wl.write_text(wl.read_text().splitlines(keepends=True)[1])  # now line 0 is matmul(4)
+    db, messages = load(tmp_path)
+    assert len(db) == 6
+    assert len(messages) == 1 and "6 records whose workload line is lost" in messages[0]
+    for n in (8, 4):
+        records = db.get_top_k(db.commit_workload(matmul(n)), 10)
+        assert len(records) == 3
+        assert all(r.workload.mod["main"].params[0].shape[0].value == n for r in records)
