@@ -150,8 +150,11 @@ class _LinesFile:
         reported and skipped. A trailing fragment without a newline is left for later (a
         writer may finish it), except that at load time it is reported as torn.
         """
-        if self.fd < 0:
-            return
+        if self.fd < 0:  # absent so far (read-only place): another process may create it
+            try:
+                self.fd = os.open(self.path, os.O_RDONLY)
+            except OSError:
+                return
         size = os.fstat(self.fd).st_size
         if size <= self.offset:
             return
