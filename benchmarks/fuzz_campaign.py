@@ -31,7 +31,7 @@ class _Hang(Exception):
     pass
 
 
-def _alarm(signum, frame):  # noqa: ARG001 - signal handler signature
+def _alarm(signum, frame):
     raise _Hang()
 
 
