@@ -43,6 +43,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stages", type=int, default=4, help="at most this many stages")
     ap.add_argument("--seed", type=int, default=0, help="the first program's seed")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per program")
+    ap.add_argument(
+        "--debug-builds",
+        action="store_true",
+        help="also build each compiled schedule in the bounds-checked debug mode",
+    )
     ap.add_argument("--out", default=None, help="JSON path (default benchmarks/results/)")
     args = ap.parse_args(argv)
 
@@ -58,7 +63,12 @@ def main(argv: list[str] | None = None) -> int:
         signal.setitimer(signal.ITIMER_REAL, args.timeout)
         try:
             check_program(
-                program, stats, num_schedules=args.schedules, num_builds=args.builds, seed=seed
+                program,
+                stats,
+                num_schedules=args.schedules,
+                num_builds=args.builds,
+                seed=seed,
+                debug_builds=args.debug_builds,
             )
         except _Hang:
             hangs += 1

@@ -393,6 +393,7 @@ def check_program(
     num_builds: int = 1,
     seed: int = 0,
     mutate: bool = True,
+    debug_builds: bool = False,
     build: Callable[..., Any] | None = None,
 ) -> None:
     """Run the default design space on ``program``; record what happens in ``stats``.
@@ -402,6 +403,8 @@ def check_program(
         num_builds: how many of the accepted ones are also compiled and run.
         mutate: also mutate each accepted schedule once with a random mutator of the
             design space (as the evolutionary search does) and check the mutant.
+        debug_builds: also build each compiled schedule in the bounds-checked debug
+            mode, which must run (no false out-of-bounds report) to the same result.
         build: the build function (default ``metaschedule.build``).
     """
     from ..schedule import Schedule, Trace
@@ -482,19 +485,28 @@ def check_program(
             return False
         if builds_left[0] > 0:
             builds_left[0] -= 1
-            try:
-                mod = (build or _default_build)(sch.mod)
-                arrays = [a.copy() for a in program.inputs]
-                out = np.zeros(program.reference.shape, "float32")
-                mod(*arrays, out)
-            except Exception as err:  # noqa: BLE001
-                fail("death", f"build/run ({what})", err)
-                return False
-            stats.built += 1
-            if not _close(out, program.reference):
-                err_abs = float(np.nanmax(np.abs(out - program.reference)))
-                fail("wrong result", f"compiled ({what})", f"max abs error {err_abs}\n{sch.trace}")
-                return False
+            for debug in (False, True) if debug_builds else (False,):
+                label = f"{what}, debug build" if debug else what
+                try:
+                    if debug:
+                        mod = _default_build(sch.mod, debug=True)
+                    else:
+                        mod = (build or _default_build)(sch.mod)
+                    arrays = [a.copy() for a in program.inputs]
+                    out = np.zeros(program.reference.shape, "float32")
+                    mod(*arrays, out)
+                except Exception as err:  # noqa: BLE001
+                    fail("death", f"build/run ({label})", err)
+                    return False
+                stats.built += 1
+                if not _close(out, program.reference):
+                    err_abs = float(np.nanmax(np.abs(out - program.reference)))
+                    fail(
+                        "wrong result",
+                        f"compiled ({label})",
+                        f"max abs error {err_abs}\n{sch.trace}",
+                    )
+                    return False
         return True
 
     for _ in range(num_schedules):
@@ -536,7 +548,7 @@ def check_program(
             check(child, f"{mutator} mutant")
 
 
-def _default_build(mod):
+def _default_build(mod, debug: bool = False):
     from ..codegen import build
 
-    return build(mod, "llvm")
+    return build(mod, "llvm", debug=debug)

@@ -60,6 +60,7 @@ def test_default_design_space_on_random_programs(request):
             num_schedules=6 if long else 3,
             num_builds=1 if long or count[0] % 6 == 0 else 0,
             seed=count[0],
+            debug_builds=True,
         )
         assert len(stats.failures) == before, _report(stats)
 
