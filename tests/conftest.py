@@ -23,6 +23,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="rewrite tests/codegen/golden/*.c from the current code generator",
     )
+    parser.addoption(
+        "--fuzz-long",
+        action="store_true",
+        default=False,
+        help="run the fuzzer (tests/fuzz) on many more programs (minutes, not seconds)",
+    )
 
 
 # ----------------------------------------------------------------------------- markers

@@ -11,6 +11,7 @@ from ..tir.function import IRModule, PrimFunc
 from ..tir.transform import lower
 from .c_codegen import codegen_c
 from .compiler import BuildError, compile_shared, compiler_flags
+from .debug import DebugSites
 
 __all__ = ["build"]
 
@@ -20,6 +21,7 @@ def build(
     target: Target | str = "cpu",
     *,
     cache_dir: str | None = None,
+    debug: bool = False,
 ) -> Module:
     """Compile a PrimFunc or IRModule (block form or lowered) for ``target``.
 
@@ -27,6 +29,9 @@ def build(
         func_or_mod: a PrimFunc (named ``main``) or an IRModule of PrimFuncs.
         target: a Target or target string; only "cpu" targets are built so far.
         cache_dir: where compiled libraries are cached (default: the kernel cache).
+        debug: check every load and store at run time (scalar code, slower); an
+            out-of-bounds access makes the call raise ``IndexError`` naming the access
+            and the index, instead of reading or writing memory it does not own.
 
     Returns:
         A loaded :class:`metaschedule.runtime.Module`.
@@ -49,7 +54,8 @@ def build(
     for name, func in mod.items():
         _check_static(name, func)
     lowered = IRModule({name: lower(func) for name, func in mod.items()})
-    csrc = codegen_c(lowered, target)
+    sites = DebugSites() if debug else None
+    csrc = codegen_c(lowered, target, debug=sites)
     metadata = {
         "version": METADATA_VERSION,
         "target": target.as_json(),
@@ -65,6 +71,8 @@ def build(
             for f in csrc.functions
         ],
     }
+    if sites is not None:
+        metadata["debug_sites"] = sites.sites
     source = csrc.code + timer_c_source([f.symbol for f in csrc.functions])
     library = source + embed_c(metadata, csrc.code)
     path = compile_shared(library, compiler_flags(target), cache_dir)

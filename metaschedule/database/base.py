@@ -38,6 +38,8 @@ __all__ = [
     "mean_run_sec",
 ]
 
+_REPLAY_CANDIDATES = 16  # records tried by query_schedule before giving up
+
 MAX_RUN_SEC = 1e10
 """The run time recorded for a failed measurement (TVM's convention)."""
 
@@ -241,22 +243,39 @@ class Database(ABC):
     ) -> Schedule | None:
         """The best record's trace replayed on its workload, or None.
 
-        A best record whose trace no longer replays is reported with a warning and None
-        is returned, so that it is never applied to the wrong module silently.
+        A record whose trace no longer replays (an unknown decision, a module it does not
+        fit) is reported with a warning naming where it is stored, and the next best is
+        tried, so that a bad record is never applied to the wrong module silently.
         """
-        record = self.query_tuning_record(mod, target, workload_name)
-        if record is None:
-            return None
+        for record in self._ranked_records(as_module(mod), target, workload_name):
+            try:
+                return _replay(record, workload_name)
+            except Exception as err:  # noqa: BLE001 - any replay failure means the same
+                where = self.record_origin(record) or type(self).__name__
+                warnings.warn(
+                    f"{where}: a record of workload {record.workload.shash} "
+                    f"(run_secs={record.run_secs}) does not replay on its module "
+                    f"({type(err).__name__}: {err}); skipping it, trying the next best",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+        return None
+
+    def _ranked_records(self, mod: IRModule, target: Target | None, workload_name: str):
+        """The best record, then the next best ones (lazily: only when one fails)."""
+        best = self.query_tuning_record(mod, target, workload_name)
+        if best is None:
+            return
+        yield best
         try:
-            return _replay(record, workload_name)
-        except Exception as err:  # noqa: BLE001 - any replay failure means the same
-            warnings.warn(
-                f"{type(self).__name__}: the best record of workload {record.workload.shash} "
-                f"does not replay on its module ({type(err).__name__}: {err}); ignoring it",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-            return None
+            rest = self.get_top_k(self.commit_workload(mod), _REPLAY_CANDIDATES)
+        except NotImplementedError:  # a read-only combination (union): only its best
+            return
+        yield from (r for r in rest if r is not best)
+
+    def record_origin(self, record: TuningRecord) -> str | None:
+        """Where ``record`` is stored (``file:line``), for messages; None if unknown."""
+        return None
 
     def query_ir_module(
         self, mod: IRModule, target: Target | None = None, workload_name: str = "main"

@@ -1,9 +1,12 @@
 """JSONDatabase: two JSON-lines files, appended one line per commit.
 
 The workload file has one line per workload, ``[shash, module]``; the tuning-record file
-one line per record, ``[workload_line, [trace, run_secs, target, args_info]]``, where
-``workload_line`` is the 0-based line number of its workload in the workload file (TVM's
-layout).
+one line per record, ``[workload_line, [trace, run_secs, target, args_info], carried]``,
+where ``workload_line`` is the 0-based line number of its workload in the workload file
+(TVM's layout) and ``carried`` is ``[shash, module]`` with the module's JSON compressed
+(zlib, base64). A record thus carries its workload: when the workload line is lost (a
+truncated or garbled workload file) the record is recovered from what it carries rather
+than orphaned. Lines without ``carried`` (older files, TVM's) are still read.
 
 Several processes may share the files. Every commit appends one whole line with a single
 ``write`` on an ``O_APPEND`` descriptor while holding an exclusive ``flock`` on the
@@ -12,17 +15,26 @@ returned survives a crash of its process. Before writing, a committer reads what
 appended since it last looked, so workload line numbers agree between processes. Queries
 read new lines too, so each process sees the others' records.
 
-A torn line (a writer died mid-line) or a malformed one is skipped with a warning naming
-the file and line; it still counts as a line, so line numbers stay stable. A torn last
-line is terminated by the next committer, so it never swallows the next record.
+Bad input is reported, never fatal: a torn line (a writer died mid-line), a malformed
+line, a record whose trace does not parse (an unknown instruction, ...) or whose workload
+is missing is skipped, and each read ends with one warning per file and kind of problem
+that lists the line numbers ("database_tuning_record.json: 3 malformed lines (12, 40,
+41) skipped; ..."). Skipped lines still count as lines, so line numbers stay stable. A
+torn last line is terminated by the next committer, so it never swallows the next record.
+
+Files are opened for writing lazily: a database in a read-only folder (or on read-only
+files) can be queried; only a commit raises, with a ``PermissionError`` that says so.
 """
 
 from __future__ import annotations
 
+import base64
+import errno
 import json
 import os
 import threading
 import warnings
+import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -43,10 +55,48 @@ __all__ = ["JSONDatabase"]
 
 WORKLOAD_FILE = "database_workload.json"
 TUNING_RECORD_FILE = "database_tuning_record.json"
+_SHOWN_LINES = 10  # line numbers listed per problem in a summary
 
 
 def _sync_to_disk(fd: int) -> None:
     (getattr(os, "fdatasync", None) or os.fsync)(fd)
+
+
+_PLURAL = {
+    "malformed line": "malformed lines",
+    "torn last line": "torn last lines",
+    "torn line": "torn lines",
+    "malformed workload": "malformed workloads",
+    "malformed record": "malformed records",
+    "record whose workload is missing": "records whose workload is missing",
+    "record whose workload line is lost": "records whose workload line is lost",
+}
+
+
+class _Report:
+    """Problems met while reading, summarised as one warning per file and kind."""
+
+    def __init__(self) -> None:
+        self.items: dict[tuple[str, str, str], list[tuple[int, str]]] = {}
+
+    def add(self, path: str, what: str, line: int, reason: str, verb: str = "skipped") -> None:
+        self.items.setdefault((path, what, verb), []).append((line, reason))
+
+    def flush(self) -> None:
+        items, self.items = self.items, {}
+        for (path, what, verb), entries in items.items():
+            n = len(entries)
+            lines = [str(line + 1) for line, _ in entries[:_SHOWN_LINES]]
+            if n > _SHOWN_LINES:
+                lines.append("...")
+            plural = _PLURAL.get(what, what) if n > 1 else what
+            first_line, reason = entries[0]
+            warnings.warn(
+                f"{path}: {n} {plural} ({', '.join(lines)}) {verb}; line {first_line + 1}: "
+                f"{reason}",
+                RuntimeWarning,
+                stacklevel=4,
+            )
 
 
 class _LinesFile:
@@ -55,6 +105,7 @@ class _LinesFile:
     def __init__(self, path: str):
         self.path = path
         self.fd = -1
+        self.writable = False
         self.reopen()
         self.offset = 0  # bytes consumed: always at the start of a line
         self.lines = 0  # complete lines consumed
@@ -62,17 +113,49 @@ class _LinesFile:
 
     def reopen(self) -> None:
         """Open the file anew: a forked child must not share its parent's open file,
-        since ``flock`` does not exclude holders of the same open file."""
+        since ``flock`` does not exclude holders of the same open file. Falls back to
+        reading only (or to an absent file) where writing is not allowed."""
         self.close()
-        self.fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            self.fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+            self.writable = True
+        except OSError as err:
+            if err.errno not in (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOENT):
+                raise
+            self.writable = False
+            try:
+                self.fd = os.open(self.path, os.O_RDONLY)
+            except FileNotFoundError:
+                self.fd = -1  # nothing to read yet; created on the first commit
 
-    def read_new(self, parse: Callable[[int, Any], None], at_load: bool = False) -> None:
+    def ensure_writable(self) -> None:
+        """Open for appending, or raise a ``PermissionError`` that says what to do."""
+        if self.writable:
+            return
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as err:
+            raise PermissionError(
+                f"JSONDatabase: cannot write to {self.path} ({err.strerror}); the database "
+                "is read-only: it can be queried, but tuning needs a writable work_dir"
+            ) from None
+        self.close()
+        self.fd, self.writable = fd, True
+
+    def read_new(self, parse: Callable[[int, Any], None], report: _Report,
+                 at_load: bool = False) -> None:
         """Parse every complete line appended since the last call, in order.
 
         ``parse(line_number, obj)`` receives each well-formed line; malformed lines are
-        skipped with a warning. A trailing fragment without a newline is left for later
-        (a writer may finish it), except that at load time it is reported as torn.
+        reported and skipped. A trailing fragment without a newline is left for later (a
+        writer may finish it), except that at load time it is reported as torn.
         """
+        if self.fd < 0:  # absent so far (read-only place): another process may create it
+            try:
+                self.fd = os.open(self.path, os.O_RDONLY)
+            except OSError:
+                return
         size = os.fstat(self.fd).st_size
         if size <= self.offset:
             return
@@ -88,7 +171,7 @@ class _LinesFile:
                     obj = json.loads(line)
                 except ValueError as err:
                     if line_offset != self._warned_torn_at:
-                        self._warn(self.lines, f"malformed JSON ({err})")
+                        report.add(self.path, "malformed line", self.lines, f"bad JSON ({err})")
                 else:
                     parse(self.lines, obj)
             self.lines += 1
@@ -96,19 +179,18 @@ class _LinesFile:
         self.offset += end
         if at_load and end < len(data) and self.offset != self._warned_torn_at:
             self._warned_torn_at = self.offset
-            self._warn(self.lines, "torn last line (no newline: its writer was interrupted)")
+            report.add(self.path, "torn last line", self.lines,
+                       "no newline: its writer was interrupted")
 
-    def _warn(self, line: int, what: str) -> None:
-        warnings.warn(f"{self.path}:{line + 1}: skipping {what}", RuntimeWarning, stacklevel=4)
-
-    def append(self, obj: Any) -> int:
-        """Append one line (the caller holds the exclusive lock and has read everything
-        complete); return its line number."""
+    def append(self, obj: Any, report: _Report) -> int:
+        """Append one line (the caller holds the exclusive lock, has read everything
+        complete and made the file writable); return its line number."""
         size = os.fstat(self.fd).st_size
         if size > self.offset:  # a torn fragment: end it, so it stays a line of its own
             os.write(self.fd, b"\n")
             if self._warned_torn_at != self.offset:
-                self._warn(self.lines, "torn line (no newline: its writer was interrupted)")
+                report.add(self.path, "torn line", self.lines,
+                           "no newline: its writer was interrupted")
             self.offset = size + 1
             self.lines += 1
         data = (json.dumps(obj, separators=(",", ":")) + "\n").encode("utf-8")
@@ -125,6 +207,22 @@ class _LinesFile:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+
+
+def _pack_workload(workload: Workload) -> list:
+    """``[shash, compressed module JSON]``: what a record carries of its workload."""
+    shash, mod = workload.as_json()
+    text = json.dumps(mod, separators=(",", ":")).encode("utf-8")
+    return [shash, base64.b64encode(zlib.compress(text, 6)).decode("ascii")]
+
+
+def _unpack_workload(carried: Any) -> Workload:
+    try:
+        shash, blob = carried
+        text = zlib.decompress(base64.b64decode(blob)).decode("utf-8")
+    except (TypeError, ValueError, zlib.error) as err:
+        raise ValueError(f"malformed carried workload: {type(err).__name__}: {err}") from err
+    return Workload.from_json([shash, text])
 
 
 @register("database", "json")
@@ -164,7 +262,10 @@ class JSONDatabase(PyDatabase):
                     raise FileNotFoundError(
                         f"JSONDatabase: {path} does not exist (allow_missing=False)"
                     )
-                os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+                try:
+                    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+                except OSError:
+                    pass  # a read-only place: queries see nothing, a commit says why
         self.path_workload = path_workload
         self.path_tuning_record = path_tuning_record
         self.module_equality = module_equality
@@ -173,6 +274,10 @@ class JSONDatabase(PyDatabase):
         self._record_file = _LinesFile(path_tuning_record)
         self._workload_at_line: dict[int, Workload] = {}
         self._line_of_workload: dict[int, int] = {}  # id(workload) -> line
+        self._carried: dict[int, list] = {}  # id(workload) -> what its records carry
+        self._recovered: dict[str, Workload] = {}  # carried blob -> workload
+        self._origin: dict[int, int] = {}  # id(record) -> line in the record file
+        self._report = _Report()
         # flock excludes other open files, not threads sharing this one
         self._thread_lock = threading.RLock()
         self._pid = os.getpid()
@@ -180,6 +285,16 @@ class JSONDatabase(PyDatabase):
             self._sync(at_load=True)
 
     # files ----------------------------------------------------------------------------
+    @property
+    def writable(self) -> bool:
+        """Whether commits can be written (opens the files for appending if need be)."""
+        try:
+            with self._lock(exclusive=True):
+                pass
+        except PermissionError:
+            return False
+        return True
+
     @contextmanager
     def _lock(self, exclusive: bool) -> Iterator[None]:
         with self._thread_lock:
@@ -187,10 +302,13 @@ class JSONDatabase(PyDatabase):
                 self._workload_file.reopen()
                 self._record_file.reopen()
                 self._pid = os.getpid()
-            if fcntl is None:  # pragma: no cover
+            if exclusive:
+                self._workload_file.ensure_writable()
+                self._record_file.ensure_writable()
+            fd = self._workload_file.fd if self._workload_file.fd >= 0 else self._record_file.fd
+            if fcntl is None or fd < 0:  # pragma: no cover - no lock, or nothing to read
                 yield
                 return
-            fd = self._workload_file.fd
             fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
             try:
                 yield
@@ -199,41 +317,81 @@ class JSONDatabase(PyDatabase):
 
     def _sync(self, at_load: bool = False) -> None:
         """Take in the lines appended since the last sync (under a lock)."""
-        self._workload_file.read_new(self._parse_workload, at_load)
-        self._record_file.read_new(self._parse_record, at_load)
+        try:
+            self._workload_file.read_new(self._parse_workload, self._report, at_load)
+            self._record_file.read_new(self._parse_record, self._report, at_load)
+        finally:
+            self._report.flush()
 
     def _parse_workload(self, line: int, obj: Any) -> None:
         try:
             mod = Workload.from_json(obj).mod
         except Exception as err:  # noqa: BLE001 - bad content is skipped, never a crash
-            self._workload_file._warn(line, f"{type(err).__name__}: {err}")
+            self._report.add(self.path_workload, "malformed workload", line,
+                             f"{type(err).__name__}: {err}")
             return
         workload = self._store.get_or_add(mod)
         self._workload_at_line[line] = workload
         self._line_of_workload.setdefault(id(workload), line)
 
     def _parse_record(self, line: int, obj: Any) -> None:
+        path = self.path_tuning_record
+        recovered = None
         try:
-            workload_line, record_json = obj
-            workload = self._workload_at_line.get(workload_line)
+            if not isinstance(obj, list) or len(obj) not in (2, 3):
+                raise ValueError("expected [workload_line, record] or "
+                                 "[workload_line, record, workload]")
+            workload_line, record_json = obj[0], obj[1]
+            carried = obj[2] if len(obj) == 3 else None
+            workload = None
+            if isinstance(workload_line, int):
+                workload = self._workload_at_line.get(workload_line)
+            if carried is not None and (workload is None or str(workload.shash) != carried[0]):
+                recovered = workload_line
+                workload = self._recover(carried)
             if workload is None:
-                raise ValueError(
-                    f"it refers to workload line {workload_line}, which is not a workload"
-                )
+                self._report.add(
+                    path, "record whose workload is missing", line,
+                    f"it refers to workload line {workload_line}, which is not a workload, "
+                    "and carries no copy of its workload (an older file)")
+                return
             record = TuningRecord.from_json(record_json, workload)
         except Exception as err:  # noqa: BLE001 - bad content is skipped, never a crash
-            self._record_file._warn(line, f"{type(err).__name__}: {err}")
+            self._report.add(path, "malformed record", line, f"{type(err).__name__}: {err}")
             return
-        self._store.add_record(record, workload)
+        if recovered is not None:
+            self._report.add(
+                path, "record whose workload line is lost", line,
+                f"workload line {recovered} is missing or differs; used the copy the record "
+                "carries", verb="recovered")
+        stored = self._store.add_record(record, workload)
+        self._origin[id(stored)] = line
 
-    def _commit_workload_locked(self, mod: IRModule) -> Workload:
-        workload = self._store.find(mod)
+    def _recover(self, carried: Any) -> Workload:
+        key = json.dumps(carried)
+        workload = self._recovered.get(key)
         if workload is None:
-            workload = self._store.add_workload(mod)
-            line = self._workload_file.append(workload.as_json())
+            workload = self._store.get_or_add(_unpack_workload(carried).mod)
+            self._recovered[key] = workload
+        return workload
+
+    def _workload_line_locked(self, workload: Workload) -> int:
+        line = self._line_of_workload.get(id(workload))
+        if line is None:  # new, or recovered from records: (re)write its line
+            line = self._workload_file.append(workload.as_json(), self._report)
             self._workload_at_line[line] = workload
             self._line_of_workload[id(workload)] = line
-        return workload
+        return line
+
+    def _carried_of(self, workload: Workload) -> list:
+        carried = self._carried.get(id(workload))
+        if carried is None:
+            carried = self._carried[id(workload)] = _pack_workload(workload)
+        return carried
+
+    def record_origin(self, record: TuningRecord) -> str | None:
+        line = self._origin.get(id(record))
+        return None if line is None else f"{self.path_tuning_record}:{line + 1}"
 
     # database -------------------------------------------------------------------------
     def has_workload(self, mod: IRModule) -> bool:
@@ -242,19 +400,29 @@ class JSONDatabase(PyDatabase):
         return self._store.find(mod) is not None
 
     def commit_workload(self, mod: IRModule) -> Workload:
+        with self._lock(exclusive=False):  # known workloads need no write (read-only use)
+            self._sync()
+            workload = self._store.find(mod)
+            if workload is not None:
+                return workload
         with self._lock(exclusive=True):
             self._sync()
-            return self._commit_workload_locked(mod)
+            workload = self._store.get_or_add(mod)
+            self._workload_line_locked(workload)
+            return workload
 
     def commit_tuning_record(self, record: TuningRecord) -> None:
         with self._lock(exclusive=True):
             self._sync()
             workload = record.workload
             if not self._store.owns(workload):
-                workload = self._commit_workload_locked(workload.mod)
-            line = self._line_of_workload[id(workload)]
-            self._record_file.append([line, record.as_json()])
-            self._store.add_record(record, workload)
+                workload = self._store.get_or_add(workload.mod)
+            line = self._workload_line_locked(workload)
+            rec_line = self._record_file.append(
+                [line, record.as_json(), self._carried_of(workload)], self._report)
+            stored = self._store.add_record(record, workload)
+            self._origin[id(stored)] = rec_line
+        self._report.flush()
 
     def get_top_k(self, workload: Workload, top_k: int) -> list[TuningRecord]:
         with self._lock(exclusive=False):

@@ -129,6 +129,16 @@ class Function:
     def __call__(self, *args: np.ndarray) -> None:
         ptrs = self.pack_args(args)
         status = self._fn(ptrs)
+        sites = self.module.metadata.get("debug_sites")
+        if status != 0 and sites is not None:
+            from ..codegen.debug import OOB_STATUS, oob_message
+
+            if status == OOB_STATUS:
+                lib = self.module._lib
+                lib.ms_debug_oob_site.restype = ctypes.c_int32
+                lib.ms_debug_oob_index.restype = ctypes.c_int64
+                site, index = lib.ms_debug_oob_site(), lib.ms_debug_oob_index()
+                raise IndexError(oob_message(self.name, sites[site], index))
         if status != 0:
             raise RuntimeError(f"kernel {self.name} failed with status {status} "
                                "(an allocation failed)")

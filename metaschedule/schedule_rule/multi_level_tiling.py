@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from ..schedule.error import ScheduleError
 from ..tir import IntImm, IterType
 from .analysis import (
     TILING_STRUCTURE_KEY,
@@ -244,7 +245,10 @@ class MultiLevelTiling(ScheduleRule):
                 consumer = sch.get_block(found[0].block.name_hint, fname)
                 for level in levels:
                     new = state.copy()
-                    new.sch.reverse_compute_at(consumer, self._level_loop(new, level), True)
+                    try:
+                        new.sch.reverse_compute_at(consumer, self._level_loop(new, level), True)
+                    except ScheduleError:  # e.g. a shifted (padding) consumer: no fusion
+                        continue
                     results.append(new)
                 results.append(state)
                 return results

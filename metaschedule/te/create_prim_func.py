@@ -27,6 +27,7 @@ import enum
 from collections.abc import Sequence
 from typing import Any
 
+from ..tir.access_check import check_expr_accesses
 from ..tir.buffer import Buffer
 from ..tir.expr import (
     Add, BufferLoad, IntImm, Mul, Node, PrimExpr, Reduce, Select, Sub, Var, const,
@@ -63,6 +64,9 @@ def create_prim_func(tensors: Sequence[Tensor]) -> PrimFunc:
     Raises:
         ValueError: a placeholder that is read but not listed, a tensor listed
             twice, or nothing to compute.
+        IndexError: a compute reads outside the shape of a tensor for some point of
+            its iteration domain (``B[i + 1]`` for ``i`` in ``[0, n)`` with ``B`` of
+            shape ``(n,)``, or a reduce axis longer than the axis it reduces).
     """
     args = as_tensor_list(tensors)
     seen: set[int] = set()
@@ -81,6 +85,8 @@ def create_prim_func(tensors: Sequence[Tensor]) -> PrimFunc:
     computes = [op for op in ops if isinstance(op, ComputeOp)]
     if not computes:
         raise ValueError("create_prim_func: the tensors compute nothing (only placeholders)")
+    for op in computes:
+        _check_accesses(op)
 
     used_names: set[str] = set()
     stmts = [_compute_to_nest(op, _unique(op.name, used_names)) for op in computes]
@@ -96,6 +102,22 @@ def create_prim_func(tensors: Sequence[Tensor]) -> PrimFunc:
     body = BlockRealize((), true(), root)
     params = tuple(t.buffer for t in args)
     return PrimFunc(params, body, {"global_symbol": "main", "tir.noalias": True})
+
+
+def _check_accesses(op: ComputeOp) -> None:
+    """Raise if a load of ``op``'s body provably leaves its tensor's shape."""
+    ranges = {}
+    for iv in (*op.axis, *op.reduce_axis):
+        lo, extent = iv.dom.min, iv.dom.extent
+        if isinstance(lo, IntImm) and isinstance(extent, IntImm) and extent.value > 0:
+            ranges[iv.var] = (lo.value, lo.value + extent.value - 1)
+    found = check_expr_accesses(list(op.body), ranges, f"te.compute '{op.name}'")
+    if found:
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        raise IndexError(
+            f"{found[0].message()}{more}; fix the index or the shapes, or guard the access "
+            "with te.if_then_else (as padding does)"
+        )
 
 
 def _topo_order(args: list[Tensor]) -> list[Operation]:

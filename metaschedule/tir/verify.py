@@ -18,8 +18,10 @@ Scoping follows TensorIR:
 * a buffer is visible if it is a parameter, in the ``alloc_buffers`` of an
   enclosing block, or allocated by an enclosing ``Allocate``.
 
-Coverage of accesses by a block's declared read/write regions is a schedule
-concern and is not checked here.
+Every load and store whose index provably leaves its buffer's shape for some point
+of the iteration domain is an error (see :mod:`.access_check`; guarded and
+data-dependent accesses are checked at run time instead). Coverage of accesses by a
+block's declared read/write regions is a schedule concern and is not checked here.
 """
 
 from __future__ import annotations
@@ -118,6 +120,17 @@ class _Verifier:
             for v in _vars_of(buf.shape):
                 self.vars.setdefault(v, _VarInfo("shape", -1, f"the shape of {buf.name}"))
         self.stmt(self.func.body)
+        self.check_bounds()
+
+    def check_bounds(self) -> None:
+        from .access_check import find_out_of_bounds
+
+        found = find_out_of_bounds(self.func, self.fname)
+        if found:
+            v = found[0]
+            more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+            self.stack = [v.node] if v.node is not None else []
+            self.fail(f"out-of-bounds access: {v.message()}{more}", v.node)
 
     # ------------------------------------------------------------------ statements
     def stmt(self, s: Any) -> None:

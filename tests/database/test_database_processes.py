@@ -1,5 +1,6 @@
 """JSON and SQLite databases shared by several writing processes, and killed writers."""
 
+import json
 import os
 import signal
 import subprocess
@@ -89,3 +90,21 @@ def test_killing_a_writer_loses_nothing_committed(kind, tmp_path):
     # every commit that returned (and was reported) is there, with no gaps before it
     assert len(tags) >= done
     assert tags == [round(3 + i * 1e-6, 7) for i in range(len(tags))]
+
+
+def test_four_json_writers_append_whole_lines_and_lose_nothing(tmp_path):
+    path, go = tmp_path / "db", tmp_path / "go"
+    tags = (1, 2, 3, 4)
+    procs = [writer("json", path, tag, 60, go) for tag in tags]
+    go.touch()
+    for p in procs:
+        p.communicate(timeout=180)
+        assert p.returncode == 0
+    lines = (path / "database_tuning_record.json").read_text().split("\n")
+    assert lines[-1] == ""  # every line is whole and terminated
+    parsed = [json.loads(line) for line in lines[:-1]]  # none interleaved: all parse
+    assert len(parsed) == 240
+    db = open_db("json", path)
+    expected = sorted(round(tag + i * 1e-6, 7) for tag in tags for i in range(60))
+    assert committed_tags(db) == expected  # nothing lost, nothing duplicated
+    assert (path / "database_workload.json").read_text().count("\n") == 1

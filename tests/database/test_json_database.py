@@ -19,8 +19,8 @@ def test_layout_is_two_json_lines_files(tmp_path):
     assert len(wl_lines) == 1 and len(rec_lines) == 2
     shash, _mod = json.loads(wl_lines[0])
     assert shash == str(Workload(matmul(8)).shash)
-    index, (_trace, run_secs, target, args_info) = json.loads(rec_lines[1])
-    assert index == 0 and run_secs == [0.25]
+    index, (_trace, run_secs, target, args_info), (carried_shash, _blob) = json.loads(rec_lines[1])
+    assert index == 0 and run_secs == [0.25] and carried_shash == shash
     assert target["kind"] == "cpu" and args_info[0] == ["TENSOR", "float32", [8, 8]]
 
 
@@ -48,13 +48,15 @@ def test_torn_last_line_is_skipped_with_a_warning(tmp_path):
     path = fill(tmp_path)
     data = path.read_bytes()
     path.write_bytes(data[: len(data) - 40])  # the writer of the last line died mid-line
-    with pytest.warns(RuntimeWarning, match=r"database_tuning_record.json:3: skipping torn"):
+    with pytest.warns(RuntimeWarning, match=r"database_tuning_record.json: 1 torn last line \(3\) "
+                                            r"skipped"):
         db = JSONDatabase(work_dir=str(tmp_path))
     assert len(db) == 2
     # the next commit ends the torn line first: its own line stays intact
     db.commit_tuning_record(make_record(db.commit_workload(matmul(8)), [0.05]))
     db.close()
-    with pytest.warns(RuntimeWarning, match=r"database_tuning_record.json:3: skipping malformed"):
+    with pytest.warns(RuntimeWarning, match=r"database_tuning_record.json: 1 malformed line \(3\) "
+                                            r"skipped"):
         again = JSONDatabase(work_dir=str(tmp_path))
     assert [r.run_secs for r in again.get_top_k(again.commit_workload(matmul(8)), 5)] == [
         [0.05],
@@ -73,12 +75,16 @@ def test_malformed_lines_are_skipped_with_file_and_line(tmp_path):
     with pytest.warns(RuntimeWarning) as caught:
         db = JSONDatabase(work_dir=str(tmp_path))
     messages = [str(w.message) for w in caught]
-    assert any("database_tuning_record.json:2: skipping malformed JSON" in m for m in messages)
+    assert len(messages) == 3  # one summary per kind of problem, not one per line
+    assert any("database_tuning_record.json: 1 malformed line (2) skipped" in m for m in messages)
     assert any(
-        "database_tuning_record.json:3: skipping" in m and "workload line 7" in m for m in messages
+        "database_tuning_record.json: 1 record whose workload is missing (3) skipped" in m
+        and "workload line 7" in m
+        for m in messages
     )
     assert any(
-        "database_tuning_record.json:4: skipping" in m and "TuningRecord" in m for m in messages
+        "database_tuning_record.json: 1 malformed record (4) skipped" in m and "TuningRecord" in m
+        for m in messages
     )
     assert len(db) == 3
 

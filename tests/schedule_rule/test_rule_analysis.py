@@ -44,8 +44,8 @@ def one_block(fcompute, shape=(8,), ashape=(8, 8)):
         ),
         # a constant index and a shift
         (
-            lambda a, i: a[0, i - 1],
-            (8,),
+            lambda a, i: a[0, i + 1],  # i in [0, 7): stays inside A's 8 columns
+            (7,),
             {"exists": True, "no_const_read": False, "no_shift_read": False, "injective": True},
         ),
         # a scaled index is not a variable plus a constant
