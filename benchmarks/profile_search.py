@@ -23,7 +23,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from tune_ops import parse_workload  # noqa: E402
+from tune_ops import parse_workload
 
 
 def profile_one(name: str, trials: int, seed: int, cprofile: int) -> dict:
