@@ -59,6 +59,10 @@ def test_measure_a_matmul(artifacts):
     assert len(result.run_secs) == 6  # repeat x alloc_repeat
     assert all(0 < s < 1 for s in result.run_secs)
     assert future.done() and future.result() is result
+    info = result.info  # the protocol and the load seen, recorded with the result
+    assert info["repeat"] == FAST.repeat and info["warmup"] == FAST.warmup
+    assert info["omp_wait_policy"].upper().startswith("PASSIVE")
+    assert {"loadavg_1m", "others_cores", "statistic"} <= set(info)
 
 
 def test_crash_hang_and_compile_failure_are_errors_and_the_next_candidate_runs(artifacts):
@@ -126,7 +130,8 @@ def test_default_alloc_argument():
 
 
 def test_evaluator_config():
-    assert EvaluatorConfig() == (3, 1, 100, False)
+    assert EvaluatorConfig()[:4] == (3, 1, 100, False)  # TVM's fields first
+    assert EvaluatorConfig()[4:] == (1, 3, 2000)  # ours: warmup, num_probes, max_total_ms
     assert EvaluatorConfig._normalized(None) == EvaluatorConfig()
     assert EvaluatorConfig._normalized(EvaluatorConfig(number=2.0)).number == 2
     with pytest.raises(ValueError, match="number >= 1"):
