@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any, NamedTuple
 
-__all__ = ["EvaluatorConfig", "OPENMP_PASSIVE_ENV", "use_passive_openmp"]
+__all__ = ["OPENMP_PASSIVE_ENV", "EvaluatorConfig", "use_passive_openmp"]
 
 #: The environment a runner worker measures under: OpenMP threads that finished their
 #: share sleep at the barrier instead of spinning, so they do not take the CPU from a
