@@ -304,25 +304,6 @@ def breakdown(phases: dict[str, float]) -> dict[str, float]:
     }
 
 
-def _timed_extractor():
-    """The per-store features, timed as the Profiler phase ``FeatureExtractor`` (the
-    engine does not time feature extraction on its own)."""
-    from metaschedule.feature_extractor import PerStoreFeature, PyFeatureExtractor
-    from metaschedule.profiler import Profiler
-    from metaschedule.utils import derived_object
-
-    @derived_object
-    class TimedFeatures(PyFeatureExtractor):
-        def __init__(self):
-            self.inner = PerStoreFeature()
-
-        def extract_from(self, context, candidates):
-            with Profiler.timeit("FeatureExtractor"):
-                return self.inner.extract_from(context, candidates)
-
-    return TimedFeatures()
-
-
 def module_timer(lib, args, out) -> Timer:
     """A timer of a built metaschedule module: 3 repeats of >= 100 ms, under the lock."""
     evaluator = lib.time_evaluator(lib.entry_name, number=1, repeat=3, min_repeat_ms=100)
@@ -347,8 +328,8 @@ def tune_metaschedule(wl: Workload, args, expected, target, trials: int, per_ite
     from metaschedule.tir.function import IRModule
 
     func = wl.ms_func()
-    model = {"xgb": lambda: XGBModel(extractor=_timed_extractor()),
-             "mlp": lambda: MLPModel(extractor=_timed_extractor()),
+    model = {"xgb": lambda: XGBModel(),  # times "FeatureExtractor" itself
+             "mlp": lambda: MLPModel(),
              "random": lambda: RandomModel(seed=seed)}[cost_model]()
     start = time.perf_counter()
     with ms.Profiler() as profiler:
