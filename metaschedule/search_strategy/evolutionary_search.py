@@ -272,7 +272,8 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
         else:
             bests = self._evolve(measured + unmeasured, num)
         with timed("EvoSearch/PickWithEpsGreedy"):
-            picks = self._pick_with_eps_greedy(unmeasured, bests, num)
+            # Warming up, every sample is a random pick already: take distinct ones.
+            picks = self._pick_with_eps_greedy([] if warming_up else unmeasured, bests, num)
         self._log(logging.INFO, "Sending %d candidate(s) for measurement", len(picks))
         if not picks:
             state.num_empty_iters += 1
