@@ -23,15 +23,17 @@ def _libgomp_loaded() -> bool:
 
 
 def use_passive_openmp() -> str:
-    """Set :data:`OPENMP_PASSIVE_ENV` in this (worker) process where the user did not set
-    the variables; returns the wait policy kernels will run with. Call it before the first
+    """Set :data:`OPENMP_PASSIVE_ENV` in this (worker) process unless the user set either
+    variable; returns the wait policy kernels will run with. Call it before the first
     kernel library is loaded: once libgomp is loaded the policy it read stays.
     """
     if _libgomp_loaded():
         return os.environ.get("OMP_WAIT_POLICY", "default") + " (libgomp was already loaded)"
-    for key, value in OPENMP_PASSIVE_ENV.items():
-        os.environ.setdefault(key, value)
-    return os.environ["OMP_WAIT_POLICY"]
+    if not any(key in os.environ for key in OPENMP_PASSIVE_ENV):  # the user's choice wins
+        os.environ.update(OPENMP_PASSIVE_ENV)
+    policy = os.environ.get("OMP_WAIT_POLICY", "default")
+    spin = os.environ.get("GOMP_SPINCOUNT")
+    return policy if spin is None else f"{policy} (GOMP_SPINCOUNT={spin})"
 
 
 class EvaluatorConfig(NamedTuple):
