@@ -52,6 +52,7 @@ reduction's init) counts loop ``v`` as one iteration.
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -100,6 +101,18 @@ class PerStoreFeature(FeatureExtractor):
                                         self.extract_workload))
         self.feature_names = self.layout.names
         self._workload_cache: tuple[Any, np.ndarray] | None = None
+        # id(mod) -> (mod, is_gpu, workload, features): modules are immutable, and the
+        # search asks for the same schedules again (evolution rounds, then training).
+        self._cache: OrderedDict[int, tuple[Any, bool, Any, np.ndarray]] = OrderedDict()
+
+    #: feature arrays remembered, most recently used kept
+    cache_size: int = 4096
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_cache"] = OrderedDict()
+        state["_workload_cache"] = None
+        return state
 
     @property
     def feature_vector_length(self) -> int:
@@ -110,8 +123,19 @@ class PerStoreFeature(FeatureExtractor):
         """One float32 array ``[num_stores, feature_vector_length]`` per candidate."""
         is_gpu = _is_gpu_target(getattr(context, "target", None))
         workload = self._workload_features(context) if self.extract_workload else None
-        return [self.extract_mod(c.sch.mod, is_gpu=is_gpu, workload=workload)
-                for c in candidates]
+        return [self._extract_cached(c.sch.mod, is_gpu, workload) for c in candidates]
+
+    def _extract_cached(self, mod: Any, is_gpu: bool, workload: np.ndarray | None) -> np.ndarray:
+        hit = self._cache.get(id(mod))
+        if hit is not None and hit[0] is mod and hit[1] == is_gpu and hit[2] is workload:
+            self._cache.move_to_end(id(mod))
+            return hit[3]
+        feats = self.extract_mod(mod, is_gpu=is_gpu, workload=workload)
+        feats.setflags(write=False)  # shared between callers
+        self._cache[id(mod)] = (mod, is_gpu, workload, feats)
+        if len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+        return feats
 
     def extract_mod(self, mod: IRModule | PrimFunc, *, is_gpu: bool = False,
                     workload: np.ndarray | None = None) -> np.ndarray:
