@@ -295,6 +295,8 @@ def breakdown(phases: dict[str, float]) -> dict[str, float]:
         "search_sampling_mutation": get("EvoSearch/SampleInitPopulation", 0.0)
         + get("EvoSearch/Evolve/Mutation", 0.0),
         "search_cost_model_predict": get("EvoSearch/Evolve/PredictNormalizedScore", 0.0),
+        "search_trace_replay": get("Search/TraceReplay", 0.0),
+        "search_postproc": get("Search/Postproc", 0.0),
         "feature_extraction": get("FeatureExtractor", 0.0),
         "cost_model_update": get("CostModel/Update", 0.0),
         "build": get("Builder", 0.0),
@@ -555,6 +557,8 @@ def tvm_breakdown(phases: dict[str, float]) -> dict[str, float | None]:
         "search_sampling_mutation": get("EvoSearch/SampleInitPopulation", 0.0)
         + get("EvoSearch/Evolve/Mutation", 0.0),
         "search_cost_model_predict": get("EvoSearch/Evolve/PredictNormalizedScore", 0.0),
+        "search_trace_replay": get("Search/TraceReplay", 0.0),
+        "search_postproc": get("Search/Postproc", 0.0),
         "feature_extraction": None,
         "cost_model_update": get("MeasureCallback/UpdateCostModel", 0.0),
         "build": get("SendToBuilder", 0.0),
