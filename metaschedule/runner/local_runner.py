@@ -189,7 +189,7 @@ def _worker_run(
     f_run_evaluator: Any,
     f_cleanup: Any,
 ) -> tuple[str, Any]:
-    """Runs in a worker: ("ok", run_secs) or ("error", message)."""
+    """Runs in a worker: ("ok", (run_secs, info)) or ("error", message)."""
     # Let SIGTERM (closing the runner) kill at once, even inside a kernel that never
     # returns to Python to run a Python-level handler.
     previous_sigterm = signal.signal(signal.SIGTERM, signal.SIG_DFL)
