@@ -1,6 +1,7 @@
 """LocalRunner: measuring built kernels in isolated workers, asynchronously, one at a time."""
 
 import itertools
+import os
 import time
 
 import numpy as np
@@ -175,3 +176,17 @@ def test_close_cancels_pending_measurements_at_once(artifacts):
     assert time.time() - start < 1.5  # the hung kernel is killed, not waited for
     results = [f.result() for f in futures]
     assert all(r.error_msg == "LocalRunner: cancelled (the runner was closed)" for r in results)
+
+
+def test_passive_openmp_unless_the_user_chose(monkeypatch):
+    from metaschedule.runner import config
+
+    if config._libgomp_loaded():
+        pytest.skip("libgomp is loaded in this process: the policy can no longer change")
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
+    assert config.use_passive_openmp().startswith("PASSIVE")
+    assert os.environ["GOMP_SPINCOUNT"] == "0"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    monkeypatch.delenv("GOMP_SPINCOUNT")
+    assert config.use_passive_openmp() == "ACTIVE" and "GOMP_SPINCOUNT" not in os.environ
