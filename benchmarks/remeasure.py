@@ -67,28 +67,18 @@ def build_all(candidates, target) -> list[str | None]:
 
 def measure_pass(candidates, paths, target, protocol: str) -> list[Any]:
     from metaschedule.runner import EvaluatorConfig, LocalRunner, RunnerInput
+    from metaschedule.runner.config import WorkerEnv
 
     overrides, env = PROTOCOLS[protocol]
-    saved = {k: os.environ.get(k) for k in env}
-    for k, v in env.items():  # the runner's workers inherit it when they start
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
-    try:
-        config = EvaluatorConfig(**overrides)
-        ok = [i for i, p in enumerate(paths) if p is not None]
-        with LocalRunner(evaluator_config=config) as runner:
-            futures = runner.run(
-                [RunnerInput(paths[i], target.kind, list(candidates[i].args_info)) for i in ok]
-            )
-            results = {i: f.result() for i, f in zip(ok, futures)}
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    config = EvaluatorConfig(**overrides)
+    ok = [i for i, p in enumerate(paths) if p is not None]
+    # The workers fork from a server started with the first pool's environment: the
+    # initializer sets each pass's OpenMP variables in the worker itself.
+    with LocalRunner(evaluator_config=config, initializer=WorkerEnv(env)) as runner:
+        futures = runner.run(
+            [RunnerInput(paths[i], target.kind, list(candidates[i].args_info)) for i in ok]
+        )
+        results = {i: f.result() for i, f in zip(ok, futures)}
     return [results.get(i) for i in range(len(paths))]
 
 
@@ -158,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{load:.2f}" if load is not None else "-",
             ]
         )
+        policies = sorted({str(r.info.get("omp_wait_policy")) for r, _ in both if r.info})
+        print(f"  {name}: OpenMP wait policy in the workers: {', '.join(policies)}")
         out["protocols"][name] = {
             "pairs": len(both),
             "spearman": rho,

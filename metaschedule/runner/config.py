@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any, NamedTuple
 
-__all__ = ["OPENMP_PASSIVE_ENV", "EvaluatorConfig", "use_passive_openmp"]
+__all__ = ["OPENMP_PASSIVE_ENV", "EvaluatorConfig", "WorkerEnv", "use_passive_openmp"]
 
 #: The environment a runner worker measures under: OpenMP threads that finished their
 #: share sleep at the barrier instead of spinning, so they do not take the CPU from a
@@ -34,6 +34,23 @@ def use_passive_openmp() -> str:
     policy = os.environ.get("OMP_WAIT_POLICY", "default")
     spin = os.environ.get("GOMP_SPINCOUNT")
     return policy if spin is None else f"{policy} (GOMP_SPINCOUNT={spin})"
+
+
+class WorkerEnv(dict):
+    """Environment variables for worker processes, as a picklable ``initializer``:
+    ``LocalRunner(initializer=WorkerEnv({"OMP_WAIT_POLICY": "ACTIVE"}))``. A value of
+    None removes the variable.
+
+    Workers start from a fork server that keeps the environment of the moment the first
+    pool started, so changing ``os.environ`` in the parent later does not reach them.
+    """
+
+    def __call__(self) -> None:
+        for key, value in self.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = str(value)
 
 
 class EvaluatorConfig(NamedTuple):

@@ -82,22 +82,35 @@ def test_concurrent_writers_in_processes(tmp_path):
     assert runs(log) >= 1  # racing writers may each compile; the rename keeps it whole
 
 
-def test_builder_workers_share_the_cache(tmp_path, monkeypatch):
-    """A kernel the LocalBuilder's workers built before is not compiled again."""
-    from metaschedule import te
-    from metaschedule.builder import BuilderInput, LocalBuilder
-    from metaschedule.target import Target
-    from metaschedule.tir.function import IRModule
-
+def test_builder_workers_share_the_cache(tmp_path):
+    """A kernel the LocalBuilder's workers built before is not compiled again, even by new
+    worker processes (in a fresh interpreter: workers keep the environment their fork
+    server started with)."""
     cc, log = counting_cc(tmp_path)
-    monkeypatch.setenv("CC", cc)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    a = te.placeholder((8,), "float32", name="A")
-    b = te.compute((8,), lambda i: a[i] * 2.0, name="B")
-    mod = IRModule({"main": te.create_prim_func([a, b])})
-    with LocalBuilder(max_workers=1) as builder:
-        first = builder.build([BuilderInput(mod, Target("llvm"))])
-    with LocalBuilder(max_workers=1) as builder:  # new worker processes
-        second = builder.build([BuilderInput(mod, Target("llvm"))])
-    assert first[0].error_msg is None and second[0].error_msg is None
+    child = textwrap.dedent(
+        """
+        from metaschedule import te
+        from metaschedule.builder import BuilderInput, LocalBuilder
+        from metaschedule.target import Target
+        from metaschedule.tir.function import IRModule
+
+        a = te.placeholder((8,), "float32", name="A")
+        b = te.compute((8,), lambda i: a[i] * 2.0, name="B")
+        mod = IRModule({"main": te.create_prim_func([a, b])})
+        for _ in range(2):
+            with LocalBuilder(max_workers=1) as builder:  # new worker processes each time
+                (result,) = builder.build([BuilderInput(mod, Target("llvm"))])
+            assert result.error_msg is None, result.error_msg
+        """
+    )
+    env = {**os.environ, "CC": cc, "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    proc = subprocess.run(
+        [sys.executable, "-c", child],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
     assert runs(log) == 1

@@ -190,3 +190,15 @@ def test_passive_openmp_unless_the_user_chose(monkeypatch):
     monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
     monkeypatch.delenv("GOMP_SPINCOUNT")
     assert config.use_passive_openmp() == "ACTIVE" and "GOMP_SPINCOUNT" not in os.environ
+
+
+def test_worker_env_is_a_picklable_initializer(monkeypatch):
+    import pickle
+
+    from metaschedule.runner.config import WorkerEnv
+
+    monkeypatch.setenv("MS_TEST_GONE", "1")
+    init = pickle.loads(pickle.dumps(WorkerEnv({"MS_TEST_SET": 3, "MS_TEST_GONE": None})))
+    init()
+    assert os.environ["MS_TEST_SET"] == "3" and "MS_TEST_GONE" not in os.environ
+    monkeypatch.delenv("MS_TEST_SET")
