@@ -22,18 +22,26 @@ def _libgomp_loaded() -> bool:
         return False
 
 
+_POLICY: str | None = None  # what this process's libgomp runs with, once known
+
+
 def use_passive_openmp() -> str:
     """Set :data:`OPENMP_PASSIVE_ENV` in this (worker) process unless the user set either
     variable; returns the wait policy kernels will run with. Call it before the first
     kernel library is loaded: once libgomp is loaded the policy it read stays.
     """
+    global _POLICY
+    if _POLICY is not None:
+        return _POLICY
     if _libgomp_loaded():
-        return os.environ.get("OMP_WAIT_POLICY", "default") + " (libgomp was already loaded)"
+        policy = os.environ.get("OMP_WAIT_POLICY", "default")
+        return f"{policy} (libgomp was loaded before the runner could set it)"
     if not any(key in os.environ for key in OPENMP_PASSIVE_ENV):  # the user's choice wins
         os.environ.update(OPENMP_PASSIVE_ENV)
     policy = os.environ.get("OMP_WAIT_POLICY", "default")
     spin = os.environ.get("GOMP_SPINCOUNT")
-    return policy if spin is None else f"{policy} (GOMP_SPINCOUNT={spin})"
+    _POLICY = policy if spin is None else f"{policy} (GOMP_SPINCOUNT={spin})"
+    return _POLICY
 
 
 class WorkerEnv(dict):

@@ -185,10 +185,12 @@ def test_passive_openmp_unless_the_user_chose(monkeypatch):
         pytest.skip("libgomp is loaded in this process: the policy can no longer change")
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
     monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
+    monkeypatch.setattr(config, "_POLICY", None)
     assert config.use_passive_openmp().startswith("PASSIVE")
     assert os.environ["GOMP_SPINCOUNT"] == "0"
     monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
     monkeypatch.delenv("GOMP_SPINCOUNT")
+    monkeypatch.setattr(config, "_POLICY", None)
     assert config.use_passive_openmp() == "ACTIVE" and "GOMP_SPINCOUNT" not in os.environ
 
 
