@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..runtime.timer import HostLoad
 from ..tir.dtype import is_bool, is_float, numpy_dtype
 from ..utils import (
     MAIN_GUARD_HINT,
@@ -43,7 +44,6 @@ from ..utils import (
     resolve_function,
 )
 from .base import PyRunner, RunnerFuture, RunnerInput, RunnerResult
-from ..runtime.timer import HostLoad
 from .config import EvaluatorConfig, use_passive_openmp
 
 if TYPE_CHECKING:
