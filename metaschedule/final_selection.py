@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import statistics
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal
 
 from .builder import Builder, BuilderInput
 from .database import MemoryDatabase, OrderedUnionDatabase, TuningRecord
@@ -106,8 +106,8 @@ def select_best(
     *,
     top_k: int = 5,
     rounds: int = 5,
-    builder: Builder | str = "local",
-    runner: Runner | str = "local",
+    builder: Builder | Literal["local"] = "local",
+    runner: Runner | Literal["local"] = "local",
 ) -> FinalSelection | None:
     """Re-measure the ``top_k`` best records of ``mod`` interleaved and pick the fastest.
 
@@ -140,7 +140,7 @@ def select_best(
         secs = tuple(records[0].run_secs or ())
         return FinalSelection((records[0],), (secs,), (statistics.median(secs),), 0)
     target = target if isinstance(target, Target) else Target(target)
-    created = []  # components made here are closed here
+    created: list[Any] = []  # components made here are closed here
     if isinstance(builder, str):
         builder = Builder.create(builder)
         created.append(builder)
@@ -165,7 +165,9 @@ def _remeasure(
     candidates = [r.as_measure_candidate() for r in records]
     built = builder.build([BuilderInput(c.sch.mod, target) for c in candidates])
     inputs: list[RunnerInput | None] = [
-        RunnerInput(b.artifact_path, target.kind, c.args_info) if b.error_msg is None else None
+        RunnerInput(b.artifact_path, target.kind, c.args_info)
+        if b.error_msg is None and b.artifact_path is not None
+        else None
         for b, c in zip(built, candidates)
     ]
     secs: list[list[float]] = [[] for _ in records]
