@@ -295,6 +295,8 @@ def breakdown(phases: dict[str, float]) -> dict[str, float]:
         "search_sampling_mutation": get("EvoSearch/SampleInitPopulation", 0.0)
         + get("EvoSearch/Evolve/Mutation", 0.0),
         "search_cost_model_predict": get("EvoSearch/Evolve/PredictNormalizedScore", 0.0),
+        "search_trace_replay": get("Search/TraceReplay", 0.0),
+        "search_postproc": get("Search/Postproc", 0.0),
         "feature_extraction": get("FeatureExtractor", 0.0),
         "cost_model_update": get("CostModel/Update", 0.0),
         "build": get("Builder", 0.0),
@@ -302,25 +304,6 @@ def breakdown(phases: dict[str, float]) -> dict[str, float]:
         "callbacks_other": callbacks - get("MeasureCallback/UpdateCostModel", 0.0),
         "other": max(0.0, get("Total", 0.0) - top),
     }
-
-
-def _timed_extractor():
-    """The per-store features, timed as the Profiler phase ``FeatureExtractor`` (the
-    engine does not time feature extraction on its own)."""
-    from metaschedule.feature_extractor import PerStoreFeature, PyFeatureExtractor
-    from metaschedule.profiler import Profiler
-    from metaschedule.utils import derived_object
-
-    @derived_object
-    class TimedFeatures(PyFeatureExtractor):
-        def __init__(self):
-            self.inner = PerStoreFeature()
-
-        def extract_from(self, context, candidates):
-            with Profiler.timeit("FeatureExtractor"):
-                return self.inner.extract_from(context, candidates)
-
-    return TimedFeatures()
 
 
 def module_timer(lib, args, out) -> Timer:
@@ -347,8 +330,8 @@ def tune_metaschedule(wl: Workload, args, expected, target, trials: int, per_ite
     from metaschedule.tir.function import IRModule
 
     func = wl.ms_func()
-    model = {"xgb": lambda: XGBModel(extractor=_timed_extractor()),
-             "mlp": lambda: MLPModel(extractor=_timed_extractor()),
+    model = {"xgb": lambda: XGBModel(),  # times "FeatureExtractor" itself
+             "mlp": lambda: MLPModel(),
              "random": lambda: RandomModel(seed=seed)}[cost_model]()
     start = time.perf_counter()
     with ms.Profiler() as profiler:
@@ -574,6 +557,8 @@ def tvm_breakdown(phases: dict[str, float]) -> dict[str, float | None]:
         "search_sampling_mutation": get("EvoSearch/SampleInitPopulation", 0.0)
         + get("EvoSearch/Evolve/Mutation", 0.0),
         "search_cost_model_predict": get("EvoSearch/Evolve/PredictNormalizedScore", 0.0),
+        "search_trace_replay": get("Search/TraceReplay", 0.0),
+        "search_postproc": get("Search/Postproc", 0.0),
         "feature_extraction": None,
         "cost_model_update": get("MeasureCallback/UpdateCostModel", 0.0),
         "build": get("SendToBuilder", 0.0),

@@ -9,9 +9,13 @@ clock read and records nothing.
 Phase names used by the engine ("/" separates a phase from its parts; nested phases are
 counted in their parent too, so percentages do not add up to 100):
 ``GenerateDesignSpace``, ``SearchStrategy/PreTuning``, ``SearchStrategy/GenerateCandidates``
-(the strategies add their own parts, e.g. ``EvoSearch/Evolve/Mutation``),
+(the strategies add their own parts: ``EvoSearch/SampleInitPopulation`` (sampling),
+``EvoSearch/Evolve/Mutation`` (mutating and replaying children; the mutators alone:
+``EvoSearch/Evolve/Mutator``), ``EvoSearch/Evolve/PredictNormalizedScore``; inside those,
+``Search/TraceReplay`` and ``Search/Postproc`` for every replayed trace),
 ``SearchStrategy/NotifyRunnerResults``, ``Builder``, ``Runner`` (submitting, and waiting for
-measurements), ``MeasureCallback/<name>``, ``CostModel/Update``.
+measurements), ``MeasureCallback/<name>``, ``CostModel/Update`` (training),
+``CostModel/Predict`` (scoring) and ``FeatureExtractor`` (inside both).
 
 The entered profilers are a context variable: a thread started inside sees them when it
 runs in a copy of the caller's context (``contextvars.copy_context().run(fn)``), and

@@ -37,6 +37,13 @@ class CostModel(ABC):
     def predict(self, context: Any, candidates: list[MeasureCandidate]) -> np.ndarray:
         """Predicted normalized scores, one per candidate; higher means faster."""
 
+    @property
+    def warming_up(self) -> bool:
+        """Whether the model has nothing learned yet and scores at random until it has
+        (ours: the evolutionary search skips evolution guided by noise). Default: False.
+        """
+        return False
+
     @staticmethod
     def create(
         kind: Literal["xgb", "mlp", "random", "none"] | str, *args: Any, **kwargs: Any

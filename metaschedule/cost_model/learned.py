@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..profiler import Profiler
 from .base import CostModel, check_lengths
 from .metric import TrainingData, costs_of, workload_key
 
@@ -39,6 +40,11 @@ class LearnedCostModel(CostModel):
         raise NotImplementedError
 
     @property
+    def warming_up(self) -> bool:
+        """True until trained on ``num_warmup_samples``: predictions are random."""
+        return not self.is_trained or self.data_size < self.num_warmup_samples
+
+    @property
     def data_size(self) -> int:
         """Number of measured candidates learned from."""
         return len(self.data)
@@ -53,7 +59,8 @@ class LearnedCostModel(CostModel):
         check_lengths(candidates, results, f"{type(self).__name__}.update")
         if not candidates:
             return
-        features = self.extractor.extract_from(context, candidates)
+        with Profiler.timeit("FeatureExtractor"):
+            features = self.extractor.extract_from(context, candidates)
         self.data.add(workload_key(context), features, costs_of(results))
         if self.data_size < self.num_warmup_samples:
             return
@@ -64,11 +71,14 @@ class LearnedCostModel(CostModel):
 
     def predict(self, context: Any, candidates: list[MeasureCandidate]) -> np.ndarray:
         """Scores of ``candidates`` (higher is better); random during warm-up."""
-        if not self.is_trained or self.data_size < self.num_warmup_samples:
+        if self.warming_up:
             return self.rng.random(len(candidates))
         if not candidates:
             return np.zeros(0)
-        return self.predict_features(self.extractor.extract_from(context, candidates))
+        with Profiler.timeit("FeatureExtractor"):
+            features = self.extractor.extract_from(context, candidates)
+        with Profiler.timeit("CostModel/Predict"):
+            return self.predict_features(features)
 
 
 def generator_from_state(state: dict[str, Any]) -> np.random.Generator:

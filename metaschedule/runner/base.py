@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .. import registry
@@ -43,11 +43,13 @@ class RunnerResult:
     """The outcome of one measurement: run times in seconds, or an error message.
 
     Exactly one of the two is given. ``run_secs`` holds one number per repeat (and per
-    allocated argument set).
+    allocated argument set). ``info`` (ours, optional) records how the times were taken:
+    the measurement protocol and the host load seen meanwhile (see ``LocalRunner``).
     """
 
     run_secs: list[float] | None
     error_msg: str | None
+    info: dict | None = field(default=None, compare=False)
 
     def __post_init__(self):
         if (self.run_secs is None) == (self.error_msg is None):

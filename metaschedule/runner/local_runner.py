@@ -35,6 +35,7 @@ import numpy as np
 from ..arg_info import ArgInfo
 from ..registry import register
 from ..runtime import Module, load_module
+from ..runtime.timer import HostLoad
 from ..tir.dtype import is_bool, is_float, numpy_dtype
 from ..utils import (
     check_picklable,
@@ -44,7 +45,7 @@ from ..utils import (
 )
 from ..worker import PoolClosedError, WorkerDiedError, WorkerPool, WorkerStartError
 from .base import PyRunner, RunnerFuture, RunnerInput, RunnerResult
-from .config import EvaluatorConfig
+from .config import EvaluatorConfig, use_passive_openmp
 
 __all__ = [
     "T_ALLOC_ARGUMENT",
@@ -111,6 +112,9 @@ def default_run_evaluator(
         repeat=evaluator_config.repeat,
         min_repeat_ms=evaluator_config.min_repeat_ms,
         enable_cpu_cache_flush=evaluator_config.enable_cpu_cache_flush,
+        warmup=evaluator_config.warmup,
+        num_probes=evaluator_config.num_probes,
+        max_total_ms=evaluator_config.max_total_ms,
     )
     costs: list[float] = []
     for args in repeated_args:
@@ -181,7 +185,7 @@ def _worker_run(
     f_run_evaluator: Any,
     f_cleanup: Any,
 ) -> tuple[str, Any]:
-    """Runs in a worker: ("ok", run_secs) or ("error", message)."""
+    """Runs in a worker: ("ok", (run_secs, info)) or ("error", message)."""
     # Let SIGTERM (closing the runner) kill at once, even inside a kernel that never
     # returns to Python to run a Python-level handler.
     previous_sigterm = signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -193,6 +197,7 @@ def _worker_run(
         evaluate = resolve_function(f_run_evaluator, default_run_evaluator, "f_run_evaluator")
         cleanup = resolve_function(f_cleanup, default_cleanup, "f_cleanup")
         stage = f"loading the artifact {artifact_path}"
+        omp_wait_policy = use_passive_openmp()  # before libgomp is loaded with the kernel
         rt_mod = _default_load(artifact_path)
         stage = "allocating the arguments"
         repeated_args = alloc(device_type, args_info, alloc_repeat)
@@ -202,14 +207,17 @@ def _worker_run(
                 time.sleep(cooldown_sec)
             stage = "running the kernel"
             deadline.resume()
+            load = HostLoad.now()
             try:
                 costs = evaluate(rt_mod, device_type, config, repeated_args)
             finally:
                 deadline.pause()
+            info = {**config.protocol(), "omp_wait_policy": omp_wait_policy,
+                    **load.until(HostLoad.now())}
         deadline.resume()
         stage = "cleaning up"
         cleanup()
-        return "ok", [float(c) for c in costs]
+        return "ok", ([float(c) for c in costs], info)
     except Exception as err:  # noqa: BLE001 - every failure is data for the tuner
         return "error", (
             f"LocalRunner: failed while {stage}: {type(err).__name__}: {err}\n"
@@ -272,7 +280,8 @@ class LocalRunnerFuture(RunnerFuture):
         except Exception as err:  # noqa: BLE001 - e.g. an input that cannot be pickled
             return RunnerResult(None, f"LocalRunner: could not run: {type(err).__name__}: {err}")
         if status == "ok":
-            return RunnerResult(value, None)
+            run_secs, info = value
+            return RunnerResult(run_secs, None, info)
         return RunnerResult(None, value)
 
 

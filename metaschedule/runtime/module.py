@@ -172,6 +172,7 @@ class Module:
         self._timer.argtypes = [
             ctypes.c_int32, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int32, ctypes.c_int32,
             ctypes.c_int32, ctypes.c_int32, ctypes.POINTER(ctypes.c_double),
+            ctypes.c_int32, ctypes.c_int32, ctypes.c_int32, ctypes.POINTER(ctypes.c_int32),
         ]
 
     @property
@@ -235,22 +236,31 @@ class Module:
         repeat: int = 1,
         min_repeat_ms: int = 0,
         enable_cpu_cache_flush: bool = False,
+        *,
+        warmup: int = 1,
+        num_probes: int = 3,
+        max_total_ms: int = 0,
     ) -> Callable[..., BenchmarkResult]:
-        """A callable timing ``func_name`` on given arrays (see :mod:`.timer`).
+        """A callable timing ``func_name`` on given arrays (the protocol: :mod:`.timer`).
 
-        Each call of the result returns a :class:`BenchmarkResult` of ``repeat`` entries,
-        each the mean seconds per call over ``number`` calls (more if ``min_repeat_ms``
-        asks for it). With ``enable_cpu_cache_flush`` every call is preceded by a write
-        pass over a buffer larger than the last-level cache, which costs far more than
-        a small kernel: keep ``number`` small (1 to 3) then. ``dev`` is accepted for
-        compatibility with TVM's signature and ignored. ``"main"`` also names the only
-        function of a single-function module.
+        Each call of the result returns a :class:`BenchmarkResult` of ``repeat`` entries
+        (fewer when ``max_total_ms`` ran out), each the mean seconds per call over
+        ``number`` calls (more if ``min_repeat_ms`` asks for it). ``warmup`` untimed calls
+        come first; ``num_probes`` (at most 3) single calls size ``number`` by their median
+        when ``min_repeat_ms`` > 0; ``max_total_ms`` > 0 bounds the timed part. With
+        ``enable_cpu_cache_flush`` every call is preceded by a write pass over a buffer
+        larger than the last-level cache, which costs far more than a small kernel: keep
+        ``number`` small (1 to 3) then. ``dev`` is accepted for compatibility with TVM's
+        signature and ignored. ``"main"`` also names the only function of a
+        single-function module.
         """
         if func_name == "main" and "main" not in self._functions:
             func_name = self.entry_name
         fn = self.get_function(func_name)
         for key, value, low in (("number", number, 1), ("repeat", repeat, 1),
-                                ("min_repeat_ms", min_repeat_ms, 0)):
+                                ("min_repeat_ms", min_repeat_ms, 0), ("warmup", warmup, 0),
+                                ("num_probes", num_probes, 0),
+                                ("max_total_ms", max_total_ms, 0)):
             if not isinstance(value, int) or value < low:
                 raise ValueError(f"time_evaluator: {key} must be an int >= {low}, got {value!r}")
         flush_kib = default_flush_bytes() // 1024 if enable_cpu_cache_flush else 0
@@ -258,10 +268,12 @@ class Module:
         def evaluate(*args: np.ndarray) -> BenchmarkResult:
             ptrs = fn.pack_args(args)
             out = (ctypes.c_double * repeat)()
-            status = self._timer(fn.index, ptrs, number, repeat, min_repeat_ms, flush_kib, out)
+            info = (ctypes.c_int32 * 2)()
+            status = self._timer(fn.index, ptrs, number, repeat, min_repeat_ms, flush_kib, out,
+                                 warmup, num_probes, max_total_ms, info)
             if status != 0:
                 raise RuntimeError(f"timing {fn.name} failed with status {status}")
-            return BenchmarkResult(tuple(out))
+            return BenchmarkResult(tuple(out[: max(info[1], 1)]), number=int(info[0]))
 
         return evaluate
 

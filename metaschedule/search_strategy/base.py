@@ -140,11 +140,14 @@ class TraceReplayer:
         ``seed``) on a fresh schedule of the workload, then post-processed."""
         sch = Schedule(self.mod, seed=seed, error_render_level="none")
         try:
-            trace.apply_to_schedule(sch, remove_postproc=True)
+            with Profiler.timeit("Search/TraceReplay"):
+                trace.apply_to_schedule(sch, remove_postproc=True)
         except ValueError as err:
             self.failures[f"replay: {type(err).__name__}"] += 1
             return None
-        return sch if self.apply_postprocs(sch) else None
+        with Profiler.timeit("Search/Postproc"):
+            ok = self.apply_postprocs(sch)
+        return sch if ok else None
 
     def apply_postprocs(self, sch: Schedule) -> bool:
         """Enter post-processing on ``sch`` and run every postprocessor; False on failure."""

@@ -10,6 +10,12 @@ Each batch (as TVM's evolutionary search):
    scored by the cost model and the best unmeasured ones are kept;
 3. the picks: the best schedules, with a share ``eps_greedy`` of random initial ones.
 
+Where we differ from TVM on purpose: while the cost model is warming up (it has learned
+nothing yet and scores at random, ``CostModel.warming_up``), evolution guided by those
+scores would only shuffle random schedules, at the price of ``genetic_num_iters x
+population_size`` replays. Such a batch is drawn from random initial samples directly
+(about twice the batch size of them). Replayed traces are remembered across batches.
+
 A schedule is never picked twice, nor picked when it was measured before: picked schedules
 and the database records of the workload are remembered (by the structure of the scheduled
 module, and by trace for records not replayed).
@@ -177,11 +183,17 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
         self._state: _State | None = None
         self._new_batch()
 
+    #: replayed traces remembered across batches, at most this many per population size
+    replay_memo_factor: int = 8
+
     def _new_batch(self) -> None:
         """Forget per-batch memos (scores may change between batches as the model learns)."""
         self._infos: dict[int, _Info] = {}  # id(sch) -> info; keeps sch alive
         self._scores: dict[int, float] = {}  # id(sch) -> predicted score
-        self._replays: dict[str, Schedule | None] = {}  # trace key -> replayed schedule
+        replays = getattr(self, "_replays", {})
+        if len(replays) > self.replay_memo_factor * self.population_size:
+            replays = {}  # a bound on memory; replays of the same trace are equal
+        self._replays: dict[str, Schedule | None] = replays  # trace key -> replayed schedule
 
     # --------------------------------------------------------------------- interface
     def _initialize_with_tune_context(self, context: Any) -> None:
@@ -233,8 +245,15 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
             return None
         self._new_batch()
         pop = self.population_size
-        measured = self._pick_best_from_database(int(pop * self.init_measured_ratio))
-        unmeasured = self._sample_init_population(pop - len(measured))
+        warming_up = bool(getattr(state.cost_model, "warming_up", False))
+        if warming_up:  # random scores: no evolution, random samples (module docstring)
+            measured = []
+            unmeasured = self._sample_init_population(
+                min(pop, max(2 * num, self.init_min_unmeasured))
+            )
+        else:
+            measured = self._pick_best_from_database(int(pop * self.init_measured_ratio))
+            unmeasured = self._sample_init_population(pop - len(measured))
         self._log(
             logging.INFO,
             "Picked %d schedule(s) from the database, sampled %d",
@@ -250,9 +269,13 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
                 self.init_min_unmeasured,
             )
             return None
-        bests = self._evolve(measured + unmeasured, num)
+        if warming_up:
+            bests = self._unique_unmeasured(unmeasured)
+        else:
+            bests = self._evolve(measured + unmeasured, num)
         with timed("EvoSearch/PickWithEpsGreedy"):
-            picks = self._pick_with_eps_greedy(unmeasured, bests, num)
+            # Warming up, every sample is a random pick already: take distinct ones.
+            picks = self._pick_with_eps_greedy([] if warming_up else unmeasured, bests, num)
         self._log(logging.INFO, "Sending %d candidate(s) for measurement", len(picks))
         if not picks:
             state.num_empty_iters += 1
@@ -357,6 +380,18 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
             )
         return [sch for _, _, sch in best]
 
+    def _unique_unmeasured(self, schs: list[Schedule]) -> list[Schedule]:
+        """``schs`` without repeats or measured schedules, in order."""
+        state = self._require_state()
+        seen = _ScheduleSet()
+        out = []
+        for sch in schs:
+            info = self._info(sch)
+            if not state.measured.contains(info) and not seen.contains(info):
+                seen.add(info)
+                out.append(sch)
+        return out
+
     def _mutate(self, population: list[Schedule], scores: np.ndarray) -> list[Schedule]:
         total = float(scores.sum())
         parent_p = scores / total if total > 0 else None  # all zero: uniform
@@ -390,7 +425,8 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
             if mutator is None:
                 return parent
             try:
-                trace = mutator.apply(parent.trace, self.rng)
+                with timed("EvoSearch/Evolve/Mutator"):
+                    trace = mutator.apply(parent.trace, self.rng)
             except ValueError as err:
                 failures[f"{mutator}: {type(err).__name__}"] += 1
                 continue

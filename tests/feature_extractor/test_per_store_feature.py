@@ -238,3 +238,18 @@ def test_py_feature_extractor_subclass():
 
     out = Ones().extract_from(None, [candidate(schedule(make_matmul(8, 8, 8)))])
     assert len(out) == 1 and out[0].shape == (1, 3)
+
+
+def test_features_of_a_module_are_computed_once():
+    import pickle
+
+    fe = PerStoreFeature()
+    ctx = SimpleNamespace(target=None, mod=None)
+    a, b = schedule(make_matmul(), tile_i=8), schedule(make_matmul(), tile_j=8)
+    first = fe.extract_from(ctx, [candidate(a), candidate(b)])
+    again = fe.extract_from(ctx, [candidate(b), candidate(a)])
+    assert again[0] is first[1] and again[1] is first[0]  # cached by module
+    assert not first[0].flags.writeable  # shared, so read-only
+    np.testing.assert_array_equal(first[0], fe.extract_mod(a.mod))
+    clone = pickle.loads(pickle.dumps(fe))  # the cache does not travel
+    assert clone._cache == {} and clone.feature_names == fe.feature_names

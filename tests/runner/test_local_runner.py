@@ -1,6 +1,7 @@
 """LocalRunner: measuring built kernels in isolated workers, asynchronously, one at a time."""
 
 import itertools
+import os
 import threading
 import time
 
@@ -61,6 +62,10 @@ def test_measure_a_matmul(artifacts):
     assert len(result.run_secs) == 6  # repeat x alloc_repeat
     assert all(0 < s < 1 for s in result.run_secs)
     assert future.done() and future.result() is result
+    info = result.info  # the protocol and the load seen, recorded with the result
+    assert info["repeat"] == FAST.repeat and info["warmup"] == FAST.warmup
+    assert info["omp_wait_policy"].upper().startswith("PASSIVE")
+    assert {"loadavg_1m", "others_cores", "statistic"} <= set(info)
 
 
 @pytest.mark.compiler
@@ -132,7 +137,8 @@ def test_default_alloc_argument():
 
 
 def test_evaluator_config():
-    assert EvaluatorConfig() == (3, 1, 100, False)
+    assert EvaluatorConfig()[:4] == (3, 1, 100, False)  # TVM's fields first
+    assert EvaluatorConfig()[4:] == (1, 3, 2000)  # ours: warmup, num_probes, max_total_ms
     assert EvaluatorConfig._normalized(None) == EvaluatorConfig()
     assert EvaluatorConfig._normalized(EvaluatorConfig(number=2.0)).number == 2
     with pytest.raises(ValueError, match="number >= 1"):
@@ -180,3 +186,31 @@ def test_close_cancels_pending_measurements_at_once(artifacts):
     assert time.time() - start < 1.5  # the hung kernel is killed, not waited for
     results = [f.result() for f in futures]
     assert all(r.error_msg == "LocalRunner: cancelled (the runner was closed)" for r in results)
+
+
+def test_passive_openmp_unless_the_user_chose(monkeypatch):
+    from metaschedule.runner import config
+
+    if config._libgomp_loaded():
+        pytest.skip("libgomp is loaded in this process: the policy can no longer change")
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
+    monkeypatch.setattr(config, "_POLICY", None)
+    assert config.use_passive_openmp().startswith("PASSIVE")
+    assert os.environ["GOMP_SPINCOUNT"] == "0"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    monkeypatch.delenv("GOMP_SPINCOUNT")
+    monkeypatch.setattr(config, "_POLICY", None)
+    assert config.use_passive_openmp() == "ACTIVE" and "GOMP_SPINCOUNT" not in os.environ
+
+
+def test_worker_env_is_a_picklable_initializer(monkeypatch):
+    import pickle
+
+    from metaschedule.runner.config import WorkerEnv
+
+    monkeypatch.setenv("MS_TEST_GONE", "1")
+    init = pickle.loads(pickle.dumps(WorkerEnv({"MS_TEST_SET": 3, "MS_TEST_GONE": None})))
+    init()
+    assert os.environ["MS_TEST_SET"] == "3" and "MS_TEST_GONE" not in os.environ
+    monkeypatch.delenv("MS_TEST_SET")

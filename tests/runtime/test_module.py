@@ -161,3 +161,35 @@ def test_benchmark_result_statistics():
     with pytest.raises(ValueError, match="at least one"):
         BenchmarkResult(())
     assert "ms" in str(r) and runtime.Module is type(build(axpy(8)))
+
+
+def test_max_total_ms_bounds_the_timing(lib):
+    """However many repeats are asked for, the timed part stops at the budget."""
+    x, y, z = arrays()
+    start = time.perf_counter()
+    res = lib.time_evaluator("main", number=1, repeat=1000, min_repeat_ms=20,
+                             max_total_ms=100)(x, y, z)
+    elapsed = time.perf_counter() - start
+    assert elapsed < 1.0  # unbounded: 1000 repeats of 20 ms = 20 s
+    assert 1 <= len(res.results) < 1000 and res.number > 1  # sized by the probes
+    assert all(0 < r < 0.001 for r in res.results)
+
+
+def test_warmup_and_probes_are_checked(lib):
+    with pytest.raises(ValueError, match="num_probes must be an int >= 0"):
+        lib.time_evaluator("main", num_probes=-1)
+    x, y, z = arrays()
+    res = lib.time_evaluator("main", number=2, repeat=3, warmup=0, num_probes=0)(x, y, z)
+    assert len(res.results) == 3 and res.number == 2  # min_repeat_ms=0: number as given
+
+
+def test_host_load_reports_other_processes():
+    from metaschedule.runtime.timer import HostLoad
+
+    before = HostLoad.now()
+    sum(i * i for i in range(200_000))  # our own work is not "others"
+    load = before.until(HostLoad.now())
+    assert set(load) == {"loadavg_1m", "others_cores", "wall_secs"}
+    assert load["wall_secs"] > 0
+    if load["others_cores"] is not None:
+        assert 0 <= load["others_cores"] <= (os.cpu_count() or 1) + 0.5

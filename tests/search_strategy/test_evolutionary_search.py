@@ -211,3 +211,39 @@ def test_picks_not_measured_can_come_back(tile_i, decisions):
     ctx.notify_runner_results(second, [RunnerResult([1.0], None)] * 2)
     assert ctx.generate_measure_candidates() is None
     ctx.post_tuning()
+
+
+def test_a_warming_up_model_skips_evolution(task, tile_ij, drive, decisions):
+    """While the cost model scores at random, a batch is random samples: no mutation, no
+    prediction, and still a full batch of distinct unmeasured schedules."""
+    from metaschedule.mutator import MutateTileSize, PyMutator
+
+    @derived_object
+    class Spy(PyMutator):
+        def __init__(self):
+            self.calls = 0
+
+        def apply(self, trace, rand_state=None):
+            self.calls += 1
+            return MutateTileSize().apply(trace, rand_state)
+
+    @derived_object
+    class WarmingUp(InnerJScore):
+        warm = True
+
+        @property
+        def warming_up(self):
+            return self.warm
+
+    spy, model = Spy(), WarmingUp(decisions)
+    space = ScheduleFn(tile_ij, sch_rules=[], postprocs=[], mutator_probs={spy: 1.0})
+    ctx = TuneContext(task, target="cpu", space_generator=space,
+                      search_strategy=small_evo(genetic_mutate_prob=1.0), rand_state=1)
+    batches = drive(ctx, MemoryDatabase(), max_trials=8, num_trials_per_iter=8, cost_model=model)
+    assert len(batches[0]) == 8 and spy.calls == 0 and model.calls == []
+    assert_structurally_unique([c.sch for c in batches[0]])
+    model.warm = False  # once trained, evolution is back
+    ctx = TuneContext(task, target="cpu", space_generator=space,
+                      search_strategy=small_evo(genetic_mutate_prob=1.0), rand_state=1)
+    drive(ctx, MemoryDatabase(), max_trials=8, num_trials_per_iter=8, cost_model=model)
+    assert spy.calls > 0 and model.calls
