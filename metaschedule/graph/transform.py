@@ -1,0 +1,191 @@
+"""Graph passes: dead code elimination, constant folding, parameter binding, and
+folding of per-channel scales and biases into the convolution or matmul before them
+(how BatchNormalization disappears into the conv weights)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .interpreter import eval_call
+from .ir import Call, Function, make_attrs
+from .infer import infer_types
+
+
+def dead_code_elimination(func: Function) -> Function:
+    """Drop calls and constants no output depends on."""
+    live = set(func.outputs)
+    kept = []
+    for c in reversed(func.calls):
+        if c.name in live:
+            kept.append(c)
+            live.update(c.args)
+    kept.reverse()
+    out = func.with_calls(kept)
+    out.types = {k: v for k, v in func.types.items()
+                 if k in live or k in {p.name for p in func.params}}
+    return out
+
+
+def bind_params(func: Function, params: dict[str, np.ndarray] | None) -> Function:
+    """Turn the inputs named in ``params`` into constants with those values (TVM's
+    ``bind_params_by_name``), then fold what became constant."""
+    if not params:
+        return func
+    names = {p.name for p in func.params}
+    unknown = sorted(set(params) - names)
+    if unknown:
+        raise ValueError(f"bind_params: {', '.join(unknown)} are not inputs of {func.name}; "
+                         f"inputs: {', '.join(sorted(names))}")
+    consts = dict(func.constants)
+    for k, v in params.items():
+        p = next(p for p in func.params if p.name == k)
+        arr = np.ascontiguousarray(np.asarray(v))
+        if tuple(arr.shape) != p.type.shape or str(arr.dtype) != p.type.dtype:
+            raise ValueError(f"bind_params: {k} must be {p.type}, got {arr.dtype}{arr.shape}")
+        consts[k] = arr
+    out = Function([p for p in func.params if p.name not in params], consts, list(func.calls),
+                   list(func.outputs), dict(func.types), func.name)
+    return fold_constants(out)
+
+
+def fold_constants(func: Function) -> Function:
+    """Evaluate every call whose arguments are all constants (weight-only subgraphs)."""
+    consts = dict(func.constants)
+    calls = []
+    for c in func.calls:
+        if c.args and all(a in consts for a in c.args):
+            consts[c.name] = eval_call(c, [consts[a] for a in c.args])
+        else:
+            calls.append(c)
+    return dead_code_elimination(func.with_calls(calls, consts))
+
+
+def _channel_vector(arr: np.ndarray, channels: int, axis_from_end: int) -> np.ndarray | None:
+    """``arr`` as a vector over one channel axis (``axis_from_end`` counted from the last
+    dimension of the output), or None if it varies along any other axis."""
+    if arr.size == 1:
+        return np.full(channels, arr.reshape(()), arr.dtype)
+    shape = arr.shape
+    if len(shape) < axis_from_end:
+        return None
+    for d in range(len(shape)):
+        if d != len(shape) - axis_from_end and shape[d] != 1:
+            return None
+    if shape[len(shape) - axis_from_end] != channels:
+        return None
+    return arr.reshape(channels)
+
+
+def fold_scale_bias(func: Function) -> Function:
+    """``multiply(conv2d(x, W) [+ b], s)`` -> ``conv2d(x, W * s) [+ b * s]`` for
+    per-output-channel constants ``s`` (also for ``matmul`` with a constant 2-D weight),
+    and ``add(add(y, c1), c2)`` -> ``add(y, c1 + c2)``; repeated to a fixed point."""
+    changed = True
+    while changed:
+        changed, func = _fold_once(func)
+    return func
+
+
+def _anchor_axis(call: Call) -> int | None:
+    """The output channel axis of an anchor, counted from the end (None: not foldable)."""
+    if call.op == "conv2d":
+        return 3
+    if call.op == "matmul" and not call.attr.get("transpose_b", False):
+        return 1
+    return None
+
+
+def _scale_weight(call: Call, w: np.ndarray, s: np.ndarray) -> np.ndarray:
+    if call.op == "conv2d":
+        return (w * s.reshape(-1, 1, 1, 1)).astype(w.dtype)
+    return (w * s.reshape(1, -1)).astype(w.dtype)
+
+
+def _fold_once(func: Function) -> tuple[bool, Function]:
+    users = func.users()
+    prod = func.producers()
+    consts = dict(func.constants)
+    outputs = set(func.outputs)
+
+    def single_use(v: str) -> bool:
+        return len(users.get(v, [])) == 1 and v not in outputs
+
+    for i, c in enumerate(func.calls):
+        if c.op not in ("multiply", "add") or len(c.args) != 2:
+            continue
+        ci = [a for a in c.args if a in consts]
+        if len(ci) != 1:
+            continue
+        cname = ci[0]
+        other = c.args[1] if c.args[0] == cname else c.args[0]
+        p = prod.get(other)
+        if p is None or not single_use(other):
+            continue
+        if c.op == "add" and p.op == "add":  # add(add(y, c1), c2)
+            pc = [a for a in p.args if a in consts]
+            if len(pc) != 1 or len(p.args) != 2:
+                continue
+            y = p.args[1] if p.args[0] == pc[0] else p.args[0]
+            merged = consts[pc[0]] + consts[cname]
+            if merged.shape != np.broadcast_shapes(consts[pc[0]].shape, consts[cname].shape) \
+                    or np.broadcast_shapes(func.type_of(y).shape, merged.shape) != \
+                    func.type_of(y).shape:
+                continue
+            key = f"{cname}_merged"
+            consts[key] = merged.astype(consts[cname].dtype)
+            new = Call(c.name, "add", (y, key))
+            calls = [x for x in func.calls if x.name != p.name]
+            calls[calls.index(c)] = new
+            return True, dead_code_elimination(func.with_calls(calls, consts))
+        if c.op != "multiply":
+            continue
+        anchor, bias = p, None
+        if p.op == "add" and len(p.args) == 2:
+            pc = [a for a in p.args if a in consts]
+            if len(pc) != 1:
+                continue
+            inner = p.args[1] if p.args[0] == pc[0] else p.args[0]
+            anchor = prod.get(inner)
+            if anchor is None or not single_use(inner):
+                continue
+            bias = pc[0]
+        axis = _anchor_axis(anchor)
+        if axis is None or anchor.args[1] not in consts:
+            continue
+        channels = func.type_of(anchor.name).shape[-axis]
+        s = _channel_vector(consts[cname], channels, axis)
+        if s is None or np.broadcast_shapes(consts[cname].shape,
+                                            func.type_of(anchor.name).shape) != \
+                func.type_of(anchor.name).shape:
+            continue
+        w = consts[anchor.args[1]]
+        wname = f"{anchor.args[1]}_scaled_{i}"
+        consts[wname] = _scale_weight(anchor, w, s)
+        new_anchor = Call(anchor.name, anchor.op, (anchor.args[0], wname, *anchor.args[2:]),
+                          anchor.attrs)
+        calls = list(func.calls)
+        calls[calls.index(anchor)] = new_anchor
+        if bias is None:
+            calls.remove(c)
+            renamed = _rename(calls, c.name, anchor.name)
+            outs = [anchor.name if o == c.name else o for o in func.outputs]
+            out = func.with_calls(renamed, consts, outs)
+        else:
+            bname = f"{bias}_scaled_{i}"
+            consts[bname] = (consts[bias] * consts[cname]).astype(consts[bias].dtype)
+            calls.remove(c)
+            newp = Call(p.name, "add", tuple(bname if a == bias else a for a in p.args))
+            calls[calls.index(p)] = newp
+            renamed = _rename(calls, c.name, p.name)
+            outs = [p.name if o == c.name else o for o in func.outputs]
+            out = func.with_calls(renamed, consts, outs)
+        return True, infer_types(dead_code_elimination(out))
+    return False, func
+
+
+def _rename(calls: list[Call], old: str, new: str) -> list[Call]:
+    return [Call(c.name, c.op, tuple(new if a == old else a for a in c.args), c.attrs)
+            for c in calls]
+
+
+_ = make_attrs
