@@ -43,7 +43,7 @@ class GraphBuilder:
         return name
 
     def const(self, value: Any, hint: str = "const") -> str:
-        arr = np.ascontiguousarray(np.asarray(value))
+        arr = np.array(value, order="C")
         if arr.dtype == np.float64:
             arr = arr.astype(np.float32)
         name = self._fresh(hint)

@@ -10,7 +10,7 @@ from .op import get_op
 
 def eval_call(call: Call, args: list[np.ndarray]) -> np.ndarray:
     """One call's output from its arguments' values."""
-    return np.ascontiguousarray(get_op(call.op).ref(list(args), call.attr))
+    return np.asarray(get_op(call.op).ref(list(args), call.attr), order="C")
 
 
 def interpret(func: Function, *args: np.ndarray, **kwargs: np.ndarray) -> list[np.ndarray]:
@@ -48,5 +48,5 @@ def bind_inputs(func: Function, args: tuple, kwargs: dict) -> dict[str, np.ndarr
         if tuple(a.shape) != p.type.shape or str(a.dtype) != p.type.dtype:
             raise ValueError(f"input {p.name!r} must be {p.type}, got "
                              f"{a.dtype}[{', '.join(map(str, a.shape))}]")
-        out[p.name] = np.ascontiguousarray(a)
+        out[p.name] = np.asarray(a, order="C")
     return out

@@ -39,7 +39,7 @@ def bind_params(func: Function, params: dict[str, np.ndarray] | None) -> Functio
     consts = dict(func.constants)
     for k, v in params.items():
         p = next(p for p in func.params if p.name == k)
-        arr = np.ascontiguousarray(np.asarray(v))
+        arr = np.asarray(v, order="C")
         if tuple(arr.shape) != p.type.shape or str(arr.dtype) != p.type.dtype:
             raise ValueError(f"bind_params: {k} must be {p.type}, got {arr.dtype}{arr.shape}")
         consts[k] = arr

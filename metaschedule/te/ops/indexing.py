@@ -30,7 +30,7 @@ def concatenate(xs: Sequence[Tensor], axis: int = 0, name: str = "T_concat") -> 
     def body(*idx):
         i = idx[axis]
         value = None
-        for x, off in reversed(list(zip(xs, offsets))):
+        for x, off in zip(xs, offsets):
             src = tuple(i - off if d == axis and off else v for d, v in enumerate(idx))
             load = x[src]
             value = load if value is None else _op.if_then_else(i >= off, load, value)
