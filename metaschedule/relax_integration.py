@@ -230,6 +230,7 @@ def compile_relax(
     target = target if isinstance(target, Target) else Target(target)
     model = _lower(mod, params)
     scheduled: dict[str, PrimFunc] = {}
+    sources: dict[str, str] = {}
     for name, func in model.funcs.items():
         sch = _best_schedule(database, _workload(func), target, name)
         if sch is None:
@@ -237,8 +238,11 @@ def compile_relax(
                 logger.warning("compile_relax: no tuning record of %s in %r; using the "
                                "default schedule", name, database)
             sch = default_schedule(func, target)
+            sources[name] = "default"
+        else:
+            sources[name] = "database"
         scheduled[name] = sch.mod["main"]
-    return build_executable(model, scheduled, target)
+    return build_executable(model, scheduled, target, sources)
 
 
 def _best_schedule(database: Database | None, wl: IRModule, target: Target,

@@ -62,7 +62,7 @@ def _apply_index_map(index_map, arr: np.ndarray, shape: tuple[int, ...]) -> np.n
 
 
 def build_executable(model: LoweredModel, scheduled: dict[str, PrimFunc],
-                     target: Target) -> Executable:
+                     target: Target, sources: dict[str, str] | None = None) -> Executable:
     """Compile the scheduled functions into one library and wrap it with the steps."""
     mod = IRModule({name: scheduled[name] for name in model.funcs})
     lib = build_module(mod, target)
@@ -71,4 +71,4 @@ def build_executable(model: LoweredModel, scheduled: dict[str, PrimFunc],
     used = {a for s in steps for a in s.args}
     constants = {k: v for k, v in constants.items() if k in used}
     return Executable(list(graph.params), list(graph.outputs), steps, dict(graph.types),
-                      constants, lib)
+                      constants, lib, sources)

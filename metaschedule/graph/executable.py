@@ -53,8 +53,10 @@ class Executable:
 
     def __init__(self, params: list[Var], outputs: list[str], steps: list[Step],
                  types: dict[str, TensorType], constants: dict[str, np.ndarray],
-                 module: Module) -> None:
+                 module: Module, sources: dict[str, str] | None = None) -> None:
         self.params = params
+        #: per function, where its schedule came from: "database" or "default"
+        self.sources = dict(sources or {})
         self.outputs = outputs
         self.steps = steps
         self.types = types
@@ -140,6 +142,7 @@ class Executable:
                       for s in self.steps],
             "types": {k: {"shape": list(t.shape), "dtype": t.dtype}
                       for k, t in self.types.items()},
+            "sources": self.sources,
         }
         weights = io.BytesIO()
         np.savez(weights, **self.constants)
@@ -179,4 +182,5 @@ def load(path: str | os.PathLike) -> Executable:
     steps = [Step(s["func"], tuple(s["args"]), s["out"], tuple(s["ops"]))
              for s in meta["steps"]]
     types = {k: TensorType(tuple(v["shape"]), v["dtype"]) for k, v in meta["types"].items()}
-    return Executable(params, meta["outputs"], steps, types, constants, module)
+    return Executable(params, meta["outputs"], steps, types, constants, module,
+                      meta.get("sources"))

@@ -189,3 +189,33 @@ def _rename(calls: list[Call], old: str, new: str) -> list[Call]:
 
 
 _ = make_attrs
+
+
+def sink_reshapes(func: Function) -> Function:
+    """``u(reshape(y))`` -> ``reshape(u(y))`` for element-wise unary ``u`` (and a reshape
+    read only by ``u``), so that ``u`` fuses into ``y``'s producer: torch's ``Linear`` on
+    3-D inputs is ``view(addmm(view(x)))``, and the GELU after it belongs to the addmm."""
+    from .op import Pattern, get_op
+
+    changed = True
+    while changed:
+        changed = False
+        users = func.users()
+        prod = func.producers()
+        outputs = set(func.outputs)
+        for c in func.calls:
+            if len(c.args) != 1 or get_op(c.op).pattern != Pattern.ELEMWISE:
+                continue
+            r = prod.get(c.args[0])
+            if r is None or r.op != "reshape" or len(users.get(r.name, [])) != 1 \
+                    or r.name in outputs:
+                continue
+            # r: %r = reshape(%y); c: %u = op(%r)  ->  %r = op(%y); %u = reshape(%r)
+            calls = list(func.calls)
+            i, j = calls.index(r), calls.index(c)
+            calls[i] = Call(r.name, c.op, r.args, c.attrs)
+            calls[j] = Call(c.name, "reshape", (r.name,), r.attrs)
+            func = infer_types(func.with_calls(calls))
+            changed = True
+            break
+    return func
