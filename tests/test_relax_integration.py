@@ -118,7 +118,7 @@ def test_tune_compile_save_load_run(tmp_path, builder, runner):
 
 
 def test_tune_relax_op_names_tunes_a_subset(tmp_path):
-    from metaschedule.testing import DummyBuilder, DummyRunner
+    from metaschedule.testing.dummy_object import DummyBuilder, DummyRunner
 
     f, _ = _mlp()
     runner = DummyRunner()
