@@ -23,7 +23,7 @@ from ..schedule_rule.analysis import realize_of
 from ..target import Target
 from ..tir import IterType
 from ..tir.expr import Var
-from ..tir.functor import collect_vars
+from ..tir.functor import Visitor, collect_vars
 from ..tir.function import PrimFunc
 
 
@@ -32,6 +32,23 @@ def _divisor_at_most(n: int, limit: int) -> int:
         if n % d == 0:
             return d
     return 1
+
+
+#: output rows (channels) per register tile in reduction blocks
+REGISTER_ROWS = 4
+
+
+def _vector_factor(extent: int, lanes: int) -> int:
+    """The vector length for a loop: a power-of-two divisor up to two vectors, else the
+    largest divisor up to two vectors."""
+    p = 1
+    while p * 2 <= 2 * lanes and extent % (p * 2) == 0:
+        p *= 2
+    return p if p >= 4 else _divisor_at_most(extent, 2 * lanes)
+
+
+def _region_vars(region) -> set:
+    return {x for rng in region.region for x in collect_vars(rng.min)}
 
 
 def _only_last_index(var: Var, regions) -> bool:
@@ -46,8 +63,21 @@ def _only_last_index(var: Var, regions) -> bool:
     return seen
 
 
+def _has_select(sch: Schedule, block) -> bool:
+    found = []
+
+    class _Find(Visitor):
+        def visit_Select(self, node):  # noqa: N802
+            found.append(node)
+
+    _Find().visit(realize_of(sch, block)[1].block.body)
+    return bool(found)
+
+
 def _inline(sch: Schedule, root) -> None:
     for block in reversed(sch.get_child_blocks(root)):
+        if _has_select(sch, block):  # padding: a conditional in the consumer's inner loop
+            continue
         try:
             sch.compute_inline(block)
         except ScheduleError:
@@ -83,13 +113,34 @@ def _reorder_reduction(sch: Schedule, block, lanes: int) -> None:
             {x for rng in r.region for x in collect_vars(rng.min)}):
         return
     extent = int(sch.get(loops[last]).extent.value)
-    factor = _divisor_at_most(extent, 2 * lanes)
+    factor = _vector_factor(extent, lanes)
     reduce_loops = loops[last + 1:]
-    if factor < extent:
-        outer, inner = sch.split(loops[last], [None, factor])
-        sch.reorder(outer, *reduce_loops, inner)
+    # a register tile: a spatial loop that some operand of the vector does not depend
+    # on (conv: the output channel; matmul: the row) is split and unrolled inside
+    reg = None
+    for k in range(last - 1, -1, -1):
+        u = blk.iter_vars[k].var
+        ext_k = int(sch.get(loops[k]).extent.value)
+        if ext_k > 1 and any(u not in _region_vars(r) and v in _region_vars(r)
+                             for r in blk.reads):
+            reg = k
+            break
+    outer, inner = sch.split(loops[last], [None, factor])
+    if reg is not None:
+        ext_r = int(sch.get(loops[reg]).extent.value)
+        rf = _divisor_at_most(ext_r, REGISTER_ROWS)
+        r_outer, r_inner = sch.split(loops[reg], [None, rf])
+        sch.reorder(r_outer, *loops[reg + 1:last], outer, *reduce_loops, r_inner, inner)
+        sch.unroll(r_inner)
     else:
-        sch.reorder(*reduce_loops, loops[last])
+        sch.reorder(outer, *reduce_loops, inner)
+    sch.vectorize(inner)
+    # accumulate the register tile in a local buffer, written back after the reduction
+    try:
+        local = sch.cache_write(block, 0, "local")
+        sch.reverse_compute_at(local, outer)
+    except ScheduleError:
+        pass
 
 
 def default_schedule(func: PrimFunc, target: Target | str = "cpu") -> Schedule:
