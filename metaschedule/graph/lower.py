@@ -18,7 +18,7 @@ from .fuse import Group, fuse
 from .infer import infer_types
 from .ir import Function
 from .op import Pattern, get_op
-from .transform import fold_constants, fold_scale_bias, sink_reshapes
+from .transform import fold_constants, fold_scale_bias, rewrite_erf_gelu, sink_reshapes
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,8 @@ class LoweredModel:
 
 def optimize(func: Function) -> Function:
     """The graph passes run before lowering: types, constant folding, scale folding."""
-    return sink_reshapes(fold_scale_bias(infer_types(fold_constants(infer_types(func)))))
+    func = fold_scale_bias(infer_types(fold_constants(infer_types(func))))
+    return sink_reshapes(rewrite_erf_gelu(func))
 
 
 def _scalar(func: Function, value: str, pattern: Pattern, out_ndim: int) -> Any:

@@ -219,3 +219,66 @@ def sink_reshapes(func: Function) -> Function:
             changed = True
             break
     return func
+
+
+def _scalar_value(func: Function, v: str) -> float | None:
+    c = func.constants.get(v)
+    if c is None or c.size != 1:
+        return None
+    return float(c.reshape(()))
+
+
+def _other(call: Call, v: str) -> str | None:
+    if len(call.args) != 2 or v not in call.args:
+        return None
+    return call.args[1] if call.args[0] == v else call.args[0]
+
+
+def rewrite_erf_gelu(func: Function) -> Function:
+    """``x * 0.5 * (1 + erf(x / sqrt(2)))`` (as exporters write GELU) -> ``gelu(x)``, one
+    element-wise call that fuses into the matmul before it. Matches ``erf(x / c)`` or
+    ``erf(x * c)``, ``+ 1``, then ``* x`` and ``* 0.5`` in either order."""
+    users = func.users()
+    prod = func.producers()
+    outputs = set(func.outputs)
+
+    def sole_user(v: str) -> Call | None:
+        us = users.get(v, [])
+        return us[0] if len(us) == 1 and v not in outputs else None
+
+    for e in func.calls:
+        if e.op != "erf":
+            continue
+        scaled = prod.get(e.args[0])
+        if scaled is None or scaled.op not in ("divide", "multiply") or \
+                sole_user(scaled.name) is None:
+            continue
+        x = scaled.args[0]
+        k = _scalar_value(func, scaled.args[1])
+        if k is None or abs((k if scaled.op == "divide" else 1 / k) - 2 ** 0.5) > 1e-3:
+            continue
+        add = sole_user(e.name)
+        if add is None or add.op != "add" or _scalar_value(func, _other(add, e.name) or "") != 1.0:
+            continue
+        m1 = sole_user(add.name)
+        if m1 is None or m1.op != "multiply":
+            continue
+        o1 = _other(m1, add.name)
+        half_first = prod.get(o1) if o1 is not None else None
+        if o1 == x:  # (x * (1 + erf)) * 0.5
+            m2 = sole_user(m1.name)
+            if m2 is None or m2.op != "multiply" or \
+                    _scalar_value(func, _other(m2, m1.name) or "") != 0.5:
+                continue
+            last, dead = m2, {scaled.name, e.name, add.name, m1.name}
+        elif half_first is not None and half_first.op == "multiply" and \
+                x in half_first.args and _scalar_value(
+                    func, _other(half_first, x) or "") == 0.5 and \
+                sole_user(half_first.name) is m1:  # (x * 0.5) * (1 + erf)
+            last, dead = m1, {scaled.name, e.name, add.name, half_first.name}
+        else:
+            continue
+        calls = [c for c in func.calls if c.name not in dead]
+        calls[calls.index(last)] = Call(last.name, "gelu", (x,))
+        return rewrite_erf_gelu(infer_types(dead_code_elimination(func.with_calls(calls))))
+    return func

@@ -48,6 +48,9 @@ def test_shape_arithmetic_is_folded():
     ops = {c.op for c in f.calls}
     assert not ops & {"take", "concat"}  # Shape/Gather/Concat became constants
     assert "layer_norm" in ops
+    # the exporters' erf form of GELU is one call, fused with the matmul and bias before it
+    assert "erf" not in ops and "gelu" in ops
+    assert "fused_matmul_add_gelu" in [t.task_name for t in ri.extract_tasks(f, "llvm")]
 
 
 def test_unsupported_operator_names_op_node_and_opset(tmp_path):
