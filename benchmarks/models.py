@@ -29,10 +29,10 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common  # noqa: E402
+import common
 
-import metaschedule as ms  # noqa: E402
-from metaschedule import relax_integration as ri  # noqa: E402
+import metaschedule as ms
+from metaschedule import relax_integration as ri
 
 
 # ----------------------------------------------------------------------------- models
@@ -48,8 +48,9 @@ def resnet18(torch):
             self.bn2 = nn.BatchNorm2d(cout)
             self.down = None
             if stride != 1 or cin != cout:
-                self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
-                                          nn.BatchNorm2d(cout))
+                self.down = nn.Sequential(
+                    nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout)
+                )
 
         def forward(self, x):
             y = torch.relu(self.bn1(self.conv1(x)))
@@ -59,8 +60,12 @@ def resnet18(torch):
     class ResNet18(nn.Module):
         def __init__(self):
             super().__init__()
-            self.stem = nn.Sequential(nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64),
-                                      nn.ReLU(), nn.MaxPool2d(3, 2, 1))
+            self.stem = nn.Sequential(
+                nn.Conv2d(3, 64, 7, 2, 3, bias=False),
+                nn.BatchNorm2d(64),
+                nn.ReLU(),
+                nn.MaxPool2d(3, 2, 1),
+            )
             layers, cin = [], 64
             for cout, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
                 layers += [Basic(cin, cout, stride), Basic(cout, cout, 1)]
@@ -79,8 +84,7 @@ def mobilenet_v2(torch):
     nn = torch.nn
 
     def cbr(cin, cout, k=3, s=1, groups=1, act=True):
-        mods = [nn.Conv2d(cin, cout, k, s, k // 2, groups=groups, bias=False),
-                nn.BatchNorm2d(cout)]
+        mods = [nn.Conv2d(cin, cout, k, s, k // 2, groups=groups, bias=False), nn.BatchNorm2d(cout)]
         return nn.Sequential(*(mods + [nn.ReLU6()] if act else mods))
 
     class Inverted(nn.Module):
@@ -98,8 +102,15 @@ def mobilenet_v2(torch):
     class MobileNetV2(nn.Module):
         def __init__(self):
             super().__init__()
-            cfg = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
-                   (6, 160, 3, 2), (6, 320, 1, 1)]
+            cfg = [
+                (1, 16, 1, 1),
+                (6, 24, 2, 2),
+                (6, 32, 3, 2),
+                (6, 64, 4, 2),
+                (6, 96, 3, 1),
+                (6, 160, 3, 2),
+                (6, 320, 1, 1),
+            ]
             mods, cin = [cbr(3, 32, 3, 2)], 32
             for t, c, n, s in cfg:
                 for i in range(n):
@@ -171,8 +182,9 @@ def run_model(name: str, args, torch, onnx, ort) -> dict[str, Any]:
     with torch.no_grad():
         ref = module(xt).numpy()
     buf = io.BytesIO()
-    torch.onnx.export(module, (xt,), buf, dynamo=False, opset_version=17,
-                      input_names=["x"], output_names=["y"])
+    torch.onnx.export(
+        module, (xt,), buf, dynamo=False, opset_version=17, input_names=["x"], output_names=["y"]
+    )
     model_bytes = buf.getvalue()
     row: dict[str, Any] = {"model": name}
 
@@ -196,17 +208,22 @@ def run_model(name: str, args, torch, onnx, ort) -> dict[str, Any]:
     if args.trials > 0:
         work_dir = os.path.join(args.work_dir or tempfile.mkdtemp(prefix="ms-models-"), name)
         t0 = time.perf_counter()
-        db = ri.tune_relax(func, None, args.target, work_dir,
-                           max_trials_global=args.trials * len(tasks),
-                           max_trials_per_task=args.trials,
-                           num_trials_per_iter=min(args.trials, 64), seed=args.seed)
+        db = ri.tune_relax(
+            func,
+            None,
+            args.target,
+            work_dir,
+            max_trials_global=args.trials * len(tasks),
+            max_trials_per_task=args.trials,
+            num_trials_per_iter=min(args.trials, 64),
+            seed=args.seed,
+        )
         row["tune_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         tuned = ri.compile_relax(db, func, args.target, None)
         row["compile_tuned_s"] = time.perf_counter() - t0
         row["err_tuned"] = rel_err(tuned(x=x), ref)
-        row["ms_tuned_ms"] = 1e3 * min(common.time_python(lambda: tuned(x=x),
-                                                          repeat=args.repeat))
+        row["ms_tuned_ms"] = 1e3 * min(common.time_python(lambda: tuned(x=x), repeat=args.repeat))
         if args.profile:
             print(f"\n{name}, tuned: per-step profile (slowest first)")
             print("\n".join(str(tuned.profile(x=x, number=3)).splitlines()[:16]))
@@ -218,8 +235,9 @@ def run_model(name: str, args, torch, onnx, ort) -> dict[str, Any]:
         so.add_session_config_entry("session.intra_op.allow_spinning", "0")
         sess = ort.InferenceSession(model_bytes, so, providers=["CPUExecutionProvider"])
         row["err_ort"] = rel_err(sess.run(None, {"x": x})[0], ref)
-        row["ort_ms"] = 1e3 * min(common.time_python(lambda: sess.run(None, {"x": x}),
-                                                     repeat=args.repeat))
+        row["ort_ms"] = 1e3 * min(
+            common.time_python(lambda: sess.run(None, {"x": x}), repeat=args.repeat)
+        )
     torch.set_num_threads(args.threads)
     with torch.no_grad():
         row["torch_ms"] = 1e3 * min(common.time_python(lambda: module(xt), repeat=args.repeat))
@@ -228,8 +246,11 @@ def run_model(name: str, args, torch, onnx, ort) -> dict[str, Any]:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--models", default="resnet18,mobilenet_v2,bert",
-                   help=f"comma-separated, from {', '.join(MODELS)}")
+    p.add_argument(
+        "--models",
+        default="resnet18,mobilenet_v2,bert",
+        help=f"comma-separated, from {', '.join(MODELS)}",
+    )
     p.add_argument("--trials", type=int, default=0, help="trials per task (0: untuned only)")
     p.add_argument("--work-dir", default=None, help="tuning records (kept; resumes)")
     p.add_argument("--target", default="llvm")
@@ -246,6 +267,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
     import torch
+
     onnx, why = common.optional_import("onnx")
     if onnx is None:
         raise SystemExit(f"models.py needs onnx: {why}")
@@ -254,26 +276,53 @@ def main(argv: list[str] | None = None) -> None:
     for line in common.machine_lines(info):
         print(line)
     rows = [run_model(n, args, torch, onnx, ort) for n in args.models.split(",")]
-    cols = ["model", "import s", "compile s", "tasks", "ms untuned ms", "ms tuned ms",
-            "onnxruntime ms", "torch ms", "max rel err"]
+    cols = [
+        "model",
+        "import s",
+        "compile s",
+        "tasks",
+        "ms untuned ms",
+        "ms tuned ms",
+        "onnxruntime ms",
+        "torch ms",
+        "max rel err",
+    ]
     table = []
     for r in rows:
         errs = [r[k] for k in ("err_untuned", "err_tuned", "err_ort") if k in r]
-        table.append([r["model"], r["import_s"], r["compile_s"],
-                      f"{len(r['tasks'])} ({sum(t['weight'] for t in r['tasks'])} calls)",
-                      r["ms_untuned_ms"], r.get("ms_tuned_ms"), r.get("ort_ms"),
-                      r["torch_ms"], f"{max(errs):.1e}"])
-    notes = [f"{args.threads} threads each; tuned: {args.trials} trials per task"
-             if args.trials else f"{args.threads} threads each; untuned only (--trials N to tune)"]
+        table.append(
+            [
+                r["model"],
+                r["import_s"],
+                r["compile_s"],
+                f"{len(r['tasks'])} ({sum(t['weight'] for t in r['tasks'])} calls)",
+                r["ms_untuned_ms"],
+                r.get("ms_tuned_ms"),
+                r.get("ort_ms"),
+                r["torch_ms"],
+                f"{max(errs):.1e}",
+            ]
+        )
+    notes = [
+        f"{args.threads} threads each; tuned: {args.trials} trials per task"
+        if args.trials
+        else f"{args.threads} threads each; untuned only (--trials N to tune)"
+    ]
     if ort is None:
         notes.append(f"onnxruntime: {why_ort}")
-    common.print_table("Whole models: end-to-end latency (ms, best of repeats)", cols, table,
-                       notes, plain=args.plain)
+    common.print_table(
+        "Whole models: end-to-end latency (ms, best of repeats)",
+        cols,
+        table,
+        notes,
+        plain=args.plain,
+    )
     for r in rows:
         tasks = ", ".join(f"{t['name']} x{t['weight']}" for t in r["tasks"])
         print(f"{r['model']} tasks: {tasks}")
-    path = common.write_json("models", {"machine": info, "args": vars(args), "rows": rows},
-                             args.json)
+    path = common.write_json(
+        "models", {"machine": info, "args": vars(args), "rows": rows}, args.json
+    )
     print(f"wrote {path}")
 
 

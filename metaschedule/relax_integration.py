@@ -43,7 +43,10 @@ from .tune import tune_tasks
 from .tune_context import TuneContext
 
 __all__ = [
-    "ExtractedTask", "compile_relax", "extract_tasks", "extracted_tasks_to_tune_contexts",
+    "ExtractedTask",
+    "compile_relax",
+    "extract_tasks",
+    "extracted_tasks_to_tune_contexts",
     "tune_relax",
 ]
 
@@ -72,8 +75,10 @@ class ExtractedTask:
 def _as_function(mod: Function | object) -> Function:
     if isinstance(mod, Function):
         return mod
-    raise TypeError(f"expected a metaschedule.graph.Function (from ms.graph.from_onnx / "
-                    f"from_torch), got {type(mod).__name__}")
+    raise TypeError(
+        f"expected a metaschedule.graph.Function (from ms.graph.from_onnx / "
+        f"from_torch), got {type(mod).__name__}"
+    )
 
 
 def _lower(mod: Function, params: dict[str, np.ndarray] | None) -> LoweredModel:
@@ -148,10 +153,17 @@ def extracted_tasks_to_tune_contexts(
 
     tasks, weights = [], []
     for t in extracted_tasks:
-        tasks.append(TuneContext(t.mod, target=t.target, space_generator=fresh(space),
-                                 search_strategy=fresh(strategy), task_name=t.task_name,
-                                 rand_state=-1 if seed is None else seed,
-                                 num_threads=num_threads))
+        tasks.append(
+            TuneContext(
+                t.mod,
+                target=t.target,
+                space_generator=fresh(space),
+                search_strategy=fresh(strategy),
+                task_name=t.task_name,
+                rand_state=-1 if seed is None else seed,
+                num_threads=num_threads,
+            )
+        )
         weights.append(float(t.weight))
     return tasks, weights
 
@@ -195,19 +207,31 @@ def tune_relax(
     if op_names is not None:
         chosen = [t for t in tasks if any(op in t.task_name for op in op_names)]
         if not chosen:
-            raise ValueError(f"tune_relax: op_names {op_names} match no task; the tasks are "
-                             f"{', '.join(t.task_name for t in tasks)}")
+            raise ValueError(
+                f"tune_relax: op_names {op_names} match no task; the tasks are "
+                f"{', '.join(t.task_name for t in tasks)}"
+            )
         tasks = chosen
     if task_scheduler == "gradient" and seed is not None:
         task_scheduler = TaskScheduler.create("gradient", seed=seed)
-    contexts, weights = extracted_tasks_to_tune_contexts(tasks, work_dir, space, strategy,
-                                                         seed=seed)
+    contexts, weights = extracted_tasks_to_tune_contexts(
+        tasks, work_dir, space, strategy, seed=seed
+    )
     return tune_tasks(
-        tasks=contexts, task_weights=weights, work_dir=work_dir,
-        max_trials_global=max_trials_global, max_trials_per_task=max_trials_per_task,
-        num_trials_per_iter=num_trials_per_iter, builder=builder, runner=runner,
-        database=database, cost_model=cost_model, measure_callbacks=measure_callbacks,
-        task_scheduler=task_scheduler, module_equality=module_equality)
+        tasks=contexts,
+        task_weights=weights,
+        work_dir=work_dir,
+        max_trials_global=max_trials_global,
+        max_trials_per_task=max_trials_per_task,
+        num_trials_per_iter=num_trials_per_iter,
+        builder=builder,
+        runner=runner,
+        database=database,
+        cost_model=cost_model,
+        measure_callbacks=measure_callbacks,
+        task_scheduler=task_scheduler,
+        module_equality=module_equality,
+    )
 
 
 def compile_relax(
@@ -235,8 +259,11 @@ def compile_relax(
         sch = _best_schedule(database, _workload(func), target, name)
         if sch is None:
             if enable_warning:
-                logger.warning("compile_relax: no tuning record of %s in %r; using the "
-                               "default schedule", name, database)
+                logger.warning(
+                    "compile_relax: no tuning record of %s in %r; using the default schedule",
+                    name,
+                    database,
+                )
             sch = default_schedule(func, target)
             sources[name] = "default"
         else:
@@ -245,8 +272,9 @@ def compile_relax(
     return build_executable(model, scheduled, target, sources)
 
 
-def _best_schedule(database: Database | None, wl: IRModule, target: Target,
-                   name: str) -> Schedule | None:
+def _best_schedule(
+    database: Database | None, wl: IRModule, target: Target, name: str
+) -> Schedule | None:
     """The best record's trace replayed on ``wl`` itself (so that a record found by
     anchor-block equality applies to this function), or None."""
     if database is None:
@@ -258,7 +286,12 @@ def _best_schedule(database: Database | None, wl: IRModule, target: Target,
     try:
         record.trace.apply_to_schedule(sch, remove_postproc=False)
     except Exception as err:  # noqa: BLE001 - any replay failure means the same
-        logger.warning("compile_relax: the best record of %s does not replay on it (%s: %s); "
-                       "using the default schedule", name, type(err).__name__, err)
+        logger.warning(
+            "compile_relax: the best record of %s does not replay on it (%s: %s); "
+            "using the default schedule",
+            name,
+            type(err).__name__,
+            err,
+        )
         return None
     return sch

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import metaschedule as ms
-from metaschedule import graph, relax_integration as ri
+from metaschedule import graph
+from metaschedule import relax_integration as ri
 from metaschedule.graph import GraphBuilder
 
 
@@ -39,15 +40,16 @@ def builder():
 
 def _quick(**kw):
     """Tuning arguments that keep a test short: tiny search, one measurement each."""
-    return dict(num_trials_per_iter=4, cost_model="random", strategy="replay-trace",
-                seed=0, **kw)
+    return dict(num_trials_per_iter=4, cost_model="random", strategy="replay-trace", seed=0, **kw)
 
 
 def test_extract_tasks_deduplicates_with_weights():
     f, _ = _mlp()
     tasks = ri.extract_tasks(f, "llvm")
-    assert [(t.task_name, t.weight) for t in tasks] == [("fused_matmul_relu", 1),
-                                                       ("fused_matmul_add_relu", 2)]
+    assert [(t.task_name, t.weight) for t in tasks] == [
+        ("fused_matmul_relu", 1),
+        ("fused_matmul_add_relu", 2),
+    ]
     t = tasks[1]
     assert isinstance(t, ms.ExtractedTask) and list(t.mod) == ["main"]
     assert t.target.kind == "cpu" and t.dispatched == [t.mod]
@@ -71,8 +73,7 @@ def test_extracted_tasks_to_tune_contexts():
     contexts, weights = ri.extracted_tasks_to_tune_contexts(tasks, "unused", seed=3)
     assert weights == [1.0, 2.0]
     assert [c.task_name for c in contexts] == [t.task_name for t in tasks]
-    assert all(isinstance(c, ms.TuneContext) and c.space_generator is not None
-               for c in contexts)
+    assert all(isinstance(c, ms.TuneContext) and c.space_generator is not None for c in contexts)
     assert contexts[0].space_generator is not contexts[1].space_generator
 
 
@@ -97,8 +98,15 @@ def test_compile_relax_warns_per_function_without_records(caplog):
 def test_tune_compile_save_load_run(tmp_path, builder, runner):
     f, rng = _mlp()
     work = str(tmp_path / "work")
-    db = ri.tune_relax(f, None, "llvm", work, max_trials_global=8, max_trials_per_task=4,
-                       **_quick(builder=builder, runner=runner))
+    db = ri.tune_relax(
+        f,
+        None,
+        "llvm",
+        work,
+        max_trials_global=8,
+        max_trials_per_task=4,
+        **_quick(builder=builder, runner=runner),
+    )
     tasks = ri.extract_tasks(f, "llvm")
     for t in tasks:
         assert db.query_tuning_record(t.mod, t.target) is not None, t.task_name
@@ -122,9 +130,17 @@ def test_tune_relax_op_names_tunes_a_subset(tmp_path):
 
     f, _ = _mlp()
     runner = DummyRunner()
-    db = ri.tune_relax(f, None, "llvm", str(tmp_path), max_trials_global=4,
-                       max_trials_per_task=4, op_names=["add"], database="memory",
-                       **_quick(builder=DummyBuilder(), runner=runner))
+    db = ri.tune_relax(
+        f,
+        None,
+        "llvm",
+        str(tmp_path),
+        max_trials_global=4,
+        max_trials_per_task=4,
+        op_names=["add"],
+        database="memory",
+        **_quick(builder=DummyBuilder(), runner=runner),
+    )
     assert len(runner.inputs) == 4
     tasks = ri.extract_tasks(f, "llvm")
     assert db.query_tuning_record(tasks[1].mod, tasks[1].target) is not None

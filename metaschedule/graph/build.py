@@ -20,8 +20,9 @@ from .executable import Executable
 from .lower import LoweredModel, Step
 
 
-def prepack_weights(steps: list[Step], funcs: dict[str, PrimFunc],
-                    constants: dict[str, np.ndarray]) -> tuple[list[Step], dict[str, np.ndarray]]:
+def prepack_weights(
+    steps: list[Step], funcs: dict[str, PrimFunc], constants: dict[str, np.ndarray]
+) -> tuple[list[Step], dict[str, np.ndarray]]:
     """The steps and constants with weights transformed to the layouts the scheduled
     functions expect (see the module docstring); a constant shared by functions that
     want different layouts gets one copy per layout."""
@@ -45,7 +46,8 @@ def prepack_weights(steps: list[Step], funcs: dict[str, PrimFunc],
                 raise ValueError(
                     f"{s.func}: parameter {j} ({func.params[j].name}) has shape {want} but "
                     f"the weight {a} has {have}, and the function gives no index map for it "
-                    "in attrs['layout_free_buffers']")
+                    "in attrs['layout_free_buffers']"
+                )
             key = f"{a}@{s.func}.{j}"
             if key not in constants:
                 constants[key] = _apply_index_map(index_map, constants[a], want)
@@ -61,8 +63,12 @@ def _apply_index_map(index_map, arr: np.ndarray, shape: tuple[int, ...]) -> np.n
     return out
 
 
-def build_executable(model: LoweredModel, scheduled: dict[str, PrimFunc],
-                     target: Target, sources: dict[str, str] | None = None) -> Executable:
+def build_executable(
+    model: LoweredModel,
+    scheduled: dict[str, PrimFunc],
+    target: Target,
+    sources: dict[str, str] | None = None,
+) -> Executable:
     """Compile the scheduled functions into one library and wrap it with the steps."""
     mod = IRModule({name: scheduled[name] for name in model.funcs})
     lib = build_module(mod, target)
@@ -70,5 +76,6 @@ def build_executable(model: LoweredModel, scheduled: dict[str, PrimFunc],
     steps, constants = prepack_weights(model.steps, scheduled, graph.constants)
     used = {a for s in steps for a in s.args}
     constants = {k: v for k, v in constants.items() if k in used}
-    return Executable(list(graph.params), list(graph.outputs), steps, dict(graph.types),
-                      constants, lib, sources)
+    return Executable(
+        list(graph.params), list(graph.outputs), steps, dict(graph.types), constants, lib, sources
+    )

@@ -71,5 +71,9 @@ class GraphBuilder:
 
     def finish(self, outputs: list[str]) -> Function:
         from .transform import dead_code_elimination
-        return dead_code_elimination(Function(self.params, self.constants, self.calls,
-                                              list(outputs), dict(self.types), self.name))
+
+        return dead_code_elimination(
+            Function(
+                self.params, self.constants, self.calls, list(outputs), dict(self.types), self.name
+            )
+        )

@@ -16,15 +16,18 @@ Every step is a schedule primitive, so the result has a trace like a tuned sched
 from __future__ import annotations
 
 from ..postproc.rewrite_parallel_vectorize_unroll import (
-    PARALLEL, UNROLL_EXPLICIT, VECTORIZE, RewriteParallelVectorizeUnroll,
+    PARALLEL,
+    UNROLL_EXPLICIT,
+    VECTORIZE,
+    RewriteParallelVectorizeUnroll,
 )
 from ..schedule import Schedule, ScheduleError
 from ..schedule_rule.analysis import realize_of
 from ..target import Target
 from ..tir import IterType
 from ..tir.expr import Var
-from ..tir.functor import Visitor, collect_vars
 from ..tir.function import PrimFunc
+from ..tir.functor import Visitor, collect_vars
 
 
 def _divisor_at_most(n: int, limit: int) -> int:
@@ -67,7 +70,7 @@ def _has_select(sch: Schedule, block) -> bool:
     found = []
 
     class _Find(Visitor):
-        def visit_Select(self, node):  # noqa: N802
+        def visit_Select(self, node):
             found.append(node)
 
     _Find().visit(realize_of(sch, block)[1].block.body)
@@ -104,25 +107,26 @@ def _reorder_reduction(sch: Schedule, block, lanes: int) -> None:
     if len(kinds) != len(loops) or kinds[-1] == IterType.DATA_PAR:
         return
     spatial = [i for i, k in enumerate(kinds) if k == IterType.DATA_PAR]
-    if not spatial or any(k != IterType.DATA_PAR for k in kinds[:spatial[-1]]):
+    if not spatial or any(k != IterType.DATA_PAR for k in kinds[: spatial[-1]]):
         return
     last = spatial[-1]
     v = blk.iter_vars[last].var
     if not _only_last_index(v, blk.writes) or not all(
-            _only_last_index(v, [r]) for r in blk.reads if v in
-            {x for rng in r.region for x in collect_vars(rng.min)}):
+        _only_last_index(v, [r])
+        for r in blk.reads
+        if v in {x for rng in r.region for x in collect_vars(rng.min)}
+    ):
         return
     extent = int(sch.get(loops[last]).extent.value)
     factor = _vector_factor(extent, lanes)
-    reduce_loops = loops[last + 1:]
+    reduce_loops = loops[last + 1 :]
     # a register tile: a spatial loop that some operand of the vector does not depend
     # on (conv: the output channel; matmul: the row) is split and unrolled inside
     reg = None
     for k in range(last - 1, -1, -1):
         u = blk.iter_vars[k].var
         ext_k = int(sch.get(loops[k]).extent.value)
-        if ext_k > 1 and any(u not in _region_vars(r) and v in _region_vars(r)
-                             for r in blk.reads):
+        if ext_k > 1 and any(u not in _region_vars(r) and v in _region_vars(r) for r in blk.reads):
             reg = k
             break
     outer, inner = sch.split(loops[last], [None, factor])
@@ -130,7 +134,7 @@ def _reorder_reduction(sch: Schedule, block, lanes: int) -> None:
         ext_r = int(sch.get(loops[reg]).extent.value)
         rf = _divisor_at_most(ext_r, REGISTER_ROWS)
         r_outer, r_inner = sch.split(loops[reg], [None, rf])
-        sch.reorder(r_outer, *loops[reg + 1:last], outer, *reduce_loops, r_inner, inner)
+        sch.reorder(r_outer, *loops[reg + 1 : last], outer, *reduce_loops, r_inner, inner)
         sch.unroll(r_inner)
     else:
         sch.reorder(outer, *reduce_loops, inner)

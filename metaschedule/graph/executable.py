@@ -51,9 +51,16 @@ class ProfileReport(list):
 class Executable:
     """A compiled model (see the module docstring)."""
 
-    def __init__(self, params: list[Var], outputs: list[str], steps: list[Step],
-                 types: dict[str, TensorType], constants: dict[str, np.ndarray],
-                 module: Module, sources: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        params: list[Var],
+        outputs: list[str],
+        steps: list[Step],
+        types: dict[str, TensorType],
+        constants: dict[str, np.ndarray],
+        module: Module,
+        sources: dict[str, str] | None = None,
+    ) -> None:
         self.params = params
         #: per function, where its schedule came from: "database" or "default"
         self.sources = dict(sources or {})
@@ -62,8 +69,9 @@ class Executable:
         self.types = types
         self.constants = constants
         self.module = module
-        self.plan: MemoryPlan = plan_memory(steps, types, outputs,
-                                            {p.name for p in params} | set(constants))
+        self.plan: MemoryPlan = plan_memory(
+            steps, types, outputs, {p.name for p in params} | set(constants)
+        )
         self._pool = [np.empty(n, np.uint8) for n in self.plan.sizes]
         self._kernels = {s.func: module[s.func] for s in steps if s.func is not None}
 
@@ -105,8 +113,7 @@ class Executable:
 
     __call__ = run
 
-    def profile(self, *args: np.ndarray, number: int = 10, **kwargs: np.ndarray
-                ) -> ProfileReport:
+    def profile(self, *args: np.ndarray, number: int = 10, **kwargs: np.ndarray) -> ProfileReport:
         """Per-step times (mean over ``number`` runs after one warm-up run)."""
         env = self._env(args, kwargs)
         self._execute(env)
@@ -117,17 +124,20 @@ class Executable:
             totals += np.array(t)
         means = totals / number * 1e3
         whole = means.sum() or 1.0
-        return ProfileReport(ProfileRow(i, s.func or "(reshape view)", s.ops, float(m),
-                                        float(100 * m / whole))
-                             for i, (s, m) in enumerate(zip(self.steps, means)))
+        return ProfileReport(
+            ProfileRow(i, s.func or "(reshape view)", s.ops, float(m), float(100 * m / whole))
+            for i, (s, m) in enumerate(zip(self.steps, means))
+        )
 
     @property
     def function_names(self) -> list[str]:
         return list(dict.fromkeys(s.func for s in self.steps if s.func))
 
     def __repr__(self) -> str:
-        return (f"<graph Executable: {len(self.steps)} steps, {len(self.function_names)} "
-                f"kernels, {self.plan.total_bytes / 2**20:.1f} MiB planned>")
+        return (
+            f"<graph Executable: {len(self.steps)} steps, {len(self.function_names)} "
+            f"kernels, {self.plan.total_bytes / 2**20:.1f} MiB planned>"
+        )
 
     # ------------------------------------------------------------------ files
     def export_library(self, path: str | os.PathLike) -> str:
@@ -135,13 +145,16 @@ class Executable:
         path = os.fspath(path)
         meta = {
             "version": FORMAT_VERSION,
-            "params": [{"name": p.name, "shape": list(p.type.shape), "dtype": p.type.dtype}
-                       for p in self.params],
+            "params": [
+                {"name": p.name, "shape": list(p.type.shape), "dtype": p.type.dtype}
+                for p in self.params
+            ],
             "outputs": self.outputs,
-            "steps": [{"func": s.func, "args": list(s.args), "out": s.out, "ops": list(s.ops)}
-                      for s in self.steps],
-            "types": {k: {"shape": list(t.shape), "dtype": t.dtype}
-                      for k, t in self.types.items()},
+            "steps": [
+                {"func": s.func, "args": list(s.args), "out": s.out, "ops": list(s.ops)}
+                for s in self.steps
+            ],
+            "types": {k: {"shape": list(t.shape), "dtype": t.dtype} for k, t in self.types.items()},
             "sources": self.sources,
         }
         weights = io.BytesIO()
@@ -165,8 +178,9 @@ def load(path: str | os.PathLike) -> Executable:
     with zipfile.ZipFile(path) as z:
         meta = json.loads(z.read("executable.json"))
         if meta.get("version") != FORMAT_VERSION:
-            raise ValueError(f"{path}: executable format {meta.get('version')}, expected "
-                             f"{FORMAT_VERSION}")
+            raise ValueError(
+                f"{path}: executable format {meta.get('version')}, expected {FORMAT_VERSION}"
+            )
         weights = np.load(io.BytesIO(z.read("weights.npz")))
         constants = {k: weights[k] for k in weights.files}
         so = z.read("kernels.so")
@@ -179,8 +193,6 @@ def load(path: str | os.PathLike) -> Executable:
         os.replace(tmp, lib)
     module = load_module(lib)
     params = [Var(p["name"], TensorType(tuple(p["shape"]), p["dtype"])) for p in meta["params"]]
-    steps = [Step(s["func"], tuple(s["args"]), s["out"], tuple(s["ops"]))
-             for s in meta["steps"]]
+    steps = [Step(s["func"], tuple(s["args"]), s["out"], tuple(s["ops"])) for s in meta["steps"]]
     types = {k: TensorType(tuple(v["shape"]), v["dtype"]) for k, v in meta["types"].items()}
-    return Executable(params, meta["outputs"], steps, types, constants, module,
-                      meta.get("sources"))
+    return Executable(params, meta["outputs"], steps, types, constants, module, meta.get("sources"))

@@ -41,8 +41,7 @@ class _Ctx:
         return self.b.types[value].shape
 
     def call(self, op: str, args: list[str], **attrs: Any) -> str:
-        return self.b.call(op, args, hint=self.node.output[0] if self.node.output else op,
-                           **attrs)
+        return self.b.call(op, args, hint=self.node.output[0] if self.node.output else op, **attrs)
 
 
 Converter = Callable[[_Ctx, list, dict], "str | list[str]"]
@@ -54,6 +53,7 @@ def _conv(*names: str):
         for n in names:
             _CONVERTERS[n] = fn
         return fn
+
     return deco
 
 
@@ -101,8 +101,9 @@ def _conv2d(ctx, ins, at):
     strides = tuple(at.get("strides", [1, 1]))
     dil = tuple(at.get("dilations", [1, 1]))
     pads = _auto_pads(ctx, at, ctx.shape(x)[2:], kernel, strides, dil)
-    y = ctx.call("conv2d", [x, w], strides=strides, pads=pads, dilations=dil,
-                 groups=int(at.get("group", 1)))
+    y = ctx.call(
+        "conv2d", [x, w], strides=strides, pads=pads, dilations=dil, groups=int(at.get("group", 1))
+    )
     if len(ins) > 2 and ins[2]:
         bias = ctx.b.const(_channel(ctx.const(ins[2], "B"), 4), "bias")
         y = ctx.call("add", [y, bias])
@@ -119,10 +120,14 @@ def _conv_transpose(ctx, ins, at):
         raise ctx.fail("the output_shape attribute (give pads instead)")
     if at.get("auto_pad", "NOTSET") not in ("NOTSET", "", "VALID"):
         raise ctx.fail(f"auto_pad {at['auto_pad']!r}")
-    y = ctx.call("conv2d_transpose", [x, w], strides=tuple(at.get("strides", [1, 1])),
-                 pads=tuple(at.get("pads", [0, 0, 0, 0])),
-                 output_padding=tuple(at.get("output_padding", [0, 0])),
-                 dilations=tuple(at.get("dilations", [1, 1])))
+    y = ctx.call(
+        "conv2d_transpose",
+        [x, w],
+        strides=tuple(at.get("strides", [1, 1])),
+        pads=tuple(at.get("pads", [0, 0, 0, 0])),
+        output_padding=tuple(at.get("output_padding", [0, 0])),
+        dilations=tuple(at.get("dilations", [1, 1])),
+    )
     if len(ins) > 2 and ins[2]:
         y = ctx.call("add", [y, ctx.b.const(_channel(ctx.const(ins[2], "B"), 4), "bias")])
     return y
@@ -158,8 +163,9 @@ def _matmul(ctx, ins, at):
 @_conv("BatchNormalization")
 def _batch_norm(ctx, ins, at):
     x = ins[0]
-    gamma, beta, mean, var = (ctx.const(v, n) for v, n in
-                              zip(ins[1:5], ("scale", "B", "mean", "var")))
+    gamma, beta, mean, var = (
+        ctx.const(v, n) for v, n in zip(ins[1:5], ("scale", "B", "mean", "var"))
+    )
     eps = float(at.get("epsilon", 1e-5))
     scale = (gamma / np.sqrt(var.astype(np.float64) + eps)).astype(np.float32)
     shift = (beta - mean * scale).astype(np.float32)
@@ -174,8 +180,13 @@ def _pool_attrs(ctx, x, at):
     strides = tuple(at.get("strides", [1, 1]))
     dil = tuple(at.get("dilations", [1, 1]))
     pads = _auto_pads(ctx, at, ctx.shape(x)[2:], kernel, strides, dil)
-    return dict(kernel=kernel, strides=strides, pads=pads, ceil_mode=bool(at.get("ceil_mode", 0)),
-                dilations=dil)
+    return {
+        "kernel": kernel,
+        "strides": strides,
+        "pads": pads,
+        "ceil_mode": bool(at.get("ceil_mode", 0)),
+        "dilations": dil,
+    }
 
 
 @_conv("MaxPool")
@@ -190,8 +201,9 @@ def _avg_pool(ctx, ins, at):
     attrs = _pool_attrs(ctx, ins[0], at)
     if attrs.pop("dilations") != (1, 1):
         raise ctx.fail("dilations")
-    return ctx.call("avg_pool2d", [ins[0]], count_include_pad=bool(at.get("count_include_pad", 0)),
-                    **attrs)
+    return ctx.call(
+        "avg_pool2d", [ins[0]], count_include_pad=bool(at.get("count_include_pad", 0)), **attrs
+    )
 
 
 @_conv("GlobalAveragePool")
@@ -228,14 +240,30 @@ def _layer_norm(ctx, ins, at):
 
 
 # ----------------------------------------------------------------------------- elementwise
-_UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Erf": "erf", "Sqrt": "sqrt",
-          "Exp": "exp", "Neg": "negative", "HardSwish": "hard_swish"}
+_UNARY = {
+    "Relu": "relu",
+    "Sigmoid": "sigmoid",
+    "Tanh": "tanh",
+    "Erf": "erf",
+    "Sqrt": "sqrt",
+    "Exp": "exp",
+    "Neg": "negative",
+    "HardSwish": "hard_swish",
+}
 for _onnx, _ours in _UNARY.items():
     _CONVERTERS[_onnx] = lambda ctx, ins, at, op=_ours: ctx.call(op, [ins[0]])
 
-_BINARY = {"Add": "add", "Sub": "subtract", "Mul": "multiply", "Div": "divide",
-           "Pow": "power", "Max": "maximum", "Min": "minimum"}
+_BINARY = {
+    "Add": "add",
+    "Sub": "subtract",
+    "Mul": "multiply",
+    "Div": "divide",
+    "Pow": "power",
+    "Max": "maximum",
+    "Min": "minimum",
+}
 for _onnx, _ours in _BINARY.items():
+
     def _bin(ctx, ins, at, op=_ours):
         if len(ins) != 2:
             raise ctx.fail(f"{len(ins)} inputs (two are supported)")
@@ -244,6 +272,7 @@ for _onnx, _ours in _BINARY.items():
         if op == "power" and ta != tb:  # Pow allows another exponent type
             b = ctx.call("cast", [b], dtype=ta)
         return ctx.call(op, [a, b])
+
     _CONVERTERS[_onnx] = _bin
 
 
@@ -260,14 +289,19 @@ def _clip(ctx, ins, at):
     else:
         lo = float(ctx.const(ins[1], "min")) if len(ins) > 1 and ins[1] else None
         hi = float(ctx.const(ins[2], "max")) if len(ins) > 2 and ins[2] else None
-    return ctx.call("clip", [ins[0]], min=None if lo is None else float(lo),
-                    max=None if hi is None else float(hi))
+    return ctx.call(
+        "clip",
+        [ins[0]],
+        min=None if lo is None else float(lo),
+        max=None if hi is None else float(hi),
+    )
 
 
 @_conv("HardSigmoid")
 def _hard_sigmoid(ctx, ins, at):
-    return ctx.call("hard_sigmoid", [ins[0]], alpha=float(at.get("alpha", 0.2)),
-                    beta=float(at.get("beta", 0.5)))
+    return ctx.call(
+        "hard_sigmoid", [ins[0]], alpha=float(at.get("alpha", 0.2)), beta=float(at.get("beta", 0.5))
+    )
 
 
 @_conv("Where")
@@ -278,6 +312,7 @@ def _where(ctx, ins, at):
 @_conv("Cast")
 def _cast(ctx, ins, at):
     import onnx
+
     dtype = str(np.dtype(onnx.helper.tensor_dtype_to_np_dtype(int(at["to"]))))
     return ctx.call("cast", [ins[0]], dtype=dtype)
 
@@ -293,8 +328,11 @@ def _constant(ctx, ins, at):
     for key in ("value", "value_float", "value_int", "value_floats", "value_ints"):
         if key in at:
             v = at[key]
-            arr = np.asarray(v, np.float32 if "float" in key else np.int64) \
-                if not isinstance(v, np.ndarray) else v
+            arr = (
+                np.asarray(v, np.float32 if "float" in key else np.int64)
+                if not isinstance(v, np.ndarray)
+                else v
+            )
             return ctx.b.const(arr, ctx.node.output[0])
     raise ctx.fail(f"attributes {sorted(at)}")
 
@@ -302,7 +340,7 @@ def _constant(ctx, ins, at):
 @_conv("Shape")
 def _shape(ctx, ins, at):
     shape = np.array(ctx.shape(ins[0]), np.int64)
-    return ctx.b.const(shape[at.get("start", 0): at.get("end", len(shape))], "shape")
+    return ctx.b.const(shape[at.get("start", 0) : at.get("end", len(shape))], "shape")
 
 
 @_conv("ConstantOfShape")
@@ -356,8 +394,11 @@ def _unsqueeze(ctx, ins, at):
 def _squeeze(ctx, ins, at):
     shape = ctx.shape(ins[0])
     axes = _axes_arg(ctx, ins, at)
-    drop = {a % len(shape) for a in axes} if axes is not None else \
-        {i for i, s in enumerate(shape) if s == 1}
+    drop = (
+        {a % len(shape) for a in axes}
+        if axes is not None
+        else {i for i, s in enumerate(shape) if s == 1}
+    )
     return _reshape_to(ctx, ins[0], [s for i, s in enumerate(shape) if i not in drop])
 
 
@@ -370,8 +411,7 @@ def _transpose(ctx, ins, at):
 
 @_conv("Concat")
 def _concat(ctx, ins, at):
-    return ctx.call("concat", [v for v in ins if v], axis=int(at["axis"]) %
-                    len(ctx.shape(ins[0])))
+    return ctx.call("concat", [v for v in ins if v], axis=int(at["axis"]) % len(ctx.shape(ins[0])))
 
 
 @_conv("Split")
@@ -389,8 +429,17 @@ def _split(ctx, ins, at):
         sizes = [min(chunk, shape[axis] - i * chunk) for i in range(n)]
     outs, start = [], 0
     for i, s in enumerate(sizes):
-        outs.append(ctx.b.call("strided_slice", [x], hint=ctx.node.output[i], begin=(start,),
-                               end=(start + s,), strides=(1,), axes=(axis,)))
+        outs.append(
+            ctx.b.call(
+                "strided_slice",
+                [x],
+                hint=ctx.node.output[i],
+                begin=(start,),
+                end=(start + s,),
+                strides=(1,),
+                axes=(axis,),
+            )
+        )
         start += s
     return outs
 
@@ -406,15 +455,27 @@ def _slice(ctx, ins, at):
     else:
         starts = [int(v) for v in ctx.const(ins[1], "starts")]
         ends = [int(v) for v in ctx.const(ins[2], "ends")]
-        axes = [int(v) for v in ctx.const(ins[3], "axes")] if len(ins) > 3 and ins[3] \
+        axes = (
+            [int(v) for v in ctx.const(ins[3], "axes")]
+            if len(ins) > 3 and ins[3]
             else list(range(len(starts)))
-        steps = [int(v) for v in ctx.const(ins[4], "steps")] if len(ins) > 4 and ins[4] \
+        )
+        steps = (
+            [int(v) for v in ctx.const(ins[4], "steps")]
+            if len(ins) > 4 and ins[4]
             else [1] * len(starts)
+        )
     clamp = 2**62
     ends = [max(min(e, clamp), -clamp) for e in ends]
     starts = [max(min(s, clamp), -clamp) for s in starts]
-    return ctx.call("strided_slice", [x], begin=tuple(starts), end=tuple(ends),
-                    strides=tuple(steps), axes=tuple(a % nd for a in axes))
+    return ctx.call(
+        "strided_slice",
+        [x],
+        begin=tuple(starts),
+        end=tuple(ends),
+        strides=tuple(steps),
+        axes=tuple(a % nd for a in axes),
+    )
 
 
 @_conv("Gather")
@@ -437,21 +498,28 @@ def _reduce(kind):
     def convert(ctx, ins, at):
         x = ins[0]
         if (kind == "sum" and ctx.opset >= 13) or ctx.opset >= 18:
-            axes = [int(a) for a in ctx.const(ins[1], "axes")] if len(ins) > 1 and ins[1] \
-                else None
+            axes = [int(a) for a in ctx.const(ins[1], "axes")] if len(ins) > 1 and ins[1] else None
         else:
             axes = list(at["axes"]) if "axes" in at else None
         if axes is None and at.get("noop_with_empty_axes", 0):
             return x
-        return ctx.call("reduce", [x], kind=kind,
-                        axes=None if axes is None else tuple(a % len(ctx.shape(x))
-                                                             for a in axes),
-                        keepdims=bool(at.get("keepdims", 1)))
+        return ctx.call(
+            "reduce",
+            [x],
+            kind=kind,
+            axes=None if axes is None else tuple(a % len(ctx.shape(x)) for a in axes),
+            keepdims=bool(at.get("keepdims", 1)),
+        )
+
     return convert
 
 
-for _onnx, _kind in (("ReduceMean", "mean"), ("ReduceSum", "sum"), ("ReduceMax", "max"),
-                     ("ReduceMin", "min")):
+for _onnx, _kind in (
+    ("ReduceMean", "mean"),
+    ("ReduceSum", "sum"),
+    ("ReduceMax", "max"),
+    ("ReduceMin", "min"),
+):
     _CONVERTERS[_onnx] = _reduce(_kind)
 
 
@@ -459,6 +527,7 @@ for _onnx, _kind in (("ReduceMean", "mean"), ("ReduceSum", "sum"), ("ReduceMax",
 def _attrs(node) -> dict[str, Any]:
     import onnx
     from onnx import numpy_helper
+
     out = {}
     for a in node.attribute:
         v = onnx.helper.get_attribute_value(a)
@@ -472,8 +541,11 @@ def _attrs(node) -> dict[str, Any]:
     return out
 
 
-def from_onnx(model_or_path: Any, shape_dict: dict[str, tuple[int, ...]] | None = None,
-              opset: int | None = None) -> Function:
+def from_onnx(
+    model_or_path: Any,
+    shape_dict: dict[str, tuple[int, ...]] | None = None,
+    opset: int | None = None,
+) -> Function:
     """Import an ONNX model (a ``ModelProto``, or a path to one).
 
     Args:
@@ -489,10 +561,14 @@ def from_onnx(model_or_path: Any, shape_dict: dict[str, tuple[int, ...]] | None 
         import onnx
         from onnx import numpy_helper
     except ImportError as err:  # pragma: no cover - depends on the environment
-        raise ImportError("from_onnx needs the onnx package: pip install "
-                          "'metaschedule[onnx]'") from err
-    model = onnx.load(os.fspath(model_or_path)) if isinstance(model_or_path, (str, os.PathLike)) \
+        raise ImportError(
+            "from_onnx needs the onnx package: pip install 'metaschedule[onnx]'"
+        ) from err
+    model = (
+        onnx.load(os.fspath(model_or_path))
+        if isinstance(model_or_path, (str, os.PathLike))
         else model_or_path
+    )
     if opset is None:
         opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13)
     graph = model.graph
@@ -512,8 +588,10 @@ def from_onnx(model_or_path: Any, shape_dict: dict[str, tuple[int, ...]] | None 
             elif inp.name in shape_dict:
                 dims.append(int(shape_dict[inp.name][i]))
             else:
-                raise ValueError(f"from_onnx: input {inp.name!r} has a symbolic dimension "
-                                 f"{d.dim_param!r}; give its shape in shape_dict")
+                raise ValueError(
+                    f"from_onnx: input {inp.name!r} has a symbolic dimension "
+                    f"{d.dim_param!r}; give its shape in shape_dict"
+                )
         if inp.name in shape_dict:
             dims = [int(s) for s in shape_dict[inp.name]]
         dtype = str(np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)))
@@ -521,14 +599,17 @@ def from_onnx(model_or_path: Any, shape_dict: dict[str, tuple[int, ...]] | None 
     for node in graph.node:
         ctx = _Ctx(b, opset, node)
         if node.domain not in ("", "ai.onnx"):
-            raise UnsupportedOperatorError(f"ONNX operator {node.domain}.{node.op_type} "
-                                           f"(node {node.name!r}, opset {opset}) is not "
-                                           "supported: only the default domain is")
+            raise UnsupportedOperatorError(
+                f"ONNX operator {node.domain}.{node.op_type} "
+                f"(node {node.name!r}, opset {opset}) is not "
+                "supported: only the default domain is"
+            )
         fn = _CONVERTERS.get(node.op_type)
         if fn is None:
             raise UnsupportedOperatorError(
                 f"ONNX operator {node.op_type} (node {node.name!r}, opset {opset}) is not "
-                f"supported; supported operators: {', '.join(supported_ops())}")
+                f"supported; supported operators: {', '.join(supported_ops())}"
+            )
         missing = [i for i in node.input if i and i not in env]
         if missing:
             raise ValueError(f"ONNX node {node.name!r} reads undefined {missing}")

@@ -24,6 +24,7 @@ def _conv(*names: str):
         for n in names:
             _CONVERTERS[n] = fn
         return fn
+
     return deco
 
 
@@ -32,8 +33,9 @@ class _Ctx:
         self.b, self.node = b, node
 
     def fail(self, what: str) -> UnsupportedOperatorError:
-        return UnsupportedOperatorError(f"torch {self.node.target} (node {self.node.name!r}): "
-                                        f"{what}")
+        return UnsupportedOperatorError(
+            f"torch {self.node.target} (node {self.node.name!r}): {what}"
+        )
 
     def shape(self, v: str) -> tuple[int, ...]:
         return self.b.types[v].shape
@@ -73,11 +75,23 @@ def _convolution(c, x, w, bias, stride, padding, dilation, transposed, output_pa
     if transposed:
         if groups != 1:
             raise c.fail("grouped transposed convolution")
-        y = c.call("conv2d_transpose", [x, w], strides=tuple(stride), pads=pads,
-                   output_padding=tuple(output_padding), dilations=tuple(dilation))
+        y = c.call(
+            "conv2d_transpose",
+            [x, w],
+            strides=tuple(stride),
+            pads=pads,
+            output_padding=tuple(output_padding),
+            dilations=tuple(dilation),
+        )
     else:
-        y = c.call("conv2d", [x, w], strides=tuple(stride), pads=pads,
-                   dilations=tuple(dilation), groups=int(groups))
+        y = c.call(
+            "conv2d",
+            [x, w],
+            strides=tuple(stride),
+            pads=pads,
+            dilations=tuple(dilation),
+            groups=int(groups),
+        )
     if bias is not None:
         y = c.call("add", [y, c.call("reshape", [bias], shape=(1, c.shape(bias)[0], 1, 1))])
     return y
@@ -135,22 +149,43 @@ def _max_pool(c, x, kernel, stride=(), padding=(0, 0), dilation=(1, 1), ceil_mod
     stride = stride if len(stride) == 2 else (stride[0],) * 2
     padding = tuple(padding) if len(padding) == 2 else (padding[0],) * 2
     dilation = tuple(dilation) if len(dilation) == 2 else (dilation[0],) * 2
-    y = c.call("max_pool2d", [x], kernel=kernel, strides=stride,
-               pads=padding + padding, dilations=dilation, ceil_mode=bool(ceil_mode))
+    y = c.call(
+        "max_pool2d",
+        [x],
+        kernel=kernel,
+        strides=stride,
+        pads=padding + padding,
+        dilations=dilation,
+        ceil_mode=bool(ceil_mode),
+    )
     return [y, None]
 
 
 @_conv("aten.avg_pool2d")
-def _avg_pool(c, x, kernel, stride=(), padding=(0, 0), ceil_mode=False,
-              count_include_pad=True, divisor_override=None):
+def _avg_pool(
+    c,
+    x,
+    kernel,
+    stride=(),
+    padding=(0, 0),
+    ceil_mode=False,
+    count_include_pad=True,
+    divisor_override=None,
+):
     if divisor_override is not None:
         raise c.fail("divisor_override")
     kernel = tuple(kernel) if len(kernel) == 2 else (kernel[0],) * 2
     stride = tuple(stride) if stride else kernel
     padding = tuple(padding) if len(padding) == 2 else (padding[0],) * 2
-    return c.call("avg_pool2d", [x], kernel=kernel, strides=tuple(stride),
-                  pads=padding + padding, ceil_mode=bool(ceil_mode),
-                  count_include_pad=bool(count_include_pad))
+    return c.call(
+        "avg_pool2d",
+        [x],
+        kernel=kernel,
+        strides=tuple(stride),
+        pads=padding + padding,
+        ceil_mode=bool(ceil_mode),
+        count_include_pad=bool(count_include_pad),
+    )
 
 
 @_conv("aten._adaptive_avg_pool2d", "aten.adaptive_avg_pool2d")
@@ -163,9 +198,13 @@ def _adaptive_avg(c, x, size):
 def _reduce(kind):
     def f(c, x, dims=None, keepdim=False, *, dtype=None):
         nd = len(c.shape(x))
-        axes = None if not dims else tuple(_axis(d, nd) for d in
-                                           (dims if isinstance(dims, (list, tuple)) else [dims]))
+        axes = (
+            None
+            if not dims
+            else tuple(_axis(d, nd) for d in (dims if isinstance(dims, (list, tuple)) else [dims]))
+        )
         return c.call("reduce", [x], kind=kind, axes=axes, keepdims=bool(keepdim))
+
     return f
 
 
@@ -175,10 +214,17 @@ _CONVERTERS["aten.amax"] = _reduce("max")
 _CONVERTERS["aten.amin"] = _reduce("min")
 
 # ----------------------------------------------------------------------------- elementwise
-for _t, _o in (("aten.relu", "relu"), ("aten.sigmoid", "sigmoid"), ("aten.tanh", "tanh"),
-               ("aten.erf", "erf"), ("aten.exp", "exp"), ("aten.sqrt", "sqrt"),
-               ("aten.rsqrt", "rsqrt"), ("aten.neg", "negative"),
-               ("aten.hardswish", "hard_swish")):
+for _t, _o in (
+    ("aten.relu", "relu"),
+    ("aten.sigmoid", "sigmoid"),
+    ("aten.tanh", "tanh"),
+    ("aten.erf", "erf"),
+    ("aten.exp", "exp"),
+    ("aten.sqrt", "sqrt"),
+    ("aten.rsqrt", "rsqrt"),
+    ("aten.neg", "negative"),
+    ("aten.hardswish", "hard_swish"),
+):
     _CONVERTERS[_t] = lambda c, x, op=_o: c.call(op, [x])
 
 
@@ -189,8 +235,9 @@ def _gelu(c, x, approximate="none"):
 
 @_conv("aten.hardtanh", "aten.clamp")
 def _clamp(c, x, lo=None, hi=None):
-    return c.call("clip", [x], min=None if lo is None else float(lo),
-                  max=None if hi is None else float(hi))
+    return c.call(
+        "clip", [x], min=None if lo is None else float(lo), max=None if hi is None else float(hi)
+    )
 
 
 @_conv("aten.hardsigmoid")
@@ -207,12 +254,19 @@ def _binary(op):
         if alpha != 1:
             b = c.call("multiply", [b, c.operand(alpha, b)])
         return c.call(op, [a, b])
+
     return f
 
 
-for _t, _o in (("aten.add", "add"), ("aten.sub", "subtract"), ("aten.mul", "multiply"),
-               ("aten.div", "divide"), ("aten.pow", "power"), ("aten.maximum", "maximum"),
-               ("aten.minimum", "minimum")):
+for _t, _o in (
+    ("aten.add", "add"),
+    ("aten.sub", "subtract"),
+    ("aten.mul", "multiply"),
+    ("aten.div", "divide"),
+    ("aten.pow", "power"),
+    ("aten.maximum", "maximum"),
+    ("aten.minimum", "minimum"),
+):
     _CONVERTERS[_t] = _binary(_o)
 
 
@@ -235,8 +289,14 @@ def _to_copy(c, x, *args, dtype=None, **kw):
     return x if d == c.dtype(x) else c.call("cast", [x], dtype=d)
 
 
-@_conv("aten.clone", "aten.alias", "aten.contiguous", "aten.detach", "aten.lift_fresh_copy",
-       "aten.dropout")
+@_conv(
+    "aten.clone",
+    "aten.alias",
+    "aten.contiguous",
+    "aten.detach",
+    "aten.lift_fresh_copy",
+    "aten.dropout",
+)
 def _identity(c, x, *args, **kw):
     return x
 
@@ -252,7 +312,7 @@ def _flatten(c, x, start=0, end=-1):
     s = c.shape(x)
     nd = len(s)
     start, end = _axis(start, nd), _axis(end, nd)
-    return c.reshape(x, s[:start] + (int(np.prod(s[start:end + 1])),) + s[end + 1:])
+    return c.reshape(x, s[:start] + (int(np.prod(s[start : end + 1])),) + s[end + 1 :])
 
 
 @_conv("aten.unsqueeze")
@@ -309,8 +369,15 @@ def _cat(c, xs, dim=0):
 
 
 def _slice_val(c, x, dim, start, end, step=1):
-    return c.b.call("strided_slice", [x], hint=c.node.name, begin=(int(start),),
-                    end=(int(end),), strides=(int(step),), axes=(dim,))
+    return c.b.call(
+        "strided_slice",
+        [x],
+        hint=c.node.name,
+        begin=(int(start),),
+        end=(int(end),),
+        strides=(int(step),),
+        axes=(dim,),
+    )
 
 
 @_conv("aten.split_with_sizes", "aten.split")
@@ -383,8 +450,7 @@ def _target_name(target: Any) -> str:
     return name if name.startswith("aten.") else f"aten.{name}" if "::" not in name else name
 
 
-def from_torch(module: Any, example_inputs: Sequence[Any], *,
-               decompose: bool = True) -> Function:
+def from_torch(module: Any, example_inputs: Sequence[Any], *, decompose: bool = True) -> Function:
     """Import ``module`` (a ``torch.nn.Module``) by ``torch.export`` on ``example_inputs``.
 
     The inputs' shapes become the model's static shapes; ``module`` is put in eval mode.
@@ -404,10 +470,12 @@ def from_torch(module: Any, example_inputs: Sequence[Any], *,
     consts = dict(getattr(ep, "constants", {}) or {})
     lifted: dict[str, Any] = {}
     lifted.update({k: state[v] for k, v in sig.inputs_to_parameters.items()})
-    lifted.update({k: state[v] if v in state else consts[v]
-                   for k, v in sig.inputs_to_buffers.items()})
-    lifted.update({k: consts[v] for k, v in
-                   getattr(sig, "inputs_to_lifted_tensor_constants", {}).items()})
+    lifted.update(
+        {k: state[v] if v in state else consts[v] for k, v in sig.inputs_to_buffers.items()}
+    )
+    lifted.update(
+        {k: consts[v] for k, v in getattr(sig, "inputs_to_lifted_tensor_constants", {}).items()}
+    )
     b = GraphBuilder(type(module).__name__)
     env: dict[str, Any] = {}
 
@@ -425,8 +493,11 @@ def from_torch(module: Any, example_inputs: Sequence[Any], *,
                 env[node.name] = b.const(_to_numpy(lifted[node.name]), node.name)
             else:
                 meta = node.meta["val"]
-                env[node.name] = b.input(node.name, tuple(int(s) for s in meta.shape),
-                                         str(meta.dtype).replace("torch.", ""))
+                env[node.name] = b.input(
+                    node.name,
+                    tuple(int(s) for s in meta.shape),
+                    str(meta.dtype).replace("torch.", ""),
+                )
         elif node.op == "call_function":
             name = _target_name(node.target)
             if name == "getitem":
@@ -436,7 +507,8 @@ def from_torch(module: Any, example_inputs: Sequence[Any], *,
             if fn is None:
                 raise UnsupportedOperatorError(
                     f"torch operator {node.target} (node {node.name!r}) is not supported; "
-                    f"supported: {', '.join(sorted(_CONVERTERS))}")
+                    f"supported: {', '.join(sorted(_CONVERTERS))}"
+                )
             env[node.name] = fn(_Ctx(b, node), *value(node.args), **value(dict(node.kwargs)))
         elif node.op == "output":
             outs = node.args[0]

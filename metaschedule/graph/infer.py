@@ -22,8 +22,10 @@ def infer_call(call: Call, arg_types: list[TensorType]) -> TensorType:
         out = opdef.lower(args, call.attr)
     except (ValueError, TypeError, IndexError, KeyError) as err:
         types = ", ".join(str(t) for t in arg_types)
-        raise GraphError(f"call %{call.name} = {call.op}(...) rejects its arguments "
-                         f"({types}) with attrs {call.attr}: {err}") from None
+        raise GraphError(
+            f"call %{call.name} = {call.op}(...) rejects its arguments "
+            f"({types}) with attrs {call.attr}: {err}"
+        ) from None
     return TensorType(out.shape, out.dtype)
 
 
@@ -39,8 +41,10 @@ def infer_types(func: Function) -> Function:
     for call in func.calls:
         missing = [a for a in call.args if a not in types]
         if missing:
-            raise GraphError(f"call %{call.name} = {call.op} reads undefined value(s) "
-                             f"{', '.join('%' + m for m in missing)}")
+            raise GraphError(
+                f"call %{call.name} = {call.op} reads undefined value(s) "
+                f"{', '.join('%' + m for m in missing)}"
+            )
         types[call.name] = infer_call(call, [types[a] for a in call.args])
     for o in func.outputs:
         if o not in types:

@@ -31,8 +31,9 @@ def bind_inputs(func: Function, args: tuple, kwargs: dict) -> dict[str, np.ndarr
     """Positional and keyword inputs matched to ``func.params``, checked."""
     names = [p.name for p in func.params]
     if len(args) > len(names):
-        raise TypeError(f"{func.name} takes {len(names)} inputs ({', '.join(names)}), got "
-                        f"{len(args)}")
+        raise TypeError(
+            f"{func.name} takes {len(names)} inputs ({', '.join(names)}), got {len(args)}"
+        )
     bound = dict(zip(names, args))
     for k, v in kwargs.items():
         if k not in names:
@@ -46,7 +47,8 @@ def bind_inputs(func: Function, args: tuple, kwargs: dict) -> dict[str, np.ndarr
             raise TypeError(f"{func.name}: missing input {p.name!r} ({p.type})")
         a = np.asarray(bound[p.name])
         if tuple(a.shape) != p.type.shape or str(a.dtype) != p.type.dtype:
-            raise ValueError(f"input {p.name!r} must be {p.type}, got "
-                             f"{a.dtype}[{', '.join(map(str, a.shape))}]")
+            raise ValueError(
+                f"input {p.name!r} must be {p.type}, got {a.dtype}[{', '.join(map(str, a.shape))}]"
+            )
         out[p.name] = np.asarray(a, order="C")
     return out

@@ -55,6 +55,7 @@ class Call:
 
 def make_attrs(attrs: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
     """Attributes as a hashable, sorted tuple (lists become tuples)."""
+
     def freeze(v: Any) -> Any:
         if isinstance(v, (list, tuple)):
             return tuple(freeze(x) for x in v)
@@ -118,17 +119,29 @@ class Function:
         return self.script()
 
     def __repr__(self) -> str:
-        return (f"Function({self.name}: {len(self.params)} inputs, {len(self.constants)} "
-                f"constants, {len(self.calls)} calls)")
+        return (
+            f"Function({self.name}: {len(self.params)} inputs, {len(self.constants)} "
+            f"constants, {len(self.calls)} calls)"
+        )
 
-    def with_calls(self, calls: list[Call], constants: dict[str, np.ndarray] | None = None,
-                   outputs: list[str] | None = None) -> Function:
+    def with_calls(
+        self,
+        calls: list[Call],
+        constants: dict[str, np.ndarray] | None = None,
+        outputs: list[str] | None = None,
+    ) -> Function:
         """A copy with other calls (and constants/outputs); unused constants dropped."""
         consts = self.constants if constants is None else constants
         outs = self.outputs if outputs is None else outputs
         used = {a for c in calls for a in c.args} | set(outs)
-        return Function(list(self.params), {k: v for k, v in consts.items() if k in used},
-                        list(calls), list(outs), dict(self.types), self.name)
+        return Function(
+            list(self.params),
+            {k: v for k, v in consts.items() if k in used},
+            list(calls),
+            list(outs),
+            dict(self.types),
+            self.name,
+        )
 
 
 def _fmt(v: Any) -> str:

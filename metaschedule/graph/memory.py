@@ -28,8 +28,9 @@ class MemoryPlan:
         return sum(self.sizes)
 
 
-def plan_memory(steps: list[Step], types: dict[str, TensorType], outputs: list[str],
-                external: set[str]) -> MemoryPlan:
+def plan_memory(
+    steps: list[Step], types: dict[str, TensorType], outputs: list[str], external: set[str]
+) -> MemoryPlan:
     last_use: dict[str, int] = {}
     for i, s in enumerate(steps):
         for a in s.args:

@@ -48,8 +48,10 @@ def get_op(name: str) -> OpDef:
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise KeyError(f"graph operator {name!r} is not registered; known operators: "
-                       f"{', '.join(sorted(_REGISTRY))}") from None
+        raise KeyError(
+            f"graph operator {name!r} is not registered; known operators: "
+            f"{', '.join(sorted(_REGISTRY))}"
+        ) from None
 
 
 def list_ops() -> list[str]:

@@ -35,29 +35,53 @@ def to_json(func: Function) -> dict[str, Any]:
     return {
         "format": FORMAT,
         "name": func.name,
-        "params": [{"name": p.name, "shape": list(p.type.shape), "dtype": p.type.dtype}
-                   for p in func.params],
-        "constants": {k: {"shape": list(v.shape), "dtype": str(v.dtype),
-                          "data": base64.b64encode(np.ascontiguousarray(v).tobytes()).decode()}
-                      for k, v in func.constants.items()},
-        "calls": [{"name": c.name, "op": c.op, "args": list(c.args),
-                   "attrs": {k: _attr(v) for k, v in c.attrs}} for c in func.calls],
+        "params": [
+            {"name": p.name, "shape": list(p.type.shape), "dtype": p.type.dtype}
+            for p in func.params
+        ],
+        "constants": {
+            k: {
+                "shape": list(v.shape),
+                "dtype": str(v.dtype),
+                "data": base64.b64encode(np.ascontiguousarray(v).tobytes()).decode(),
+            }
+            for k, v in func.constants.items()
+        },
+        "calls": [
+            {
+                "name": c.name,
+                "op": c.op,
+                "args": list(c.args),
+                "attrs": {k: _attr(v) for k, v in c.attrs},
+            }
+            for c in func.calls
+        ],
         "outputs": list(func.outputs),
     }
 
 
 def from_json(data: dict[str, Any]) -> Function:
     if data.get("format") != FORMAT:
-        raise ValueError(f"not a graph function document (format {data.get('format')!r}, "
-                         f"expected {FORMAT!r})")
+        raise ValueError(
+            f"not a graph function document (format {data.get('format')!r}, expected {FORMAT!r})"
+        )
     params = [Var(p["name"], TensorType(tuple(p["shape"]), p["dtype"])) for p in data["params"]]
-    consts = {k: np.frombuffer(base64.b64decode(v["data"]), dtype=v["dtype"])
-              .reshape(v["shape"]).copy() for k, v in data["constants"].items()}
-    calls = [Call(c["name"], c["op"], tuple(c["args"]),
-                  make_attrs({k: _unattr(v) for k, v in c["attrs"].items()}))
-             for c in data["calls"]]
-    return infer_types(Function(params, consts, calls, list(data["outputs"]),
-                                name=data.get("name", "main")))
+    consts = {
+        k: np.frombuffer(base64.b64decode(v["data"]), dtype=v["dtype"]).reshape(v["shape"]).copy()
+        for k, v in data["constants"].items()
+    }
+    calls = [
+        Call(
+            c["name"],
+            c["op"],
+            tuple(c["args"]),
+            make_attrs({k: _unattr(v) for k, v in c["attrs"].items()}),
+        )
+        for c in data["calls"]
+    ]
+    return infer_types(
+        Function(params, consts, calls, list(data["outputs"]), name=data.get("name", "main"))
+    )
 
 
 def save_json(func: Function, path: str | os.PathLike) -> None:

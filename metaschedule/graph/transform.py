@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from .infer import infer_types
 from .interpreter import eval_call
 from .ir import Call, Function, make_attrs
-from .infer import infer_types
 
 
 def dead_code_elimination(func: Function) -> Function:
@@ -21,8 +21,9 @@ def dead_code_elimination(func: Function) -> Function:
             live.update(c.args)
     kept.reverse()
     out = func.with_calls(kept)
-    out.types = {k: v for k, v in func.types.items()
-                 if k in live or k in {p.name for p in func.params}}
+    out.types = {
+        k: v for k, v in func.types.items() if k in live or k in {p.name for p in func.params}
+    }
     return out
 
 
@@ -34,8 +35,10 @@ def bind_params(func: Function, params: dict[str, np.ndarray] | None) -> Functio
     names = {p.name for p in func.params}
     unknown = sorted(set(params) - names)
     if unknown:
-        raise ValueError(f"bind_params: {', '.join(unknown)} are not inputs of {func.name}; "
-                         f"inputs: {', '.join(sorted(names))}")
+        raise ValueError(
+            f"bind_params: {', '.join(unknown)} are not inputs of {func.name}; "
+            f"inputs: {', '.join(sorted(names))}"
+        )
     consts = dict(func.constants)
     for k, v in params.items():
         p = next(p for p in func.params if p.name == k)
@@ -43,8 +46,14 @@ def bind_params(func: Function, params: dict[str, np.ndarray] | None) -> Functio
         if tuple(arr.shape) != p.type.shape or str(arr.dtype) != p.type.dtype:
             raise ValueError(f"bind_params: {k} must be {p.type}, got {arr.dtype}{arr.shape}")
         consts[k] = arr
-    out = Function([p for p in func.params if p.name not in params], consts, list(func.calls),
-                   list(func.outputs), dict(func.types), func.name)
+    out = Function(
+        [p for p in func.params if p.name not in params],
+        consts,
+        list(func.calls),
+        list(func.outputs),
+        dict(func.types),
+        func.name,
+    )
     return fold_constants(out)
 
 
@@ -127,9 +136,10 @@ def _fold_once(func: Function) -> tuple[bool, Function]:
                 continue
             y = p.args[1] if p.args[0] == pc[0] else p.args[0]
             merged = consts[pc[0]] + consts[cname]
-            if merged.shape != np.broadcast_shapes(consts[pc[0]].shape, consts[cname].shape) \
-                    or np.broadcast_shapes(func.type_of(y).shape, merged.shape) != \
-                    func.type_of(y).shape:
+            if (
+                merged.shape != np.broadcast_shapes(consts[pc[0]].shape, consts[cname].shape)
+                or np.broadcast_shapes(func.type_of(y).shape, merged.shape) != func.type_of(y).shape
+            ):
                 continue
             key = f"{cname}_merged"
             consts[key] = merged.astype(consts[cname].dtype)
@@ -154,15 +164,18 @@ def _fold_once(func: Function) -> tuple[bool, Function]:
             continue
         channels = func.type_of(anchor.name).shape[-axis]
         s = _channel_vector(consts[cname], channels, axis)
-        if s is None or np.broadcast_shapes(consts[cname].shape,
-                                            func.type_of(anchor.name).shape) != \
-                func.type_of(anchor.name).shape:
+        if (
+            s is None
+            or np.broadcast_shapes(consts[cname].shape, func.type_of(anchor.name).shape)
+            != func.type_of(anchor.name).shape
+        ):
             continue
         w = consts[anchor.args[1]]
         wname = f"{anchor.args[1]}_scaled_{i}"
         consts[wname] = _scale_weight(anchor, w, s)
-        new_anchor = Call(anchor.name, anchor.op, (anchor.args[0], wname, *anchor.args[2:]),
-                          anchor.attrs)
+        new_anchor = Call(
+            anchor.name, anchor.op, (anchor.args[0], wname, *anchor.args[2:]), anchor.attrs
+        )
         calls = list(func.calls)
         calls[calls.index(anchor)] = new_anchor
         if bias is None:
@@ -184,8 +197,9 @@ def _fold_once(func: Function) -> tuple[bool, Function]:
 
 
 def _rename(calls: list[Call], old: str, new: str) -> list[Call]:
-    return [Call(c.name, c.op, tuple(new if a == old else a for a in c.args), c.attrs)
-            for c in calls]
+    return [
+        Call(c.name, c.op, tuple(new if a == old else a for a in c.args), c.attrs) for c in calls
+    ]
 
 
 _ = make_attrs
@@ -207,8 +221,12 @@ def sink_reshapes(func: Function) -> Function:
             if len(c.args) != 1 or get_op(c.op).pattern != Pattern.ELEMWISE:
                 continue
             r = prod.get(c.args[0])
-            if r is None or r.op != "reshape" or len(users.get(r.name, [])) != 1 \
-                    or r.name in outputs:
+            if (
+                r is None
+                or r.op != "reshape"
+                or len(users.get(r.name, [])) != 1
+                or r.name in outputs
+            ):
                 continue
             # r: %r = reshape(%y); c: %u = op(%r)  ->  %r = op(%y); %u = reshape(%r)
             calls = list(func.calls)
@@ -250,12 +268,15 @@ def rewrite_erf_gelu(func: Function) -> Function:
         if e.op != "erf":
             continue
         scaled = prod.get(e.args[0])
-        if scaled is None or scaled.op not in ("divide", "multiply") or \
-                sole_user(scaled.name) is None:
+        if (
+            scaled is None
+            or scaled.op not in ("divide", "multiply")
+            or sole_user(scaled.name) is None
+        ):
             continue
         x = scaled.args[0]
         k = _scalar_value(func, scaled.args[1])
-        if k is None or abs((k if scaled.op == "divide" else 1 / k) - 2 ** 0.5) > 1e-3:
+        if k is None or abs((k if scaled.op == "divide" else 1 / k) - 2**0.5) > 1e-3:
             continue
         add = sole_user(e.name)
         if add is None or add.op != "add" or _scalar_value(func, _other(add, e.name) or "") != 1.0:
@@ -267,14 +288,20 @@ def rewrite_erf_gelu(func: Function) -> Function:
         half_first = prod.get(o1) if o1 is not None else None
         if o1 == x:  # (x * (1 + erf)) * 0.5
             m2 = sole_user(m1.name)
-            if m2 is None or m2.op != "multiply" or \
-                    _scalar_value(func, _other(m2, m1.name) or "") != 0.5:
+            if (
+                m2 is None
+                or m2.op != "multiply"
+                or _scalar_value(func, _other(m2, m1.name) or "") != 0.5
+            ):
                 continue
             last, dead = m2, {scaled.name, e.name, add.name, m1.name}
-        elif half_first is not None and half_first.op == "multiply" and \
-                x in half_first.args and _scalar_value(
-                    func, _other(half_first, x) or "") == 0.5 and \
-                sole_user(half_first.name) is m1:  # (x * 0.5) * (1 + erf)
+        elif (
+            half_first is not None
+            and half_first.op == "multiply"
+            and x in half_first.args
+            and _scalar_value(func, _other(half_first, x) or "") == 0.5
+            and sole_user(half_first.name) is m1
+        ):  # (x * 0.5) * (1 + erf)
             last, dead = m1, {scaled.name, e.name, add.name, half_first.name}
         else:
             continue

@@ -7,11 +7,14 @@ import numpy as np
 
 def _model(onnx, nodes, inputs, outputs, inits, opset=17):
     from onnx import helper, numpy_helper
+
     graph = helper.make_graph(
-        nodes, "g",
+        nodes,
+        "g",
         [helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, s) for n, s in inputs],
         [helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, s) for n, s in outputs],
-        [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
+        [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 8
     onnx.checker.check_model(model)
@@ -33,16 +36,23 @@ def _bn(rng, prefix, c, inits):
 def cnn(onnx):
     """Conv+BN+Relu, depthwise Conv+BN+Clip, strided Conv+BN+Relu, MaxPool, GAP, Gemm."""
     from onnx import helper
+
     rng = np.random.default_rng(0)
-    inits = {"w1": _w(rng, 8, 3, 3, 3), "b1": _w(rng, 8), "w2": _w(rng, 8, 1, 3, 3),
-             "w3": _w(rng, 16, 8, 3, 3), "fc_w": _w(rng, 10, 16), "fc_b": _w(rng, 10),
-             "lo": np.float32(0.0), "hi": np.float32(6.0)}
+    inits = {
+        "w1": _w(rng, 8, 3, 3, 3),
+        "b1": _w(rng, 8),
+        "w2": _w(rng, 8, 1, 3, 3),
+        "w3": _w(rng, 16, 8, 3, 3),
+        "fc_w": _w(rng, 10, 16),
+        "fc_b": _w(rng, 10),
+        "lo": np.float32(0.0),
+        "hi": np.float32(6.0),
+    }
     n = [
         helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], name="conv1"),
         helper.make_node("BatchNormalization", ["c1", *_bn(rng, "bn1", 8, inits)], ["n1"]),
         helper.make_node("Relu", ["n1"], ["r1"]),
-        helper.make_node("Conv", ["r1", "w2"], ["c2"], pads=[1, 1, 1, 1], group=8,
-                         name="dwconv"),
+        helper.make_node("Conv", ["r1", "w2"], ["c2"], pads=[1, 1, 1, 1], group=8, name="dwconv"),
         helper.make_node("BatchNormalization", ["c2", *_bn(rng, "bn2", 8, inits)], ["n2"]),
         helper.make_node("Clip", ["n2", "lo", "hi"], ["r2"]),
         helper.make_node("Conv", ["r2", "w3"], ["c3"], pads=[1, 1, 1, 1], strides=[2, 2]),
@@ -59,9 +69,16 @@ def cnn(onnx):
 def mlp(onnx):
     """MatMul + Add + Relu twice, then Gemm (transB)."""
     from onnx import helper
+
     rng = np.random.default_rng(1)
-    inits = {"w1": _w(rng, 32, 64), "b1": _w(rng, 64), "w2": _w(rng, 64, 64),
-             "b2": _w(rng, 64), "w3": _w(rng, 10, 64), "b3": _w(rng, 10)}
+    inits = {
+        "w1": _w(rng, 32, 64),
+        "b1": _w(rng, 64),
+        "w2": _w(rng, 64, 64),
+        "b2": _w(rng, 64),
+        "w3": _w(rng, 10, 64),
+        "b3": _w(rng, 10),
+    }
     n = [
         helper.make_node("MatMul", ["x", "w1"], ["m1"]),
         helper.make_node("Add", ["m1", "b1"], ["a1"]),
@@ -79,19 +96,36 @@ def transformer(onnx, seq=8, d=32, heads=2):
     softmax, output projection, LayerNormalization, an Erf-GELU MLP and a hand-written
     LayerNorm (ReduceMean/Sub/Pow/Sqrt/Div)."""
     from onnx import helper
+
     rng = np.random.default_rng(2)
     dh = d // heads
-    inits = {"wqkv": _w(rng, d, 3 * d), "bqkv": _w(rng, 3 * d), "wo": _w(rng, d, d),
-             "bo": _w(rng, d), "g1": rng.uniform(0.5, 1.5, d).astype(np.float32),
-             "be1": _w(rng, d), "w1": _w(rng, d, 4 * d), "bb1": _w(rng, 4 * d),
-             "w2": _w(rng, 4 * d, d), "bb2": _w(rng, d),
-             "g2": rng.uniform(0.5, 1.5, d).astype(np.float32), "be2": _w(rng, d),
-             "split": np.array([d, d, d], np.int64), "scale": np.float32(1 / np.sqrt(dh)),
-             "heads_dims": np.array([heads, dh], np.int64), "i0": np.array([0], np.int64),
-             "i1": np.array([1], np.int64), "ax": np.array([0], np.int64),
-             "flat": np.array([0, 0, d], np.int64), "half": np.float32(0.5),
-             "one": np.float32(1.0), "rs2": np.float32(1 / np.sqrt(2.0)),
-             "two": np.float32(2.0), "eps": np.float32(1e-5), "axes_last": np.array([-1])}
+    inits = {
+        "wqkv": _w(rng, d, 3 * d),
+        "bqkv": _w(rng, 3 * d),
+        "wo": _w(rng, d, d),
+        "bo": _w(rng, d),
+        "g1": rng.uniform(0.5, 1.5, d).astype(np.float32),
+        "be1": _w(rng, d),
+        "w1": _w(rng, d, 4 * d),
+        "bb1": _w(rng, 4 * d),
+        "w2": _w(rng, 4 * d, d),
+        "bb2": _w(rng, d),
+        "g2": rng.uniform(0.5, 1.5, d).astype(np.float32),
+        "be2": _w(rng, d),
+        "split": np.array([d, d, d], np.int64),
+        "scale": np.float32(1 / np.sqrt(dh)),
+        "heads_dims": np.array([heads, dh], np.int64),
+        "i0": np.array([0], np.int64),
+        "i1": np.array([1], np.int64),
+        "ax": np.array([0], np.int64),
+        "flat": np.array([0, 0, d], np.int64),
+        "half": np.float32(0.5),
+        "one": np.float32(1.0),
+        "rs2": np.float32(1 / np.sqrt(2.0)),
+        "two": np.float32(2.0),
+        "eps": np.float32(1e-5),
+        "axes_last": np.array([-1]),
+    }
     n = [
         helper.make_node("MatMul", ["x", "wqkv"], ["qkv0"]),
         helper.make_node("Add", ["qkv0", "bqkv"], ["qkv"]),
@@ -116,8 +150,7 @@ def transformer(onnx, seq=8, d=32, heads=2):
         helper.make_node("MatMul", ["o2", "wo"], ["o3"]),
         helper.make_node("Add", ["o3", "bo"], ["o4"]),
         helper.make_node("Add", ["o4", "x"], ["h0"]),
-        helper.make_node("LayerNormalization", ["h0", "g1", "be1"], ["h1"], axis=-1,
-                         epsilon=1e-5),
+        helper.make_node("LayerNormalization", ["h0", "g1", "be1"], ["h1"], axis=-1, epsilon=1e-5),
         helper.make_node("MatMul", ["h1", "w1"], ["f0"]),
         helper.make_node("Add", ["f0", "bb1"], ["f1"]),
         helper.make_node("Mul", ["f1", "rs2"], ["f2"]),

@@ -39,8 +39,9 @@ def make_cnn(torch):
 def make_mlp(torch):
     nn = torch.nn
     torch.manual_seed(0)
-    m = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(),
-                      nn.Linear(64, 10)).eval()
+    m = nn.Sequential(
+        nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10)
+    ).eval()
     return m, (torch.randn(4, 32),)
 
 

@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from metaschedule import graph, relax_integration as ri
+from metaschedule import graph
+from metaschedule import relax_integration as ri
 from metaschedule.graph import GraphBuilder
 
 

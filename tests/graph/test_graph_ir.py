@@ -29,8 +29,7 @@ def test_interpreter_matches_numpy():
     f, rng = _small()
     x = rng.standard_normal((2, 8)).astype("float32")
     w, bias = f.constants["w"], f.constants["bias"]
-    np.testing.assert_allclose(graph.interpret(f, x)[0], np.maximum(x @ w + bias, 0),
-                               rtol=1e-6)
+    np.testing.assert_allclose(graph.interpret(f, x)[0], np.maximum(x @ w + bias, 0), rtol=1e-6)
     np.testing.assert_allclose(graph.interpret(f, x=x)[0], graph.interpret(f, x)[0])
     with pytest.raises(ValueError, match="must be float32\\[2, 8\\]"):
         graph.interpret(f, np.zeros((3, 8), "float32"))
@@ -73,8 +72,9 @@ def test_fold_scale_bias_into_conv():
     g = graph.optimize(f)
     assert [c.op for c in g.calls] == ["conv2d", "add", "relu"]
     x_ = rng.standard_normal((1, 3, 6, 6)).astype("float32")
-    np.testing.assert_allclose(graph.interpret(g, x_)[0], graph.interpret(f, x_)[0], rtol=1e-5,
-                               atol=1e-5)
+    np.testing.assert_allclose(
+        graph.interpret(g, x_)[0], graph.interpret(f, x_)[0], rtol=1e-5, atol=1e-5
+    )
 
 
 def test_json_round_trip(tmp_path):

@@ -1,10 +1,11 @@
 """from_torch: small modules through torch.export, compiled untuned, against torch."""
 
+import graph_torch_models as models
 import numpy as np
 import pytest
 
-import graph_torch_models as models
-from metaschedule import graph, relax_integration as ri
+from metaschedule import graph
+from metaschedule import relax_integration as ri
 
 torch = pytest.importorskip("torch")
 
@@ -26,8 +27,11 @@ def test_torch_cnn_fuses_batch_norm_and_activation():
     module, example = models.make_cnn(torch)
     f = graph.from_torch(module, example)
     names = [t.task_name for t in ri.extract_tasks(f, "llvm")]
-    assert names[:3] == ["fused_conv2d_add_relu", "fused_conv2d_add_clip",
-                         "fused_conv2d_add_relu_1"]
+    assert names[:3] == [
+        "fused_conv2d_add_relu",
+        "fused_conv2d_add_clip",
+        "fused_conv2d_add_relu_1",
+    ]
 
 
 def test_torch_transformer_fuses_matmul_bias_gelu():

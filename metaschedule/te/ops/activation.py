@@ -21,6 +21,7 @@ def unary(x: Tensor, fn: Callable[[PrimExpr], PrimExpr], name: str) -> Tensor:
 
 def clip(x: Tensor, a_min: float | None, a_max: float | None, name: str = "T_clip") -> Tensor:
     """``min(max(x, a_min), a_max)``; a None bound is not applied."""
+
     def f(v):
         if a_min is not None:
             v = _op.max(v, const(a_min, x.dtype))
@@ -31,9 +32,11 @@ def clip(x: Tensor, a_min: float | None, a_max: float | None, name: str = "T_cli
     return unary(x, f, name)
 
 
-def hard_sigmoid(x: Tensor, alpha: float = 1 / 6, beta: float = 0.5,
-                 name: str = "T_hard_sigmoid") -> Tensor:
+def hard_sigmoid(
+    x: Tensor, alpha: float = 1 / 6, beta: float = 0.5, name: str = "T_hard_sigmoid"
+) -> Tensor:
     """``clip(alpha * x + beta, 0, 1)`` (ONNX's HardSigmoid; defaults of HardSwish)."""
+
     def f(v):
         y = v * const(alpha, x.dtype) + const(beta, x.dtype)
         return _op.min(_op.max(y, const(0.0, x.dtype)), const(1.0, x.dtype))
@@ -43,6 +46,7 @@ def hard_sigmoid(x: Tensor, alpha: float = 1 / 6, beta: float = 0.5,
 
 def hard_swish(x: Tensor, name: str = "T_hard_swish") -> Tensor:
     """``x * clip(x / 6 + 1/2, 0, 1)``."""
+
     def f(v):
         y = v * const(1 / 6, x.dtype) + const(0.5, x.dtype)
         return v * _op.min(_op.max(y, const(0.0, x.dtype)), const(1.0, x.dtype))
@@ -57,8 +61,11 @@ def erf(x: Tensor, name: str = "T_erf") -> Tensor:
 def gelu_erf(x: Tensor, name: str = "T_gelu") -> Tensor:
     """Exact GELU: ``0.5 x (1 + erf(x / sqrt(2)))``."""
     s = 1 / math.sqrt(2.0)
-    return unary(x, lambda v: v * const(0.5, x.dtype) *
-                 (_op.erf(v * const(s, x.dtype)) + const(1.0, x.dtype)), name)
+    return unary(
+        x,
+        lambda v: v * const(0.5, x.dtype) * (_op.erf(v * const(s, x.dtype)) + const(1.0, x.dtype)),
+        name,
+    )
 
 
 def sqrt(x: Tensor, name: str = "T_sqrt") -> Tensor:

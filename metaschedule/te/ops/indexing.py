@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ...tir import op as _op
-from ...tir.expr import PrimExpr, cast as _cast, const
+from ...tir.expr import PrimExpr, const
+from ...tir.expr import cast as _cast
 from ..tensor import Tensor, compute
 from ._util import check_tensor, normalize_axis
 from .elemwise import broadcast_load, broadcast_shape
@@ -18,10 +19,10 @@ def concatenate(xs: Sequence[Tensor], axis: int = 0, name: str = "T_concat") -> 
         raise ValueError("concatenate: no tensors")
     axis = normalize_axis(axis, xs[0].ndim, "concatenate")
     for x in xs[1:]:
-        if x.ndim != xs[0].ndim or any(a != b for d, (a, b) in
-                                       enumerate(zip(x.shape, xs[0].shape)) if d != axis):
-            raise ValueError(f"concatenate: shapes {[t.shape for t in xs]} differ off axis "
-                             f"{axis}")
+        if x.ndim != xs[0].ndim or any(
+            a != b for d, (a, b) in enumerate(zip(x.shape, xs[0].shape)) if d != axis
+        ):
+            raise ValueError(f"concatenate: shapes {[t.shape for t in xs]} differ off axis {axis}")
     offsets = [0]
     for x in xs:
         offsets.append(offsets[-1] + x.shape[axis])
@@ -39,14 +40,21 @@ def concatenate(xs: Sequence[Tensor], axis: int = 0, name: str = "T_concat") -> 
     return compute(shape, body, name=name, tag="injective")
 
 
-def strided_slice(x: Tensor, begin: Sequence[int], end: Sequence[int],
-                  strides: Sequence[int] | None = None, axes: Sequence[int] | None = None,
-                  name: str = "T_strided_slice") -> Tensor:
+def strided_slice(
+    x: Tensor,
+    begin: Sequence[int],
+    end: Sequence[int],
+    strides: Sequence[int] | None = None,
+    axes: Sequence[int] | None = None,
+    name: str = "T_strided_slice",
+) -> Tensor:
     """``x[begin:end:stride]`` on ``axes`` (all by default), numpy's clamping rules."""
     check_tensor(x, "strided_slice", "x")
-    axes = list(range(len(begin))) if axes is None else [normalize_axis(a, x.ndim,
-                                                                         "strided_slice")
-                                                         for a in axes]
+    axes = (
+        list(range(len(begin)))
+        if axes is None
+        else [normalize_axis(a, x.ndim, "strided_slice") for a in axes]
+    )
     strides = [1] * len(axes) if strides is None else list(strides)
     starts = [0] * x.ndim
     steps = [1] * x.ndim
@@ -59,8 +67,7 @@ def strided_slice(x: Tensor, begin: Sequence[int], end: Sequence[int],
         starts[a], steps[a] = start, step
 
     def body(*idx):
-        return x[tuple(i * st + b if (st != 1 or b) else i
-                       for i, b, st in zip(idx, starts, steps))]
+        return x[tuple(i * st + b if (st != 1 or b) else i for i, b, st in zip(idx, starts, steps))]
 
     return compute(tuple(shape), body, name=name, tag="injective")
 
@@ -74,17 +81,17 @@ def take(data: Tensor, indices: Tensor | int, axis: int = 0, name: str = "T_take
         ishape: tuple[int, ...] = ()
     else:
         ishape = check_tensor(indices, "take", "indices").shape
-    shape = data.shape[:axis] + ishape + data.shape[axis + 1:]
+    shape = data.shape[:axis] + ishape + data.shape[axis + 1 :]
     k = len(ishape)
 
     def body(*idx):
         if isinstance(indices, int):
             j: PrimExpr = const(indices % n)
         else:
-            j = indices[tuple(idx[axis:axis + k])]
+            j = indices[tuple(idx[axis : axis + k])]
             j = _cast("int32", j)
             j = _op.if_then_else(j < 0, j + n, j)
-        src = idx[:axis] + (j,) + idx[axis + k:]
+        src = idx[:axis] + (j,) + idx[axis + k :]
         return data[src]
 
     return compute(shape, body, name=name, tag="injective")

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from ..tensor import Tensor, compute, reduce_axis, sum as te_sum
+from ..tensor import Tensor, compute, reduce_axis
+from ..tensor import sum as te_sum
 from ._util import check_tensor
 from .elemwise import broadcast_shape
 
 
-def matmul_nd(A: Tensor, B: Tensor, transpose_b: bool = False,
-              name: str = "T_matmul") -> Tensor:
+def matmul_nd(A: Tensor, B: Tensor, transpose_b: bool = False, name: str = "T_matmul") -> Tensor:
     """``A @ B`` (or ``A @ B^T`` over the last two dims) with broadcast batch dimensions.
 
     ``B`` may be 2-D (a weight shared by every batch) or have its own batch dims.
@@ -20,8 +20,10 @@ def matmul_nd(A: Tensor, B: Tensor, transpose_b: bool = False,
     M, K = A.shape[-2:]
     K2, N = (B.shape[-1], B.shape[-2]) if transpose_b else B.shape[-2:]
     if K != K2:
-        raise ValueError(f"matmul_nd: reduction sizes differ: A {A.shape}, B {B.shape} "
-                         f"(transpose_b={transpose_b})")
+        raise ValueError(
+            f"matmul_nd: reduction sizes differ: A {A.shape}, B {B.shape} "
+            f"(transpose_b={transpose_b})"
+        )
     batch = broadcast_shape(A.shape[:-2], B.shape[:-2], "matmul_nd")
     k = reduce_axis((0, K), name="k")
 
