@@ -69,9 +69,7 @@ class Executable:
         self.types = types
         self.constants = constants
         self.module = module
-        self.plan: MemoryPlan = plan_memory(
-            steps, types, outputs, {p.name for p in params} | set(constants)
-        )
+        self.plan: MemoryPlan = plan_memory(steps, types, outputs)
         self._pool = [np.empty(n, np.uint8) for n in self.plan.sizes]
         self._kernels = {s.func: module[s.func] for s in steps if s.func is not None}
 

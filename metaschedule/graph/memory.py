@@ -28,9 +28,8 @@ class MemoryPlan:
         return sum(self.sizes)
 
 
-def plan_memory(
-    steps: list[Step], types: dict[str, TensorType], outputs: list[str], external: set[str]
-) -> MemoryPlan:
+def plan_memory(steps: list[Step], types: dict[str, TensorType], outputs: list[str]) -> MemoryPlan:
+    """Assign every step output a storage block (see the module docstring)."""
     last_use: dict[str, int] = {}
     for i, s in enumerate(steps):
         for a in s.args:
@@ -64,5 +63,4 @@ def plan_memory(
             if last <= i and b not in pinned and b not in free and b != blk:
                 free.append(b)
                 del block_last[b]
-    _ = external
     return MemoryPlan(storage, sizes)

@@ -147,8 +147,6 @@ def _take_ref(a, at):
 
 register("take", Pattern.INJECTIVE, lambda a, at: X.take(a[0], a[1], at["axis"]), _take_ref)
 
-# a one-element constant passed as a number must still be a valid te operand
-_ = _op
 
 register(
     "rsqrt",

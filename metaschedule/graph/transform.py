@@ -8,7 +8,7 @@ import numpy as np
 
 from .infer import infer_types
 from .interpreter import eval_call
-from .ir import Call, Function, make_attrs
+from .ir import Call, Function
 
 
 def dead_code_elimination(func: Function) -> Function:
@@ -200,9 +200,6 @@ def _rename(calls: list[Call], old: str, new: str) -> list[Call]:
     return [
         Call(c.name, c.op, tuple(new if a == old else a for a in c.args), c.attrs) for c in calls
     ]
-
-
-_ = make_attrs
 
 
 def sink_reshapes(func: Function) -> Function:
