@@ -15,6 +15,7 @@ import numpy as np
 
 from ..codegen import build as build_module
 from ..target import Target
+from ..tir.expr import IntImm, Var
 from ..tir.function import IRModule, PrimFunc
 from .executable import Executable
 from .lower import LoweredModel, Step
@@ -56,10 +57,36 @@ def prepack_weights(
     return steps, constants
 
 
+_NP_BINARY = {
+    "Add": np.add,
+    "Sub": np.subtract,
+    "Mul": np.multiply,
+    "FloorDiv": np.floor_divide,
+    "FloorMod": np.mod,
+    "Min": np.minimum,
+    "Max": np.maximum,
+}
+
+
+def _eval_index(expr, env: dict) -> np.ndarray:
+    """An integer index expression evaluated on numpy index grids."""
+    if isinstance(expr, Var):
+        return env[expr]
+    if isinstance(expr, IntImm):
+        return np.int64(expr.value)
+    fn = _NP_BINARY.get(type(expr).__name__)
+    if fn is None:
+        raise ValueError(f"prepack_weights: cannot evaluate index expression {expr}")
+    return fn(_eval_index(expr.a, env), _eval_index(expr.b, env))
+
+
 def _apply_index_map(index_map, arr: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """``out[index_map(i)] = arr[i]`` for every index ``i`` of ``arr`` (a bijection)."""
+    grids = np.indices(arr.shape, dtype=np.int64)
+    env = dict(zip(index_map.initial_indices, grids))
+    dest = tuple(np.broadcast_to(_eval_index(e, env), arr.shape) for e in index_map.final_indices)
     out = np.zeros(shape, arr.dtype)
-    for idx in np.ndindex(arr.shape):
-        out[tuple(int(v) for v in index_map.map_indices(idx))] = arr[idx]
+    out[dest] = arr
     return out
 
 

@@ -65,3 +65,32 @@ def test_default_schedule_is_parallel_and_vectorized():
     sch = graph.default_schedule(model.funcs["fused_matmul_relu"], "llvm")
     text = sch.mod["main"].script()
     assert "T.parallel" in text and "T.vectorized" in text
+
+
+def test_prepack_weights_applies_the_functions_index_map():
+    import dataclasses
+
+    from metaschedule import te
+    from metaschedule.graph.build import prepack_weights
+    from metaschedule.graph.lower import Step
+    from metaschedule.schedule.primitives.layout import IndexMap
+
+    # a function that wants its weight [8, 6] as [2, 6, 4] (rows split by 4, moved inside)
+    a = te.placeholder((3, 8), "float32", "a")
+    wp = te.placeholder((2, 6, 4), "float32", "w_packed")
+    k = te.reduce_axis((0, 8), "k")
+    c = te.compute((3, 6), lambda i, j: te.sum(a[i, k] * wp[k // 4, j, k % 4], axis=k), name="c")
+    func = te.create_prim_func([a, wp, c])
+    imap = IndexMap.from_func(lambda i, j: (i // 4, j, i % 4))
+    func = dataclasses.replace(func, attrs={**func.attrs, "layout_free_buffers": {1: imap}})
+    w = np.arange(48, dtype="float32").reshape(8, 6)
+    steps, consts = prepack_weights(
+        [Step("f", ("x", "w"), "y", ("matmul",))], {"f": func}, {"w": w}
+    )
+    packed = consts[steps[0].args[1]]
+    assert packed.shape == (2, 6, 4)
+    np.testing.assert_array_equal(packed, w.reshape(2, 4, 6).transpose(0, 2, 1))
+    with pytest.raises(ValueError, match="no index map"):
+        prepack_weights(
+            [Step("f", ("x", "w"), "y", ())], {"f": dataclasses.replace(func, attrs={})}, {"w": w}
+        )
