@@ -208,6 +208,13 @@ def run_model(name: str, args, torch, onnx, ort) -> dict[str, Any]:
     if args.trials > 0:
         work_dir = os.path.join(args.work_dir or tempfile.mkdtemp(prefix="ms-models-"), name)
         t0 = time.perf_counter()
+        strategy = "evolutionary"
+        if args.population:  # a smaller evolutionary search than TVM's defaults
+            strategy = ms.search_strategy.EvolutionarySearch(
+                population_size=args.population,
+                init_min_unmeasured=max(4, args.population // 4),
+                genetic_num_iters=2,
+            )
         db = ri.tune_relax(
             func,
             None,
@@ -216,6 +223,7 @@ def run_model(name: str, args, torch, onnx, ort) -> dict[str, Any]:
             max_trials_global=args.trials * len(tasks),
             max_trials_per_task=args.trials,
             num_trials_per_iter=min(args.trials, 64),
+            strategy=strategy,
             seed=args.seed,
         )
         row["tune_s"] = time.perf_counter() - t0
@@ -257,6 +265,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--population",
+        type=int,
+        default=0,
+        help="evolutionary population per task (0: the default, 2048); small budgets "
+        "on a busy machine want 64",
+    )
     p.add_argument("--profile", action="store_true", help="print per-step profiles")
     p.add_argument("--plain", action="store_true")
     p.add_argument("--json", default=None)
