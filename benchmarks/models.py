@@ -198,6 +198,15 @@ def run_model(name: str, args, torch, onnx, ort) -> dict[str, Any]:
     t0 = time.perf_counter()
     exe = ri.compile_relax(None, func, args.target, None)
     row["compile_s"] = time.perf_counter() - t0
+    row["planned_mib"] = exe.plan.total_bytes / 2**20
+    row["intermediates_mib"] = (
+        sum(
+            int(np.prod(exe.types[st.out].shape)) * np.dtype(exe.types[st.out].dtype).itemsize
+            for st in exe.steps
+            if st.func is not None
+        )
+        / 2**20
+    )
     out = exe(x=x)
     row["err_untuned"] = rel_err(out, ref)
     row["ms_untuned_ms"] = 1e3 * min(common.time_python(lambda: exe(x=x), repeat=args.repeat))
@@ -332,6 +341,12 @@ def main(argv: list[str] | None = None) -> None:
         notes,
         plain=args.plain,
     )
+    for r in rows:
+        print(
+            f"{r['model']}: import {r['import_s']:.2f} s, extract_tasks {r['extract_s']:.2f} s, "
+            f"compile {r['compile_s']:.2f} s; memory plan {r['planned_mib']:.1f} MiB for "
+            f"{r['intermediates_mib']:.1f} MiB of intermediates"
+        )
     for r in rows:
         tasks = ", ".join(f"{t['name']} x{t['weight']}" for t in r["tasks"])
         print(f"{r['model']} tasks: {tasks}")
