@@ -43,4 +43,7 @@ from .tune import tune_tasks, tune_tir
 from .tune_context import TuneContext
 from .utils import derived_object
 
+from . import graph, relax_integration
+from .relax_integration import ExtractedTask
+
 __version__ = "0.1.0"

@@ -1,0 +1,360 @@
+"""Whole models end to end: ours (untuned and tuned) against onnxruntime and PyTorch.
+
+ResNet-18, MobileNet-V2 (batch 1, 3x224x224, float32) and a BERT-base encoder layer
+(sequence 128, hidden 768, 12 heads), defined here as PyTorch modules with random
+weights (no downloads), exported to ONNX in memory, and imported with
+``ms.graph.from_onnx``. For each model it reports import and compile times, the tuning
+tasks with their weights, the end-to-end latency of ours untuned (the default schedule)
+and, with ``--trials N``, tuned with N trials per task, against onnxruntime and PyTorch
+at the same thread count; every output is checked against PyTorch's (relative error:
+max abs difference over max abs value, must be under 1e-3).
+
+    python benchmarks/models.py                                  # untuned, all models
+    python benchmarks/models.py --models resnet18 --trials 8 --work-dir work/resnet18
+
+Latencies are the best of several repeats under the measurement lock; on a shared
+machine compare ratios within one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import sys
+import tempfile
+import time
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common
+
+import metaschedule as ms
+from metaschedule import relax_integration as ri
+
+
+# ----------------------------------------------------------------------------- models
+def resnet18(torch):
+    nn = torch.nn
+
+    class Basic(nn.Module):
+        def __init__(self, cin, cout, stride):
+            super().__init__()
+            self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(cout)
+            self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+            self.bn2 = nn.BatchNorm2d(cout)
+            self.down = None
+            if stride != 1 or cin != cout:
+                self.down = nn.Sequential(
+                    nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout)
+                )
+
+        def forward(self, x):
+            y = torch.relu(self.bn1(self.conv1(x)))
+            y = self.bn2(self.conv2(y))
+            return torch.relu(y + (x if self.down is None else self.down(x)))
+
+    class ResNet18(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Sequential(
+                nn.Conv2d(3, 64, 7, 2, 3, bias=False),
+                nn.BatchNorm2d(64),
+                nn.ReLU(),
+                nn.MaxPool2d(3, 2, 1),
+            )
+            layers, cin = [], 64
+            for cout, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
+                layers += [Basic(cin, cout, stride), Basic(cout, cout, 1)]
+                cin = cout
+            self.layers = nn.Sequential(*layers)
+            self.fc = nn.Linear(512, 1000)
+
+        def forward(self, x):
+            x = self.layers(self.stem(x))
+            return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
+
+    return ResNet18(), (1, 3, 224, 224)
+
+
+def mobilenet_v2(torch):
+    nn = torch.nn
+
+    def cbr(cin, cout, k=3, s=1, groups=1, act=True):
+        mods = [nn.Conv2d(cin, cout, k, s, k // 2, groups=groups, bias=False), nn.BatchNorm2d(cout)]
+        return nn.Sequential(*(mods + [nn.ReLU6()] if act else mods))
+
+    class Inverted(nn.Module):
+        def __init__(self, cin, cout, stride, expand):
+            super().__init__()
+            hidden = cin * expand
+            mods = [cbr(cin, hidden, 1)] if expand != 1 else []
+            mods += [cbr(hidden, hidden, 3, stride, groups=hidden), cbr(hidden, cout, 1, act=False)]
+            self.body = nn.Sequential(*mods)
+            self.res = stride == 1 and cin == cout
+
+        def forward(self, x):
+            return x + self.body(x) if self.res else self.body(x)
+
+    class MobileNetV2(nn.Module):
+        def __init__(self):
+            super().__init__()
+            cfg = [
+                (1, 16, 1, 1),
+                (6, 24, 2, 2),
+                (6, 32, 3, 2),
+                (6, 64, 4, 2),
+                (6, 96, 3, 1),
+                (6, 160, 3, 2),
+                (6, 320, 1, 1),
+            ]
+            mods, cin = [cbr(3, 32, 3, 2)], 32
+            for t, c, n, s in cfg:
+                for i in range(n):
+                    mods.append(Inverted(cin, c, s if i == 0 else 1, t))
+                    cin = c
+            mods.append(cbr(cin, 1280, 1))
+            self.features = nn.Sequential(*mods)
+            self.classifier = nn.Linear(1280, 1000)
+
+        def forward(self, x):
+            x = nn.functional.adaptive_avg_pool2d(self.features(x), 1)
+            return self.classifier(torch.flatten(x, 1))
+
+    return MobileNetV2(), (1, 3, 224, 224)
+
+
+def bert_layer(torch, seq=128, hidden=768, heads=12, ffn=3072):
+    nn = torch.nn
+
+    class BertLayer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q, self.k, self.v = (nn.Linear(hidden, hidden) for _ in range(3))
+            self.o = nn.Linear(hidden, hidden)
+            self.ln1 = nn.LayerNorm(hidden, eps=1e-12)
+            self.ff1 = nn.Linear(hidden, ffn)
+            self.ff2 = nn.Linear(ffn, hidden)
+            self.ln2 = nn.LayerNorm(hidden, eps=1e-12)
+
+        def heads(self, t):
+            b, s, _ = t.shape
+            return t.reshape(b, s, heads, hidden // heads).permute(0, 2, 1, 3)
+
+        def forward(self, x):
+            q, k, v = self.heads(self.q(x)), self.heads(self.k(x)), self.heads(self.v(x))
+            att = torch.softmax(q @ k.transpose(-1, -2) / (hidden // heads) ** 0.5, dim=-1)
+            ctx = (att @ v).permute(0, 2, 1, 3).reshape(x.shape)
+            x = self.ln1(x + self.o(ctx))
+            return self.ln2(x + self.ff2(nn.functional.gelu(self.ff1(x))))
+
+    return BertLayer(), (1, seq, hidden)
+
+
+MODELS = {"resnet18": resnet18, "mobilenet_v2": mobilenet_v2, "bert": bert_layer}
+
+
+def _randomize(torch, module) -> None:
+    """Random weights and non-trivial batch-norm statistics (seeded)."""
+    torch.manual_seed(0)
+    for m in module.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.2, 0.2)
+            m.running_var.uniform_(0.5, 1.5)
+            m.weight.data.uniform_(0.5, 1.5)
+            m.bias.data.uniform_(-0.2, 0.2)
+
+
+# ----------------------------------------------------------------------------- one model
+def rel_err(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-30))
+
+
+def run_model(name: str, args, torch, onnx, ort) -> dict[str, Any]:
+    module, shape = MODELS[name](torch)
+    module = module.eval()
+    _randomize(torch, module)
+    x = np.random.default_rng(0).standard_normal(shape).astype("float32")
+    xt = torch.from_numpy(x)
+    with torch.no_grad():
+        ref = module(xt).numpy()
+    buf = io.BytesIO()
+    torch.onnx.export(
+        module, (xt,), buf, dynamo=False, opset_version=17, input_names=["x"], output_names=["y"]
+    )
+    model_bytes = buf.getvalue()
+    row: dict[str, Any] = {"model": name}
+
+    t0 = time.perf_counter()
+    func = ms.graph.from_onnx(onnx.load_from_string(model_bytes))
+    row["import_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    tasks = ri.extract_tasks(func, args.target)
+    row["extract_s"] = time.perf_counter() - t0
+    row["tasks"] = [{"name": t.task_name, "weight": t.weight} for t in tasks]
+    t0 = time.perf_counter()
+    exe = ri.compile_relax(None, func, args.target, None)
+    row["compile_s"] = time.perf_counter() - t0
+    row["planned_mib"] = exe.plan.total_bytes / 2**20
+    row["intermediates_mib"] = (
+        sum(
+            int(np.prod(exe.types[st.out].shape)) * np.dtype(exe.types[st.out].dtype).itemsize
+            for st in exe.steps
+            if st.func is not None
+        )
+        / 2**20
+    )
+    out = exe(x=x)
+    row["err_untuned"] = rel_err(out, ref)
+    row["ms_untuned_ms"] = 1e3 * min(common.time_python(lambda: exe(x=x), repeat=args.repeat))
+    if args.profile:
+        print(f"\n{name}, untuned: per-step profile (slowest first)")
+        print("\n".join(str(exe.profile(x=x, number=3)).splitlines()[:16]))
+
+    if args.trials > 0:
+        work_dir = os.path.join(args.work_dir or tempfile.mkdtemp(prefix="ms-models-"), name)
+        t0 = time.perf_counter()
+        strategy = "evolutionary"
+        if args.population:  # a smaller evolutionary search than TVM's defaults
+            strategy = ms.search_strategy.EvolutionarySearch(
+                population_size=args.population,
+                init_min_unmeasured=max(4, args.population // 4),
+                genetic_num_iters=2,
+            )
+        db = ri.tune_relax(
+            func,
+            None,
+            args.target,
+            work_dir,
+            max_trials_global=args.trials * len(tasks),
+            max_trials_per_task=args.trials,
+            num_trials_per_iter=min(args.trials, 64),
+            strategy=strategy,
+            seed=args.seed,
+        )
+        row["tune_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        tuned = ri.compile_relax(db, func, args.target, None)
+        row["compile_tuned_s"] = time.perf_counter() - t0
+        row["err_tuned"] = rel_err(tuned(x=x), ref)
+        row["ms_tuned_ms"] = 1e3 * min(common.time_python(lambda: tuned(x=x), repeat=args.repeat))
+        if args.profile:
+            print(f"\n{name}, tuned: per-step profile (slowest first)")
+            print("\n".join(str(tuned.profile(x=x, number=3)).splitlines()[:16]))
+
+    if ort is not None:
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = args.threads
+        so.inter_op_num_threads = 1
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        sess = ort.InferenceSession(model_bytes, so, providers=["CPUExecutionProvider"])
+        row["err_ort"] = rel_err(sess.run(None, {"x": x})[0], ref)
+        row["ort_ms"] = 1e3 * min(
+            common.time_python(lambda: sess.run(None, {"x": x}), repeat=args.repeat)
+        )
+    torch.set_num_threads(args.threads)
+    with torch.no_grad():
+        row["torch_ms"] = 1e3 * min(common.time_python(lambda: module(xt), repeat=args.repeat))
+    return row
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument(
+        "--models",
+        default="resnet18,mobilenet_v2,bert",
+        help=f"comma-separated, from {', '.join(MODELS)}",
+    )
+    p.add_argument("--trials", type=int, default=0, help="trials per task (0: untuned only)")
+    p.add_argument("--work-dir", default=None, help="tuning records (kept; resumes)")
+    p.add_argument("--target", default="llvm")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--population",
+        type=int,
+        default=0,
+        help="evolutionary population per task (0: the default, 2048); small budgets "
+        "on a busy machine want 64",
+    )
+    p.add_argument("--profile", action="store_true", help="print per-step profiles")
+    p.add_argument("--plain", action="store_true")
+    p.add_argument("--json", default=None)
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
+    import torch
+
+    onnx, why = common.optional_import("onnx")
+    if onnx is None:
+        raise SystemExit(f"models.py needs onnx: {why}")
+    ort, why_ort = common.optional_import("onnxruntime")
+    info = common.machine_info()
+    for line in common.machine_lines(info):
+        print(line)
+    rows = [run_model(n, args, torch, onnx, ort) for n in args.models.split(",")]
+    cols = [
+        "model",
+        "import s",
+        "compile s",
+        "tasks",
+        "ms untuned ms",
+        "ms tuned ms",
+        "onnxruntime ms",
+        "torch ms",
+        "max rel err",
+    ]
+    table = []
+    for r in rows:
+        errs = [r[k] for k in ("err_untuned", "err_tuned", "err_ort") if k in r]
+        table.append(
+            [
+                r["model"],
+                r["import_s"],
+                r["compile_s"],
+                f"{len(r['tasks'])} ({sum(t['weight'] for t in r['tasks'])} calls)",
+                r["ms_untuned_ms"],
+                r.get("ms_tuned_ms"),
+                r.get("ort_ms"),
+                r["torch_ms"],
+                f"{max(errs):.1e}",
+            ]
+        )
+    notes = [
+        f"{args.threads} threads each; tuned: {args.trials} trials per task"
+        if args.trials
+        else f"{args.threads} threads each; untuned only (--trials N to tune)"
+    ]
+    if ort is None:
+        notes.append(f"onnxruntime: {why_ort}")
+    common.print_table(
+        "Whole models: end-to-end latency (ms, best of repeats)",
+        cols,
+        table,
+        notes,
+        plain=args.plain,
+    )
+    for r in rows:
+        print(
+            f"{r['model']}: import {r['import_s']:.2f} s, extract_tasks {r['extract_s']:.2f} s, "
+            f"compile {r['compile_s']:.2f} s; memory plan {r['planned_mib']:.1f} MiB for "
+            f"{r['intermediates_mib']:.1f} MiB of intermediates"
+        )
+    for r in rows:
+        tasks = ", ".join(f"{t['name']} x{t['weight']}" for t in r["tasks"])
+        print(f"{r['model']} tasks: {tasks}")
+    path = common.write_json(
+        "models", {"machine": info, "args": vars(args), "rows": rows}, args.json
+    )
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

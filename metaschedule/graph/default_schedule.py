@@ -1,0 +1,168 @@
+"""The schedule a function gets when the database has none: inline, parallel, vectorize.
+
+1. Inline every spatial block that is not an output into its consumers (padding,
+   biases, activations before the last one), then try inlining the remaining spatial
+   epilogues into their producers.
+2. In a reduction block, move the innermost spatial loop inside the reduction loops
+   when its accesses are contiguous along it (``i, j, k`` -> ``i, j0, k, j1`` for a
+   matmul), splitting it to at most ``2 * vector lanes``.
+3. Annotate the root with parallel/vectorize limits and let the
+   ``RewriteParallelVectorizeUnroll`` postprocessor fuse and parallelise the outer spatial
+   loops and vectorize the inner ones, as tuned schedules do.
+
+Every step is a schedule primitive, so the result has a trace like a tuned schedule.
+"""
+
+from __future__ import annotations
+
+from ..postproc.rewrite_parallel_vectorize_unroll import (
+    PARALLEL,
+    UNROLL_EXPLICIT,
+    VECTORIZE,
+    RewriteParallelVectorizeUnroll,
+)
+from ..schedule import Schedule, ScheduleError
+from ..schedule_rule.analysis import realize_of
+from ..target import Target
+from ..tir import IterType
+from ..tir.expr import Var
+from ..tir.function import PrimFunc
+from ..tir.functor import Visitor, collect_vars
+
+
+def _divisor_at_most(n: int, limit: int) -> int:
+    for d in range(min(n, limit), 0, -1):
+        if n % d == 0:
+            return d
+    return 1
+
+
+#: output rows (channels) per register tile in reduction blocks
+REGISTER_ROWS = 4
+
+
+def _vector_factor(extent: int, lanes: int) -> int:
+    """The vector length for a loop: a power-of-two divisor up to two vectors, else the
+    largest divisor up to two vectors."""
+    p = 1
+    while p * 2 <= 2 * lanes and extent % (p * 2) == 0:
+        p *= 2
+    return p if p >= 4 else _divisor_at_most(extent, 2 * lanes)
+
+
+def _region_vars(region) -> set:
+    return {x for rng in region.region for x in collect_vars(rng.min)}
+
+
+def _only_last_index(var: Var, regions) -> bool:
+    """``var`` appears in no index but the last of every region (and in some region)."""
+    seen = False
+    for r in regions:
+        for d, rng in enumerate(r.region):
+            if var in collect_vars(rng.min):
+                if d != len(r.region) - 1:
+                    return False
+                seen = True
+    return seen
+
+
+def _has_select(sch: Schedule, block) -> bool:
+    found = []
+
+    class _Find(Visitor):
+        def visit_Select(self, node):
+            found.append(node)
+
+    _Find().visit(realize_of(sch, block)[1].block.body)
+    return bool(found)
+
+
+def _inline(sch: Schedule, root) -> None:
+    for block in reversed(sch.get_child_blocks(root)):
+        if _has_select(sch, block):  # padding: a conditional in the consumer's inner loop
+            continue
+        try:
+            sch.compute_inline(block)
+        except ScheduleError:
+            pass
+    for block in sch.get_child_blocks(root):
+        try:
+            sch.reverse_compute_inline(block)
+        except ScheduleError:
+            pass
+
+
+def _reorder_reduction(sch: Schedule, block, lanes: int) -> None:
+    _, realize = realize_of(sch, block)
+    blk = realize.block
+    if all(iv.iter_type == IterType.DATA_PAR for iv in blk.iter_vars):
+        return
+    loops = sch.get_loops(block)
+    kinds = []
+    for lp, iv, val in zip(loops, blk.iter_vars, realize.iter_values):
+        loop = sch.get(lp)
+        if not isinstance(val, Var) or val is not loop.loop_var:
+            return  # not the plain loop nest create_prim_func makes
+        kinds.append(iv.iter_type)
+    if len(kinds) != len(loops) or kinds[-1] == IterType.DATA_PAR:
+        return
+    spatial = [i for i, k in enumerate(kinds) if k == IterType.DATA_PAR]
+    if not spatial or any(k != IterType.DATA_PAR for k in kinds[: spatial[-1]]):
+        return
+    last = spatial[-1]
+    v = blk.iter_vars[last].var
+    if not _only_last_index(v, blk.writes) or not all(
+        _only_last_index(v, [r])
+        for r in blk.reads
+        if v in {x for rng in r.region for x in collect_vars(rng.min)}
+    ):
+        return
+    extent = int(sch.get(loops[last]).extent.value)
+    factor = _vector_factor(extent, lanes)
+    reduce_loops = loops[last + 1 :]
+    # a register tile: a spatial loop that some operand of the vector does not depend
+    # on (conv: the output channel; matmul: the row) is split and unrolled inside
+    reg = None
+    for k in range(last - 1, -1, -1):
+        u = blk.iter_vars[k].var
+        ext_k = int(sch.get(loops[k]).extent.value)
+        if ext_k > 1 and any(u not in _region_vars(r) and v in _region_vars(r) for r in blk.reads):
+            reg = k
+            break
+    outer, inner = sch.split(loops[last], [None, factor])
+    if reg is not None:
+        ext_r = int(sch.get(loops[reg]).extent.value)
+        rf = _divisor_at_most(ext_r, REGISTER_ROWS)
+        r_outer, r_inner = sch.split(loops[reg], [None, rf])
+        sch.reorder(r_outer, *loops[reg + 1 : last], outer, *reduce_loops, r_inner, inner)
+        sch.unroll(r_inner)
+    else:
+        sch.reorder(outer, *reduce_loops, inner)
+    sch.vectorize(inner)
+    # accumulate the register tile in a local buffer, written back after the reduction
+    try:
+        local = sch.cache_write(block, 0, "local")
+        sch.reverse_compute_at(local, outer)
+    except ScheduleError:
+        pass
+
+
+def default_schedule(func: PrimFunc, target: Target | str = "cpu") -> Schedule:
+    """A parallel, vectorized schedule of ``func`` without search (see the module doc)."""
+    target = target if isinstance(target, Target) else Target(target)
+    sch = Schedule(func)
+    root = sch.get_block("root")
+    _inline(sch, root)
+    lanes = target.vector_lanes("float32")
+    for block in sch.get_child_blocks(root):
+        try:
+            _reorder_reduction(sch, block, lanes)
+        except ScheduleError:
+            pass
+    cores = int(target.attrs.get("num_cores") or target.num_cores or 1)
+    sch.annotate(root, PARALLEL, cores * 16)
+    sch.annotate(root, VECTORIZE, 2 * lanes)
+    sch.annotate(root, UNROLL_EXPLICIT, 16)
+    sch.enter_postproc()
+    RewriteParallelVectorizeUnroll().apply(sch)
+    return sch

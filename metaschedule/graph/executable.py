@@ -1,0 +1,196 @@
+"""The executable of a compiled model: kernels in one library, steps, planned memory.
+
+``exe(x=...)`` or ``exe.run(...)`` runs on numpy arrays and returns the output (a tuple
+when the model has several); ``exe.profile(...)`` times every step;
+``exe.export_library(path)`` writes one file that :func:`load` reads back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import tempfile
+import time
+import zipfile
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..runtime.module import Module, kernel_cache_dir, load_module
+from .interpreter import bind_inputs
+from .ir import Function, TensorType, Var
+from .lower import Step
+from .memory import MemoryPlan, plan_memory
+
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ProfileRow:
+    step: int
+    func: str
+    ops: tuple[str, ...]
+    mean_ms: float
+    percent: float
+
+
+class ProfileReport(list):
+    """Rows of per-step times; ``str()`` prints a table, slowest first."""
+
+    def __str__(self) -> str:
+        lines = [f"{'#':>4} {'function':<44} {'mean ms':>9} {'%':>6}"]
+        for r in sorted(self, key=lambda r: -r.mean_ms):
+            lines.append(f"{r.step:>4} {r.func[:44]:<44} {r.mean_ms:>9.3f} {r.percent:>6.1f}")
+        lines.append(f"{'':>4} {'total':<44} {sum(r.mean_ms for r in self):>9.3f}")
+        return "\n".join(lines)
+
+
+class Executable:
+    """A compiled model (see the module docstring)."""
+
+    def __init__(
+        self,
+        params: list[Var],
+        outputs: list[str],
+        steps: list[Step],
+        types: dict[str, TensorType],
+        constants: dict[str, np.ndarray],
+        module: Module,
+        sources: dict[str, str] | None = None,
+    ) -> None:
+        self.params = params
+        #: per function, where its schedule came from: "database" or "default"
+        self.sources = dict(sources or {})
+        self.outputs = outputs
+        self.steps = steps
+        self.types = types
+        self.constants = constants
+        self.module = module
+        self.plan: MemoryPlan = plan_memory(steps, types, outputs)
+        self._pool = [np.empty(n, np.uint8) for n in self.plan.sizes]
+        self._kernels = {s.func: module[s.func] for s in steps if s.func is not None}
+
+    # ------------------------------------------------------------------ running
+    def _view(self, value: str) -> np.ndarray:
+        t = self.types[value]
+        n = int(np.prod(t.shape, dtype=np.int64)) * np.dtype(t.dtype).itemsize
+        return self._pool[self.plan.storage[value]][:n].view(t.dtype).reshape(t.shape)
+
+    def _execute(self, env: dict[str, np.ndarray], timings: list[float] | None = None) -> None:
+        for s in self.steps:
+            if s.func is None:
+                env[s.out] = env[s.args[0]].reshape(self.types[s.out].shape)
+                if timings is not None:
+                    timings.append(0.0)
+                continue
+            out = self._view(s.out)
+            args = [env[a] for a in s.args]
+            if timings is None:
+                self._kernels[s.func](*args, out)
+            else:
+                t0 = time.perf_counter()
+                self._kernels[s.func](*args, out)
+                timings.append(time.perf_counter() - t0)
+            env[s.out] = out
+
+    def _env(self, args: tuple, kwargs: dict) -> dict[str, np.ndarray]:
+        fn = Function(self.params, {}, [], [], name="main")
+        env = dict(self.constants)
+        env.update(bind_inputs(fn, args, kwargs))
+        return env
+
+    def run(self, *args: np.ndarray, **kwargs: np.ndarray) -> Any:
+        """Run on numpy inputs (positional in input order, or by name)."""
+        env = self._env(args, kwargs)
+        self._execute(env)
+        outs = tuple(np.array(env[o], copy=True) for o in self.outputs)
+        return outs[0] if len(outs) == 1 else outs
+
+    __call__ = run
+
+    def profile(self, *args: np.ndarray, number: int = 10, **kwargs: np.ndarray) -> ProfileReport:
+        """Per-step times (mean over ``number`` runs after one warm-up run)."""
+        env = self._env(args, kwargs)
+        self._execute(env)
+        totals = np.zeros(len(self.steps))
+        for _ in range(number):
+            t: list[float] = []
+            self._execute(env, t)
+            totals += np.array(t)
+        means = totals / number * 1e3
+        whole = means.sum() or 1.0
+        return ProfileReport(
+            ProfileRow(i, s.func or "(reshape view)", s.ops, float(m), float(100 * m / whole))
+            for i, (s, m) in enumerate(zip(self.steps, means))
+        )
+
+    @property
+    def function_names(self) -> list[str]:
+        return list(dict.fromkeys(s.func for s in self.steps if s.func))
+
+    def __repr__(self) -> str:
+        return (
+            f"<graph Executable: {len(self.steps)} steps, {len(self.function_names)} "
+            f"kernels, {self.plan.total_bytes / 2**20:.1f} MiB planned>"
+        )
+
+    # ------------------------------------------------------------------ files
+    def export_library(self, path: str | os.PathLike) -> str:
+        """One file (a zip): the kernels' shared library, the steps and the weights."""
+        path = os.fspath(path)
+        meta = {
+            "version": FORMAT_VERSION,
+            "params": [
+                {"name": p.name, "shape": list(p.type.shape), "dtype": p.type.dtype}
+                for p in self.params
+            ],
+            "outputs": self.outputs,
+            "steps": [
+                {"func": s.func, "args": list(s.args), "out": s.out, "ops": list(s.ops)}
+                for s in self.steps
+            ],
+            "types": {k: {"shape": list(t.shape), "dtype": t.dtype} for k, t in self.types.items()},
+            "sources": self.sources,
+        }
+        weights = io.BytesIO()
+        np.savez(weights, **self.constants)
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        with open(self.module.path, "rb") as f:
+            so = f.read()
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), suffix=".tmp")
+        os.close(fd)
+        with zipfile.ZipFile(tmp, "w") as z:
+            z.writestr("executable.json", json.dumps(meta))
+            z.writestr("weights.npz", weights.getvalue())
+            z.writestr("kernels.so", so)
+        os.replace(tmp, path)
+        return path
+
+
+def load(path: str | os.PathLike) -> Executable:
+    """An executable written by :meth:`Executable.export_library`."""
+    path = os.fspath(path)
+    with zipfile.ZipFile(path) as z:
+        meta = json.loads(z.read("executable.json"))
+        if meta.get("version") != FORMAT_VERSION:
+            raise ValueError(
+                f"{path}: executable format {meta.get('version')}, expected {FORMAT_VERSION}"
+            )
+        weights = np.load(io.BytesIO(z.read("weights.npz")))
+        constants = {k: weights[k] for k in weights.files}
+        so = z.read("kernels.so")
+    lib = os.path.join(kernel_cache_dir(), f"graph-{hashlib.sha256(so).hexdigest()[:32]}.so")
+    if not os.path.exists(lib):
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(lib), suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(so)
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, lib)
+    module = load_module(lib)
+    params = [Var(p["name"], TensorType(tuple(p["shape"]), p["dtype"])) for p in meta["params"]]
+    steps = [Step(s["func"], tuple(s["args"]), s["out"], tuple(s["ops"])) for s in meta["steps"]]
+    types = {k: TensorType(tuple(v["shape"]), v["dtype"]) for k, v in meta["types"].items()}
+    return Executable(params, meta["outputs"], steps, types, constants, module, meta.get("sources"))

@@ -1,0 +1,220 @@
+"""Neural-network operators of the graph IR (NCHW): convolutions, pooling, matmul,
+softmax, layer norm and reductions, with their numpy references."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..te import ops as T
+from ..te.ops import linalg, nchw
+from ..te.ops import reduce as R
+from .op import Pattern, register
+
+
+def _windows(x: np.ndarray, kernel, strides, dilations) -> np.ndarray:
+    """``[N, C, OH, OW, KH, KW]`` view of the windows of a (padded) NCHW array."""
+    N, C, H, W = x.shape
+    (KH, KW), (sh, sw), (dh, dw) = kernel, strides, dilations
+    OH = (H - dh * (KH - 1) - 1) // sh + 1
+    OW = (W - dw * (KW - 1) - 1) // sw + 1
+    s = x.strides
+    return np.lib.stride_tricks.as_strided(
+        x,
+        (N, C, OH, OW, KH, KW),
+        (s[0], s[1], s[2] * sh, s[3] * sw, s[2] * dh, s[3] * dw),
+        writeable=False,
+    )
+
+
+def _pad(x, pads, value=0.0, extra=(0, 0)):
+    t, l, b, r = pads
+    return np.pad(x, ((0, 0), (0, 0), (t, b + extra[0]), (l, r + extra[1])), constant_values=value)
+
+
+def _conv_ref(a, at):
+    x, w = a
+    g = at["groups"]
+    win = _windows(_pad(x, at["pads"]), w.shape[2:], at["strides"], at["dilations"])
+    N, C, OH, OW = win.shape[:4]
+    F = w.shape[0]
+    win = win.reshape(N, g, C // g, OH, OW, *w.shape[2:])
+    wg = w.reshape(g, F // g, C // g, *w.shape[2:])
+    out = np.einsum("ngchwyx,gfcyx->ngfhw", win, wg, optimize=True)
+    return np.ascontiguousarray(out.reshape(N, F, OH, OW)).astype(x.dtype)
+
+
+def _conv_t_ref(a, at):
+    x, w = a
+    N, _C, H, W = x.shape
+    _, F, KH, KW = w.shape
+    (sh, sw), (dh, dw) = at["strides"], at["dilations"]
+    full = np.zeros(
+        (
+            N,
+            F,
+            (H - 1) * sh + dh * (KH - 1) + 1 + at["output_padding"][0],
+            (W - 1) * sw + dw * (KW - 1) + 1 + at["output_padding"][1],
+        ),
+        np.float64,
+    )
+    for ky in range(KH):
+        for kx in range(KW):
+            contrib = np.einsum("nchw,cf->nfhw", x, w[:, :, ky, kx])
+            full[
+                :,
+                :,
+                ky * dh : ky * dh + (H - 1) * sh + 1 : sh,
+                kx * dw : kx * dw + (W - 1) * sw + 1 : sw,
+            ] += contrib
+    t, l, b, r = at["pads"]
+    return np.ascontiguousarray(full[:, :, t : full.shape[2] - b, l : full.shape[3] - r]).astype(
+        x.dtype
+    )
+
+
+register(
+    "conv2d",
+    Pattern.OUT_EWISE_FUSABLE,
+    lambda a, at: nchw.conv2d_nchw(
+        a[0], a[1], at["strides"], at["pads"], at["dilations"], at["groups"]
+    ),
+    _conv_ref,
+)
+register(
+    "conv2d_transpose",
+    Pattern.OUT_EWISE_FUSABLE,
+    lambda a, at: nchw.conv2d_transpose_nchw(
+        a[0], a[1], at["strides"], at["pads"], at["output_padding"], at["dilations"]
+    ),
+    _conv_t_ref,
+)
+
+
+def _pool_out(size, k, s, d, lo, hi, ceil):
+    span = size + lo + hi - d * (k - 1) - 1
+    n = (-(-span // s) if ceil else span // s) + 1
+    if ceil and (n - 1) * s >= size + lo:
+        n -= 1
+    return n
+
+
+def _pool_ref(a, at, kind):
+    x = a[0]
+    k, st, pads = at["kernel"], at["strides"], at["pads"]
+    dl = at.get("dilations", (1, 1))
+    outs = [
+        _pool_out(x.shape[2 + i], k[i], st[i], dl[i], pads[i], pads[i + 2], at["ceil_mode"])
+        for i in range(2)
+    ]
+    extra = [
+        max(0, (o - 1) * s + d * (kk - 1) + 1 - size - p0 - p1)
+        for o, s, d, kk, size, p0, p1 in zip(outs, st, dl, k, x.shape[2:], pads[:2], pads[2:])
+    ]
+    if kind == "max":
+        win = _windows(_pad(x, pads, -np.inf, extra), k, st, dl)
+        return np.ascontiguousarray(win.max(axis=(4, 5))).astype(x.dtype)
+    win = _windows(_pad(x, pads, 0.0, extra), k, st, dl)
+    total = win.sum(axis=(4, 5), dtype=np.float64)
+    H, W = x.shape[2:]
+    if at["count_include_pad"]:
+        mask = np.pad(
+            np.ones((1, 1, H + pads[0] + pads[2], W + pads[1] + pads[3])),
+            ((0, 0), (0, 0), (0, extra[0]), (0, extra[1])),
+        )
+    else:
+        mask = _pad(np.ones((1, 1, H, W)), pads, 0.0, extra)
+    count = _windows(mask, k, st, dl).sum(axis=(4, 5))
+    return (total / np.maximum(count, 1)).astype(x.dtype)
+
+
+register(
+    "max_pool2d",
+    Pattern.OUT_EWISE_FUSABLE,
+    lambda a, at: nchw.max_pool2d_nchw(
+        a[0], at["kernel"], at["strides"], at["pads"], at.get("dilations", (1, 1)), at["ceil_mode"]
+    ),
+    lambda a, at: _pool_ref(a, at, "max"),
+)
+register(
+    "avg_pool2d",
+    Pattern.OUT_EWISE_FUSABLE,
+    lambda a, at: nchw.avg_pool2d_nchw(
+        a[0], at["kernel"], at["strides"], at["pads"], at["ceil_mode"], at["count_include_pad"]
+    ),
+    lambda a, at: _pool_ref(a, at, "avg"),
+)
+register(
+    "global_avg_pool2d",
+    Pattern.COMM_REDUCE,
+    lambda a, at: nchw.global_avg_pool2d_nchw(a[0]),
+    lambda a, at: a[0].mean(axis=(2, 3), keepdims=True, dtype=np.float64).astype(a[0].dtype),
+)
+
+
+def _matmul_lower(a, at):
+    x, w = a
+    tb = at.get("transpose_b", False)
+    if x.ndim == 2 and w.ndim == 2:
+        return T.matmul(x, w, transpose_b=tb, name="T_matmul")
+    return linalg.matmul_nd(x, w, transpose_b=tb)
+
+
+def _matmul_ref(a, at):
+    x, w = a
+    if at.get("transpose_b", False):
+        w = np.swapaxes(w, -1, -2)
+    return np.matmul(x, w).astype(np.result_type(x, w))
+
+
+register("matmul", Pattern.OUT_EWISE_FUSABLE, _matmul_lower, _matmul_ref)
+
+
+def _softmax_ref(a, at):
+    x = a[0].astype(np.float64)
+    e = np.exp(x - x.max(axis=at["axis"], keepdims=True))
+    return (e / e.sum(axis=at["axis"], keepdims=True)).astype(a[0].dtype)
+
+
+register("softmax", Pattern.COMM_REDUCE, lambda a, at: T.softmax(a[0], at["axis"]), _softmax_ref)
+
+
+def _ln_ref(a, at):
+    x = a[0].astype(np.float64)
+    axes = tuple(range(x.ndim - len(a[1].shape), x.ndim)) if len(a) > 1 else (-1,)
+    mean = x.mean(axis=axes, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=axes, keepdims=True)
+    y = (x - mean) / np.sqrt(var + at["epsilon"])
+    if len(a) > 1:
+        y = y * a[1]
+    if len(a) > 2:
+        y = y + a[2]
+    return y.astype(a[0].dtype)
+
+
+def _ln_lower(a, at):
+    x = a[0]
+    gamma = a[1] if len(a) > 1 else None
+    beta = a[2] if len(a) > 2 else None
+    nd = gamma.ndim if gamma is not None else 1
+    return T.layer_norm(
+        x, gamma, beta, axis=list(range(x.ndim - nd, x.ndim)), epsilon=at["epsilon"]
+    )
+
+
+register("layer_norm", Pattern.COMM_REDUCE, _ln_lower, _ln_ref)
+
+_NP_REDUCE = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min}
+
+
+def _reduce_ref(a, at):
+    axes = None if at["axes"] is None else tuple(at["axes"])
+    out = _NP_REDUCE[at["kind"]](a[0], axis=axes, keepdims=at["keepdims"])
+    return np.asarray(out).astype(a[0].dtype)
+
+
+register(
+    "reduce",
+    Pattern.COMM_REDUCE,
+    lambda a, at: R.reduce(a[0], at["kind"], at["axes"], at["keepdims"]),
+    _reduce_ref,
+)

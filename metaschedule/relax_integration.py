@@ -1,0 +1,297 @@
+"""MetaSchedule over whole models (TVM's ``meta_schedule.relax_integration``).
+
+The names, arguments and defaults are TVM's; ``mod`` is a :class:`metaschedule.graph.Function`
+(our Relax counterpart, from :func:`metaschedule.graph.from_onnx` or ``from_torch``) where
+TVM takes a Relax ``IRModule``, and :func:`compile_relax` returns a
+:class:`metaschedule.graph.Executable` where TVM returns a ``VMExecutable``.
+
+Typical use::
+
+    mod = ms.graph.from_onnx("model.onnx")
+    db = ms.relax_integration.tune_relax(mod, None, "llvm", "work", max_trials_global=640)
+    exe = ms.relax_integration.compile_relax(db, mod, "llvm", None)
+    y = exe(x=x)
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from .builder import Builder
+from .cost_model.base import CostModel
+from .database import Database
+from .database.module_equality import ModuleEquality
+from .graph.build import build_executable
+from .graph.default_schedule import default_schedule
+from .graph.executable import Executable
+from .graph.ir import Function
+from .graph.lower import LoweredModel, lower_model
+from .graph.transform import bind_params
+from .measure_callback.base import MeasureCallback
+from .runner import Runner
+from .schedule import Schedule
+from .search_strategy import SearchStrategy
+from .space_generator import SpaceGenerator
+from .target import Target
+from .task_scheduler import TaskScheduler
+from .tir.function import IRModule, PrimFunc
+from .tune import tune_tasks
+from .tune_context import TuneContext
+
+__all__ = [
+    "ExtractedTask",
+    "compile_relax",
+    "extract_tasks",
+    "extracted_tasks_to_tune_contexts",
+    "tune_relax",
+]
+
+logger = logging.getLogger("metaschedule.relax_integration")
+
+
+@dataclass
+class ExtractedTask:
+    """A tuning task extracted from a model: one distinct PrimFunc.
+
+    Attributes:
+        task_name: the fused function's name (``fused_conv2d_add_relu``).
+        mod: the workload, a module whose only function is ``main``.
+        target: the target.
+        dispatched: the modules the task stands for (here: ``[mod]``).
+        weight: how many times the model calls the function.
+    """
+
+    task_name: str
+    mod: IRModule
+    target: Target
+    dispatched: list[IRModule] = field(default_factory=list)
+    weight: int = 1
+
+
+def _as_function(mod: Function | object) -> Function:
+    if isinstance(mod, Function):
+        return mod
+    raise TypeError(
+        f"expected a metaschedule.graph.Function (from ms.graph.from_onnx / "
+        f"from_torch), got {type(mod).__name__}"
+    )
+
+
+def _lower(mod: Function, params: dict[str, np.ndarray] | None) -> LoweredModel:
+    return lower_model(bind_params(_as_function(mod), params))
+
+
+def _workload(func: PrimFunc) -> IRModule:
+    return IRModule({"main": func})
+
+
+def extract_tasks(
+    mod: Function,
+    target: Target | str,
+    params: dict[str, np.ndarray] | None = None,
+    module_equality: str = "structural",
+) -> list[ExtractedTask]:
+    """The tuning tasks of a model: one per distinct fused PrimFunc, with its weight.
+
+    Args:
+        mod: the model.
+        target: the compilation target.
+        params: values for inputs of ``mod`` that are weights (bound as constants).
+        module_equality: how functions are deduplicated: "structural" (structural
+            equality), "ignore-tensor" (the same: our PrimFuncs hold no tensor data) or
+            "anchor-block" (equal anchor blocks, e.g. one task for conv2d + add and
+            conv2d + add + relu of the same convolution).
+
+    Returns:
+        The tasks, in the order the model first calls them.
+    """
+    target = target if isinstance(target, Target) else Target(target)
+    model = _lower(mod, params)
+    equality = ModuleEquality(module_equality)
+    tasks: list[ExtractedTask] = []
+    keys: dict[int, list[int]] = {}
+    for name, func in model.funcs.items():
+        wl = _workload(func)
+        h = equality.hash(wl)
+        for i in keys.get(h, []):
+            if equality.equal(tasks[i].mod, wl):
+                tasks[i].weight += model.weights[name]
+                tasks[i].dispatched.append(wl)
+                break
+        else:
+            keys.setdefault(h, []).append(len(tasks))
+            tasks.append(ExtractedTask(name, wl, target, [wl], model.weights[name]))
+    return tasks
+
+
+def extracted_tasks_to_tune_contexts(
+    extracted_tasks: list[ExtractedTask],
+    work_dir: str,
+    space: SpaceGenerator.SpaceGeneratorType = "post-order-apply",
+    strategy: SearchStrategy.SearchStrategyType = "evolutionary",
+    num_threads: Literal["physical", "logical"] | int = "physical",
+    seed: int | None = None,
+) -> tuple[list[TuneContext], list[float]]:
+    """One TuneContext per task (a space and a strategy of its own) and the weights.
+
+    ``work_dir`` is accepted as in TVM (where it names the logs); logs are opened by
+    :func:`~metaschedule.tune_tasks`.
+    """
+    del work_dir
+    used: set[int] = set()
+
+    def fresh(component):
+        if isinstance(component, (SpaceGenerator, SearchStrategy)):
+            if id(component) in used:
+                return component.clone()
+            used.add(id(component))
+        return component
+
+    tasks, weights = [], []
+    for t in extracted_tasks:
+        tasks.append(
+            TuneContext(
+                t.mod,
+                target=t.target,
+                space_generator=fresh(space),
+                search_strategy=fresh(strategy),
+                task_name=t.task_name,
+                rand_state=-1 if seed is None else seed,
+                num_threads=num_threads,
+            )
+        )
+        weights.append(float(t.weight))
+    return tasks, weights
+
+
+def tune_relax(
+    mod: Function,
+    params: dict[str, np.ndarray] | None,
+    target: str | Target,
+    work_dir: str,
+    max_trials_global: int,
+    max_trials_per_task: int | None = None,
+    op_names: list[str] | None = None,
+    *,
+    num_trials_per_iter: int = 64,
+    builder: Builder | Literal["local"] = "local",
+    runner: Runner | Literal["local", "rpc"] = "local",
+    database: Database | Literal["json", "memory"] = "json",
+    cost_model: CostModel | Literal["xgb", "mlp", "random"] = "xgb",
+    measure_callbacks: list[MeasureCallback] | MeasureCallback | Literal["default"] = "default",
+    task_scheduler: TaskScheduler | Literal["gradient", "round-robin"] = "gradient",
+    space: SpaceGenerator.SpaceGeneratorType = "post-order-apply",
+    strategy: SearchStrategy.SearchStrategyType = "evolutionary",
+    seed: int | None = None,
+    module_equality: str = "structural",
+) -> Database:
+    """Tune the tasks of a model under one task scheduler.
+
+    Args:
+        op_names: tune only the tasks whose name contains one of these strings
+            (e.g. ``["conv2d"]``); None tunes every task.
+        The others: as :func:`extract_tasks` and :func:`metaschedule.tune_tasks`.
+
+    Returns:
+        The database of tuning records; pass it to :func:`compile_relax`.
+
+    Raises:
+        ValueError: ``op_names`` selects no task (the error lists the task names).
+    """
+    target = target if isinstance(target, Target) else Target(target)
+    tasks = extract_tasks(mod, target, params, module_equality=module_equality)
+    if op_names is not None:
+        chosen = [t for t in tasks if any(op in t.task_name for op in op_names)]
+        if not chosen:
+            raise ValueError(
+                f"tune_relax: op_names {op_names} match no task; the tasks are "
+                f"{', '.join(t.task_name for t in tasks)}"
+            )
+        tasks = chosen
+    if task_scheduler == "gradient" and seed is not None:
+        task_scheduler = TaskScheduler.create("gradient", seed=seed)
+    contexts, weights = extracted_tasks_to_tune_contexts(
+        tasks, work_dir, space, strategy, seed=seed
+    )
+    return tune_tasks(
+        tasks=contexts,
+        task_weights=weights,
+        work_dir=work_dir,
+        max_trials_global=max_trials_global,
+        max_trials_per_task=max_trials_per_task,
+        num_trials_per_iter=num_trials_per_iter,
+        builder=builder,
+        runner=runner,
+        database=database,
+        cost_model=cost_model,
+        measure_callbacks=measure_callbacks,
+        task_scheduler=task_scheduler,
+        module_equality=module_equality,
+    )
+
+
+def compile_relax(
+    database: Database,
+    mod: Function,
+    target: Target | str,
+    params: dict[str, np.ndarray] | None,
+    enable_warning: bool = False,
+) -> Executable:
+    """Compile a model with the best schedule of each function in ``database``.
+
+    A function the database has no record of gets the default schedule (inlined,
+    parallel, vectorized; see :mod:`metaschedule.graph.default_schedule`), with a
+    warning per function when ``enable_warning``. Nothing is measured; kernels already
+    in the kernel cache are not compiled again.
+
+    Returns:
+        An :class:`~metaschedule.graph.Executable`.
+    """
+    target = target if isinstance(target, Target) else Target(target)
+    model = _lower(mod, params)
+    scheduled: dict[str, PrimFunc] = {}
+    sources: dict[str, str] = {}
+    for name, func in model.funcs.items():
+        sch = _best_schedule(database, _workload(func), target, name)
+        if sch is None:
+            if enable_warning:
+                logger.warning(
+                    "compile_relax: no tuning record of %s in %r; using the default schedule",
+                    name,
+                    database,
+                )
+            sch = default_schedule(func, target)
+            sources[name] = "default"
+        else:
+            sources[name] = "database"
+        scheduled[name] = sch.mod["main"]
+    return build_executable(model, scheduled, target, sources)
+
+
+def _best_schedule(
+    database: Database | None, wl: IRModule, target: Target, name: str
+) -> Schedule | None:
+    """The best record's trace replayed on ``wl`` itself (so that a record found by
+    anchor-block equality applies to this function), or None."""
+    if database is None:
+        return None
+    record = database.query_tuning_record(wl, target, workload_name="main")
+    if record is None:
+        return None
+    sch = Schedule(wl)
+    try:
+        record.trace.apply_to_schedule(sch, remove_postproc=False)
+    except Exception as err:  # noqa: BLE001 - any replay failure means the same
+        logger.warning(
+            "compile_relax: the best record of %s does not replay on it (%s: %s); "
+            "using the default schedule",
+            name,
+            type(err).__name__,
+            err,
+        )
+        return None
+    return sch

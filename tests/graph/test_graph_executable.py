@@ -1,0 +1,96 @@
+"""The executable: memory planning, profile, export_library / load."""
+
+import numpy as np
+import pytest
+
+from metaschedule import graph
+from metaschedule import relax_integration as ri
+from metaschedule.graph import GraphBuilder
+
+
+def _chain(n=6):
+    """x -> (matmul + relu) x n: every intermediate can reuse a freed buffer."""
+    rng = np.random.default_rng(0)
+    b = GraphBuilder()
+    y = b.input("x", (4, 16))
+    for i in range(n):
+        w = b.const((rng.standard_normal((16, 16)) * 0.3).astype("float32"), f"w{i}")
+        y = b.call("relu", [b.call("matmul", [y, w])])
+    y = b.call("reshape", [y], shape=(8, 8))
+    return b.finish([y]), rng
+
+
+@pytest.mark.compiler
+def test_memory_plan_reuses_buffers_and_results_are_right():
+    f, rng = _chain()
+    exe = ri.compile_relax(None, f, "llvm", None)
+    # six kernel outputs, a zero-copy reshape; two blocks alternate
+    assert len(exe.steps) == 7 and exe.steps[-1].func is None
+    assert len(exe.plan.sizes) == 2
+    x = rng.standard_normal((4, 16)).astype("float32")
+    want = graph.interpret(f, x)[0]
+    got = exe(x=x)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    got2 = exe(x=x * 2)  # the first result is a copy, not a view of the pool
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert not np.allclose(got2, got)
+
+
+@pytest.mark.compiler
+def test_export_library_and_load_round_trip(tmp_path):
+    f, rng = _chain(3)
+    exe = ri.compile_relax(None, f, "llvm", None)
+    path = exe.export_library(tmp_path / "model.ms")
+    loaded = graph.load(path)
+    x = rng.standard_normal((4, 16)).astype("float32")
+    np.testing.assert_array_equal(loaded(x), exe(x))
+    assert loaded.function_names == exe.function_names
+
+
+@pytest.mark.compiler
+def test_profile_reports_every_step():
+    f, rng = _chain(2)
+    exe = ri.compile_relax(None, f, "llvm", None)
+    report = exe.profile(rng.standard_normal((4, 16)).astype("float32"), number=3)
+    assert [r.func for r in report][:2] == ["fused_matmul_relu"] * 2
+    assert all(r.mean_ms >= 0 for r in report)
+    assert abs(sum(r.percent for r in report) - 100) < 1e-6
+    assert "fused_matmul_relu" in str(report) and "total" in str(report)
+
+
+@pytest.mark.compiler
+def test_default_schedule_is_parallel_and_vectorized():
+    f, _ = _chain(1)
+    model = graph.lower_model(f)
+    sch = graph.default_schedule(model.funcs["fused_matmul_relu"], "llvm")
+    text = sch.mod["main"].script()
+    assert "T.parallel" in text and "T.vectorized" in text
+
+
+def test_prepack_weights_applies_the_functions_index_map():
+    import dataclasses
+
+    from metaschedule import te
+    from metaschedule.graph.build import prepack_weights
+    from metaschedule.graph.lower import Step
+    from metaschedule.schedule.primitives.layout import IndexMap
+
+    # a function that wants its weight [8, 6] as [2, 6, 4] (rows split by 4, moved inside)
+    a = te.placeholder((3, 8), "float32", "a")
+    wp = te.placeholder((2, 6, 4), "float32", "w_packed")
+    k = te.reduce_axis((0, 8), "k")
+    c = te.compute((3, 6), lambda i, j: te.sum(a[i, k] * wp[k // 4, j, k % 4], axis=k), name="c")
+    func = te.create_prim_func([a, wp, c])
+    imap = IndexMap.from_func(lambda i, j: (i // 4, j, i % 4))
+    func = dataclasses.replace(func, attrs={**func.attrs, "layout_free_buffers": {1: imap}})
+    w = np.arange(48, dtype="float32").reshape(8, 6)
+    steps, consts = prepack_weights(
+        [Step("f", ("x", "w"), "y", ("matmul",))], {"f": func}, {"w": w}
+    )
+    packed = consts[steps[0].args[1]]
+    assert packed.shape == (2, 6, 4)
+    np.testing.assert_array_equal(packed, w.reshape(2, 4, 6).transpose(0, 2, 1))
+    with pytest.raises(ValueError, match="no index map"):
+        prepack_weights(
+            [Step("f", ("x", "w"), "y", ())], {"f": dataclasses.replace(func, attrs={})}, {"w": w}
+        )

@@ -1,0 +1,166 @@
+"""from_onnx: models built with onnx.helper, compiled untuned, against onnxruntime."""
+
+import graph_onnx_models as models
+import numpy as np
+import pytest
+
+from metaschedule import graph
+from metaschedule import relax_integration as ri
+from metaschedule.graph import UnsupportedOperatorError
+
+onnx = pytest.importorskip("onnx")
+
+
+def _ort(model, feeds):
+    ort = pytest.importorskip("onnxruntime")
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)
+
+
+def _input(model, seed=0):
+    dims = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    return np.random.default_rng(seed).standard_normal(dims).astype("float32")
+
+
+@pytest.mark.compiler
+@pytest.mark.parametrize("make", [models.mlp, models.cnn, models.transformer])
+def test_compile_untuned_matches_onnxruntime(make):
+    model = make(onnx)
+    x = _input(model)
+    ref = _ort(model, {"x": x})[0]
+    f = graph.from_onnx(model)
+    np.testing.assert_allclose(graph.interpret(f, x)[0], ref, rtol=1e-4, atol=1e-5)
+    exe = ri.compile_relax(None, f, "llvm", None)
+    np.testing.assert_allclose(exe(x=x), ref, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(exe.run(x), ref, rtol=1e-4, atol=1e-5)
+
+
+def test_cnn_imports_folded_and_fused():
+    f = graph.from_onnx(models.cnn(onnx))
+    assert "BatchNormalization" not in f.script()
+    names = [t.task_name for t in ri.extract_tasks(f, "llvm")]
+    # batch norm folded into the conv weights; bias + activation fused into each conv
+    assert names == [
+        "fused_conv2d_add_relu",
+        "fused_conv2d_add_clip",
+        "fused_conv2d_add_relu_1",
+        "max_pool2d",
+        "global_avg_pool2d",
+        "fused_matmul_add",
+    ]
+
+
+def test_shape_arithmetic_is_folded():
+    f = graph.from_onnx(models.transformer(onnx))
+    ops = {c.op for c in f.calls}
+    assert not ops & {"take", "concat"}  # Shape/Gather/Concat became constants
+    assert "layer_norm" in ops
+    # the exporters' erf form of GELU is one call, fused with the matmul and bias before it
+    opt = {c.op for c in graph.optimize(f).calls}
+    assert "erf" not in opt and "gelu" in opt
+    assert "fused_matmul_add_gelu" in [t.task_name for t in ri.extract_tasks(f, "llvm")]
+
+
+def test_unsupported_operator_names_op_node_and_opset(tmp_path):
+    from onnx import helper
+
+    node = helper.make_node("Hardmax", ["x"], ["y"], name="the_hardmax")
+    g = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 3])],
+    )
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 15)])
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    with pytest.raises(
+        UnsupportedOperatorError, match=r"Hardmax \(node 'the_hardmax', opset 15\) is not supported"
+    ):
+        graph.from_onnx(str(path))
+
+
+def _zoo():
+    """Operators the three models do not use, in one graph."""
+    from onnx import helper, numpy_helper
+
+    rng = np.random.default_rng(3)
+    inits = {
+        "wt": (rng.standard_normal((4, 3, 3, 3)) * 0.3).astype("float32"),
+        "bt": rng.standard_normal(3).astype("float32"),
+        "starts": np.array([1, 0], np.int64),
+        "ends": np.array([5, 9], np.int64),
+        "axes": np.array([2, 3], np.int64),
+        "steps": np.array([1, 2], np.int64),
+        "eshape": np.array([2, 3, 1, 1], np.int64),
+        "idx": np.array([[0, 2], [1, 1]], np.int64),
+        "zero": np.float32(0.0),
+        "three": np.float32(3.0),
+        "ax0": np.array([0], np.int64),
+    }
+    n = [
+        helper.make_node(
+            "ConvTranspose",
+            ["x", "wt", "bt"],
+            ["ct"],
+            strides=[2, 2],
+            pads=[1, 1, 1, 1],
+            output_padding=[1, 1],
+        ),  # [1,3,8,8]
+        helper.make_node(
+            "AveragePool",
+            ["ct"],
+            ["ap"],
+            kernel_shape=[3, 3],
+            strides=[2, 2],
+            pads=[1, 1, 1, 1],
+            ceil_mode=1,
+        ),  # [1,3,5,5]
+        helper.make_node("HardSwish", ["ap"], ["hs"]),
+        helper.make_node("Sigmoid", ["ct"], ["sg"]),
+        helper.make_node("Slice", ["sg", "starts", "ends", "axes", "steps"], ["sl"]),  # [1,3,4,4]
+        helper.make_node("Tanh", ["sl"], ["th"]),
+        helper.make_node("Expand", ["th", "eshape"], ["ex"]),  # [2,3,4,4]
+        helper.make_node("Greater", ["ex", "zero"], ["gt"])
+        if False
+        else helper.make_node("Cast", ["ex"], ["ci"], to=onnx.TensorProto.INT32),
+        helper.make_node("Cast", ["ci"], ["cf"], to=onnx.TensorProto.FLOAT),
+        helper.make_node("Cast", ["ci"], ["cb"], to=onnx.TensorProto.BOOL),
+        helper.make_node("Where", ["cb", "ex", "three"], ["wh"]),
+        helper.make_node("ReduceSum", ["wh", "ax0"], ["rs"], keepdims=0),  # [3,4,4]
+        helper.make_node("ReduceMax", ["rs"], ["rm"], axes=[2], keepdims=1),  # [3,4,1]
+        helper.make_node("Squeeze", ["rm"], ["sq"]),  # [3,4]
+        helper.make_node("Gather", ["sq", "idx"], ["ga"], axis=1),  # [3,2,2]
+        helper.make_node("Unsqueeze", ["ga", "ax0"], ["us"]),  # [1,3,2,2]
+        helper.make_node("Concat", ["us", "us"], ["cc"], axis=3),  # [1,3,2,4]
+        helper.make_node("Sub", ["cc", "three"], ["sb"]),
+        helper.make_node("Pow", ["sb", "three"], ["pw"]),
+        helper.make_node("Softmax", ["hs"], ["sm"], axis=1),
+    ]
+    g = helper.make_graph(
+        n,
+        "zoo",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 4, 4, 4])],
+        [
+            helper.make_tensor_value_info("pw", onnx.TensorProto.FLOAT, [1, 3, 2, 4]),
+            helper.make_tensor_value_info("sm", onnx.TensorProto.FLOAT, [1, 3, 5, 5]),
+            helper.make_tensor_value_info("cf", onnx.TensorProto.FLOAT, [2, 3, 4, 4]),
+        ],
+        [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()],
+    )
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+@pytest.mark.compiler
+def test_operator_zoo_matches_onnxruntime():
+    model = _zoo()
+    x = np.random.default_rng(0).standard_normal((1, 4, 4, 4)).astype("float32")
+    refs = _ort(model, {"x": x})
+    f = graph.from_onnx(model)
+    for got, ref in zip(graph.interpret(f, x), refs):
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+    outs = ri.compile_relax(None, f, "llvm", None)(x)
+    for got, ref in zip(outs, refs):
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)

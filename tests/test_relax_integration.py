@@ -1,0 +1,147 @@
+"""relax_integration: extract_tasks, tune_relax, compile_relax over graph functions."""
+
+import logging
+
+import numpy as np
+import pytest
+
+import metaschedule as ms
+from metaschedule import graph
+from metaschedule import relax_integration as ri
+from metaschedule.graph import GraphBuilder
+
+
+def _mlp(layers=3, width=16):
+    """A model with repeated identical layers: one task of weight ``layers - 1``."""
+    rng = np.random.default_rng(0)
+    b = GraphBuilder()
+    y = b.input("x", (4, 8))
+    w = b.const((rng.standard_normal((8, width)) * 0.3).astype("float32"), "w_in")
+    y = b.call("relu", [b.call("matmul", [y, w])])
+    for i in range(layers - 1):
+        w = b.const((rng.standard_normal((width, width)) * 0.3).astype("float32"), f"w{i}")
+        bias = b.const(rng.standard_normal(width).astype("float32"), f"b{i}")
+        y = b.call("relu", [b.call("add", [b.call("matmul", [y, w]), bias])])
+    return b.finish([y]), rng
+
+
+@pytest.fixture(scope="module")
+def runner():
+    config = ms.runner.EvaluatorConfig(number=1, repeat=1, min_repeat_ms=0)
+    with ms.runner.LocalRunner(timeout_sec=30, evaluator_config=config) as r:
+        yield r
+
+
+@pytest.fixture(scope="module")
+def builder():
+    with ms.builder.LocalBuilder(max_workers=2, timeout_sec=120) as b:
+        yield b
+
+
+def _quick(**kw):
+    """Tuning arguments that keep a test short: tiny search, one measurement each."""
+    return dict(num_trials_per_iter=4, cost_model="random", strategy="replay-trace", seed=0, **kw)
+
+
+def test_extract_tasks_deduplicates_with_weights():
+    f, _ = _mlp()
+    tasks = ri.extract_tasks(f, "llvm")
+    assert [(t.task_name, t.weight) for t in tasks] == [
+        ("fused_matmul_relu", 1),
+        ("fused_matmul_add_relu", 2),
+    ]
+    t = tasks[1]
+    assert isinstance(t, ms.ExtractedTask) and list(t.mod) == ["main"]
+    assert t.target.kind == "cpu" and t.dispatched == [t.mod]
+
+
+def test_extract_tasks_params_bind_inputs():
+    b = GraphBuilder()
+    x = b.input("x", (2, 4))
+    w = b.input("w", (4, 4))
+    f = b.finish([b.call("matmul", [x, w])])
+    tasks = ri.extract_tasks(f, "llvm", params={"w": np.eye(4, dtype="float32")})
+    assert [t.task_name for t in tasks] == ["matmul"]
+    assert [p.name for p in tasks[0].mod["main"].params][:1] == ["p0"]
+    with pytest.raises(ValueError, match="not inputs"):
+        ri.extract_tasks(f, "llvm", params={"v": np.eye(4, dtype="float32")})
+
+
+def test_extracted_tasks_to_tune_contexts():
+    f, _ = _mlp()
+    tasks = ri.extract_tasks(f, "llvm")
+    contexts, weights = ri.extracted_tasks_to_tune_contexts(tasks, "unused", seed=3)
+    assert weights == [1.0, 2.0]
+    assert [c.task_name for c in contexts] == [t.task_name for t in tasks]
+    assert all(isinstance(c, ms.TuneContext) and c.space_generator is not None for c in contexts)
+    assert contexts[0].space_generator is not contexts[1].space_generator
+
+
+def test_tune_relax_rejects_unknown_op_names(tmp_path):
+    f, _ = _mlp()
+    with pytest.raises(ValueError, match="match no task; the tasks are fused_matmul_relu"):
+        ri.tune_relax(f, None, "llvm", str(tmp_path), 8, op_names=["conv2d"])
+
+
+@pytest.mark.compiler
+def test_compile_relax_warns_per_function_without_records(caplog):
+    f, _ = _mlp()
+    db = ms.Database.create("memory")
+    with caplog.at_level(logging.WARNING, logger="metaschedule.relax_integration"):
+        ri.compile_relax(db, f, "llvm", None, enable_warning=True)
+    msgs = [r.getMessage() for r in caplog.records]
+    assert len(msgs) == 2 and "fused_matmul_relu" in msgs[0]
+
+
+@pytest.mark.compiler
+@pytest.mark.slow
+def test_tune_compile_save_load_run(tmp_path, builder, runner):
+    f, rng = _mlp()
+    work = str(tmp_path / "work")
+    db = ri.tune_relax(
+        f,
+        None,
+        "llvm",
+        work,
+        max_trials_global=8,
+        max_trials_per_task=4,
+        **_quick(builder=builder, runner=runner),
+    )
+    tasks = ri.extract_tasks(f, "llvm")
+    for t in tasks:
+        assert db.query_tuning_record(t.mod, t.target) is not None, t.task_name
+    exe = ri.compile_relax(db, f, "llvm", None)
+    # the compiled functions are the database's best schedules, not the default ones
+    assert exe.sources == {t.task_name: "database" for t in tasks}
+    x = rng.standard_normal((4, 8)).astype("float32")
+    want = graph.interpret(f, x)[0]
+    np.testing.assert_allclose(exe(x), want, rtol=1e-5, atol=1e-5)
+    path = exe.export_library(tmp_path / "mlp.ms")
+    np.testing.assert_allclose(graph.load(path)(x=x), want, rtol=1e-5, atol=1e-5)
+    # reusing the logs: a reloaded database compiles the same model without measuring
+    again = ri.compile_relax(ms.Database.create("json", work_dir=work), f, "llvm", None)
+    assert again.module.path == exe.module.path  # the kernel cache served the library
+    assert again.sources == exe.sources
+    np.testing.assert_allclose(again(x), want, rtol=1e-5, atol=1e-5)
+
+
+def test_tune_relax_op_names_tunes_a_subset(tmp_path):
+    from metaschedule.testing.dummy_object import DummyBuilder, DummyRunner
+
+    f, _ = _mlp()
+    runner = DummyRunner()
+    db = ri.tune_relax(
+        f,
+        None,
+        "llvm",
+        str(tmp_path),
+        max_trials_global=4,
+        max_trials_per_task=4,
+        op_names=["add"],
+        database="memory",
+        **_quick(builder=DummyBuilder(), runner=runner),
+    )
+    assert len(runner.inputs) == 4
+    tasks = ri.extract_tasks(f, "llvm")
+    assert db.query_tuning_record(tasks[1].mod, tasks[1].target) is not None
+    assert db.query_tuning_record(tasks[0].mod, tasks[0].target) is None
