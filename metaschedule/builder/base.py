@@ -53,11 +53,12 @@ class Builder(ABC):
         """Build every input; one result per input, in order. Failures are results too."""
 
     @staticmethod
-    def create(kind: Literal["local"] = "local", *args, **kwargs) -> Builder:
-        """Create a builder of the given kind ("local")."""
+    def create(kind: Literal["local", "dask"] = "local", *args, **kwargs) -> Builder:
+        """Create a builder of the given kind ("local", "dask")."""
+        from .dask_builder import DaskBuilder
         from .local_builder import LocalBuilder
 
-        kinds = {"local": LocalBuilder}
+        kinds = {"local": LocalBuilder, "dask": DaskBuilder}
         if kind not in kinds:
             raise ValueError(f"unknown builder kind {kind!r}; expected one of: {', '.join(kinds)}")
         return kinds[kind](*args, **kwargs)

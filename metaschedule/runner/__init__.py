@@ -10,6 +10,9 @@ from .base import (
     create,
 )
 from .config import EvaluatorConfig
+from .rpc_config import RPCConfig
+from .rpc_host import RPCSession
+from .rpc_runner import RPCRunner, RPCRunnerFuture
 from .local_runner import (
     LocalRunner,
     LocalRunnerFuture,
@@ -24,6 +27,10 @@ __all__ = [
     "LocalRunnerFuture",
     "PyRunner",
     "PyRunnerFuture",
+    "RPCConfig",
+    "RPCRunner",
+    "RPCRunnerFuture",
+    "RPCSession",
     "Runner",
     "RunnerFuture",
     "RunnerInput",

@@ -106,11 +106,12 @@ class Runner(ABC):
         """Start measuring every input; return one future per input, in order, at once."""
 
     @staticmethod
-    def create(kind: Literal["local"] = "local", *args, **kwargs) -> Runner:
-        """Create a runner of the given kind ("local")."""
+    def create(kind: Literal["local", "rpc"] = "local", *args, **kwargs) -> Runner:
+        """Create a runner of the given kind ("local", "rpc")."""
         from .local_runner import LocalRunner
+        from .rpc_runner import RPCRunner
 
-        kinds = {"local": LocalRunner}
+        kinds = {"local": LocalRunner, "rpc": RPCRunner}
         if kind not in kinds:
             raise ValueError(f"unknown runner kind {kind!r}; expected one of: {', '.join(kinds)}")
         return kinds[kind](*args, **kwargs)
