@@ -31,7 +31,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import common  # noqa: E402
+import common
 
 
 def template(sch) -> None:
@@ -68,17 +68,32 @@ def tune(kind, runner, args, builder):
     with tempfile.TemporaryDirectory() as work_dir:
         start = time.perf_counter()
         with Profiler() as profiler:
-            db = tune_tir(matmul(args.size), "cpu", work_dir, args.trials,
-                          num_trials_per_iter=args.per_iter, space=template,
-                          strategy="replay-trace", cost_model="random", builder=builder,
-                          runner=runner, seed=0)
+            db = tune_tir(
+                matmul(args.size),
+                "cpu",
+                work_dir,
+                args.trials,
+                num_trials_per_iter=args.per_iter,
+                space=template,
+                strategy="replay-trace",
+                cost_model="random",
+                builder=builder,
+                runner=runner,
+                seed=0,
+            )
         wall = time.perf_counter() - start
         records = db.get_all_tuning_records()
     valid = sum(r.is_valid for r in records)
     runner_secs = profiler.get().get("Runner", 0.0)
-    return {"runner": kind, "trials": len(records), "valid": valid, "wall_s": wall,
-            "runner_s": runner_secs, "runner_ms_per_candidate": 1e3 * runner_secs / len(records),
-            "best_us": 1e6 * min(r.mean_run_sec for r in records if r.is_valid)}
+    return {
+        "runner": kind,
+        "trials": len(records),
+        "valid": valid,
+        "wall_s": wall,
+        "runner_s": runner_secs,
+        "runner_ms_per_candidate": 1e3 * runner_secs / len(records),
+        "best_us": 1e6 * min(r.mean_run_sec for r in records if r.is_valid),
+    }
 
 
 def micro(kind, runner, inputs, singles):
@@ -92,10 +107,14 @@ def micro(kind, runner, inputs, singles):
         f.result()
         latencies.append(time.perf_counter() - t)
     kernel = sum(sum(r.run_secs) for r in results if r.run_secs)
-    return {"runner": kind, "candidates": len(inputs), "errors": sum(bool(r.error_msg) for r in results),
-            "batch_ms_per_candidate": 1e3 * batch / len(inputs),
-            "kernel_ms_per_candidate": 1e3 * kernel / len(inputs),
-            "single_latency_ms_median": 1e3 * statistics.median(latencies)}
+    return {
+        "runner": kind,
+        "candidates": len(inputs),
+        "errors": sum(bool(r.error_msg) for r in results),
+        "batch_ms_per_candidate": 1e3 * batch / len(inputs),
+        "kernel_ms_per_candidate": 1e3 * kernel / len(inputs),
+        "single_latency_ms_median": 1e3 * statistics.median(latencies),
+    }
 
 
 def prebuilt_inputs(args, builder):
@@ -134,8 +153,12 @@ def parse_args(argv):
     p.add_argument("--per-iter", type=int, default=8, help="num_trials_per_iter")
     p.add_argument("--micro", type=int, default=32, help="prebuilt candidates for the micro run")
     p.add_argument("--singles", type=int, default=8, help="one-at-a-time round trips timed")
-    p.add_argument("--rounds", type=int, default=3,
-                   help="interleaved rounds (local, dask, local, ...); medians are reported")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="interleaved rounds (local, dask, local, ...); medians are reported",
+    )
     p.add_argument("--scheduler", default=None, help="a Dask scheduler (default: in-process)")
     p.add_argument("--key", default="device-test", help="the measuring workers' resource")
     p.add_argument("--plain", action="store_true", help="plain-text table")
@@ -159,46 +182,91 @@ def main(argv=None) -> int:
                 with make() as runner:
                     for f in runner.run(inputs[:2]):  # warm up: connect, start processes
                         f.result()
-                    m, t = micro(kind, runner, inputs, args.singles), tune(kind, runner, args, builder)
+                    m, t = (
+                        micro(kind, runner, inputs, args.singles),
+                        tune(kind, runner, args, builder),
+                    )
                 rounds[kind].append((m, t))
-                print(f"round {i + 1}/{args.rounds} {kind}: tuning "
-                      f"{t['runner_ms_per_candidate']:.1f} ms/candidate, batch "
-                      f"{m['batch_ms_per_candidate']:.1f} ms/candidate", flush=True)
+                print(
+                    f"round {i + 1}/{args.rounds} {kind}: tuning "
+                    f"{t['runner_ms_per_candidate']:.1f} ms/candidate, batch "
+                    f"{m['batch_ms_per_candidate']:.1f} ms/candidate",
+                    flush=True,
+                )
     micro_rows = [_median([m for m, _ in rounds[kind]]) for kind in makers]
     tune_rows = [_median([t for _, t in rounds[kind]]) for kind in makers]
     local_t, dask_t = tune_rows
     local_m, dask_m = micro_rows
     extra = {
-        "tuning_ms_per_candidate": dask_t["runner_ms_per_candidate"] - local_t["runner_ms_per_candidate"],
-        "batch_ms_per_candidate": dask_m["batch_ms_per_candidate"] - local_m["batch_ms_per_candidate"],
-        "single_latency_ms": dask_m["single_latency_ms_median"] - local_m["single_latency_ms_median"],
+        "tuning_ms_per_candidate": dask_t["runner_ms_per_candidate"]
+        - local_t["runner_ms_per_candidate"],
+        "batch_ms_per_candidate": dask_m["batch_ms_per_candidate"]
+        - local_m["batch_ms_per_candidate"],
+        "single_latency_ms": dask_m["single_latency_ms_median"]
+        - local_m["single_latency_ms_median"],
     }
     rows = [
-        [f"tune_tir {args.trials} trials: Runner ms/candidate", local_t["runner_ms_per_candidate"],
-         dask_t["runner_ms_per_candidate"], extra["tuning_ms_per_candidate"]],
-        ["tune_tir: wall s", local_t["wall_s"], dask_t["wall_s"], dask_t["wall_s"] - local_t["wall_s"]],
-        [f"batch of {len(inputs)}: ms/candidate", local_m["batch_ms_per_candidate"],
-         dask_m["batch_ms_per_candidate"], extra["batch_ms_per_candidate"]],
-        ["one candidate: round trip ms (median)", local_m["single_latency_ms_median"],
-         dask_m["single_latency_ms_median"], extra["single_latency_ms"]],
-        ["kernel time inside, ms/candidate", local_m["kernel_ms_per_candidate"],
-         dask_m["kernel_ms_per_candidate"], ""],
+        [
+            f"tune_tir {args.trials} trials: Runner ms/candidate",
+            local_t["runner_ms_per_candidate"],
+            dask_t["runner_ms_per_candidate"],
+            extra["tuning_ms_per_candidate"],
+        ],
+        [
+            "tune_tir: wall s",
+            local_t["wall_s"],
+            dask_t["wall_s"],
+            dask_t["wall_s"] - local_t["wall_s"],
+        ],
+        [
+            f"batch of {len(inputs)}: ms/candidate",
+            local_m["batch_ms_per_candidate"],
+            dask_m["batch_ms_per_candidate"],
+            extra["batch_ms_per_candidate"],
+        ],
+        [
+            "one candidate: round trip ms (median)",
+            local_m["single_latency_ms_median"],
+            dask_m["single_latency_ms_median"],
+            extra["single_latency_ms"],
+        ],
+        [
+            "kernel time inside, ms/candidate",
+            local_m["kernel_ms_per_candidate"],
+            dask_m["kernel_ms_per_candidate"],
+            "",
+        ],
     ]
     common.print_table(
         f"Measuring overhead: LocalRunner vs RPCRunner on Dask ({config.address}, key "
         f"{config.tracker_key!r}), matmul {args.size}^3",
-        ["", "local", "dask", "dask - local"], rows,
-        notes=[*common.machine_lines(info),
-               "kernel timing: number=1 repeat=1 min_repeat_ms=0, so these are overheads",
-               f"medians of {args.rounds} interleaved rounds; the machine may be shared",
-               f"valid records: local {local_t['valid']}/{local_t['trials']}, "
-               f"dask {dask_t['valid']}/{dask_t['trials']}"],
-        plain=args.plain)
-    path = common.write_json("rpc_overhead", {
-        "machine": info, "scheduler": config.address, "key": config.tracker_key,
-        "size": args.size, "tuning": tune_rows, "micro": micro_rows,
-        "rounds": {k: [{"micro": m, "tuning": t} for m, t in v] for k, v in rounds.items()},
-        "dask_minus_local": extra}, args.json)
+        ["", "local", "dask", "dask - local"],
+        rows,
+        notes=[
+            *common.machine_lines(info),
+            "kernel timing: number=1 repeat=1 min_repeat_ms=0, so these are overheads",
+            f"medians of {args.rounds} interleaved rounds; the machine may be shared",
+            (
+                f"valid records: local {local_t['valid']}/{local_t['trials']}, "
+                f"dask {dask_t['valid']}/{dask_t['trials']}"
+            ),
+        ],
+        plain=args.plain,
+    )
+    path = common.write_json(
+        "rpc_overhead",
+        {
+            "machine": info,
+            "scheduler": config.address,
+            "key": config.tracker_key,
+            "size": args.size,
+            "tuning": tune_rows,
+            "micro": micro_rows,
+            "rounds": {k: [{"micro": m, "tuning": t} for m, t in v] for k, v in rounds.items()},
+            "dask_minus_local": extra,
+        },
+        args.json,
+    )
     print(f"wrote {path}")
     return 0
 

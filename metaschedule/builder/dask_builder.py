@@ -14,6 +14,7 @@ import tempfile
 from typing import TYPE_CHECKING, Any
 
 from ..runner.rpc_config import RPCConfig, _connect
+from ..runner.rpc_host import prestart
 from ..utils import derived_object, resolve_function
 from .base import BuilderInput, BuilderResult, PyBuilder
 from .local_builder import T_BUILD, T_EXPORT, _worker_build, default_build
@@ -92,7 +93,8 @@ class DaskBuilder(PyBuilder):
     def build(self, build_inputs: list[BuilderInput]) -> list[BuilderResult]:
         if self._client is None:
             client = _connect(self.rpc_config)
-            if not self._workers(client):
+            workers = self._workers(client)
+            if not workers:
                 client.close()
                 raise RuntimeError(
                     f"DaskBuilder: no Dask worker at {self.rpc_config.address} offers the "
@@ -100,6 +102,7 @@ class DaskBuilder(PyBuilder):
                     f"{self.rpc_config.address} --nthreads 1"
                     + "".join(f' --resources "{k}={v}"' for k, v in self.resources.items())
                 )
+            client.run(prestart, workers=workers, wait=False)  # children start importing
             self._client = client
         futures = [
             self._client.submit(
@@ -123,14 +126,18 @@ class DaskBuilder(PyBuilder):
         return [
             address
             for address, worker in info.items()
-            if all((worker.get("resources") or {}).get(k, 0) >= v for k, v in self.resources.items())
+            if all(
+                (worker.get("resources") or {}).get(k, 0) >= v for k, v in self.resources.items()
+            )
         ]
 
     def _result(self, future: Any) -> BuilderResult:
         try:
             status, value = future.result()
         except Exception as err:  # noqa: BLE001 - e.g. KilledWorker: data for the tuner
-            return BuilderResult(None, f"DaskBuilder: the build task failed: {type(err).__name__}: {err}")
+            return BuilderResult(
+                None, f"DaskBuilder: the build task failed: {type(err).__name__}: {err}"
+            )
         if status != "ok":
             return BuilderResult(None, value)
         folder = tempfile.mkdtemp(prefix="metaschedule-build-")
@@ -151,4 +158,3 @@ class DaskBuilder(PyBuilder):
 
     def __exit__(self, *exc) -> None:
         self.close()
-

@@ -10,9 +10,6 @@ from .base import (
     create,
 )
 from .config import EvaluatorConfig
-from .rpc_config import RPCConfig
-from .rpc_host import RPCSession
-from .rpc_runner import RPCRunner, RPCRunnerFuture
 from .local_runner import (
     LocalRunner,
     LocalRunnerFuture,
@@ -20,6 +17,9 @@ from .local_runner import (
     default_cleanup,
     default_run_evaluator,
 )
+from .rpc_config import RPCConfig
+from .rpc_host import RPCSession
+from .rpc_runner import RPCRunner, RPCRunnerFuture
 
 __all__ = [
     "EvaluatorConfig",

@@ -89,7 +89,9 @@ class RPCConfig(NamedTuple):
             try:
                 port = int(port)
             except ValueError:
-                raise ValueError(f"RPCConfig: tracker_port must be an integer, got {port!r}") from None
+                raise ValueError(
+                    f"RPCConfig: tracker_port must be an integer, got {port!r}"
+                ) from None
             if not 0 < port < 65536:
                 raise ValueError(f"RPCConfig: tracker_port out of range: {port}")
         if config.session_timeout_sec <= 0:
@@ -153,7 +155,7 @@ class RPCConfig(NamedTuple):
         except BaseException:
             client.close()
             raise
-        return RPCSession(config.tracker_key, worker=worker, client=client)
+        return RPCSession(str(config.tracker_key), worker=worker, client=client)
 
 
 def _connect(config: RPCConfig) -> Client:
@@ -164,9 +166,7 @@ def _connect(config: RPCConfig) -> Client:
             "measuring on a fleet needs dask.distributed: pip install 'metaschedule[dask]'"
         ) from err
     try:
-        return Client(
-            config.address, timeout=config.session_timeout_sec, set_as_default=False
-        )
+        return Client(config.address, timeout=config.session_timeout_sec, set_as_default=False)
     except (OSError, TimeoutError) as err:
         raise ConnectionError(
             f"RPCConfig: no Dask scheduler answers at {config.address} within "
@@ -186,7 +186,9 @@ def workers_with_key(client: Client, config: RPCConfig, wait_sec: float = 0.0) -
     deadline = time.monotonic() + wait_sec
     while True:
         info: dict[str, Any] = client.scheduler_info(n_workers=-1)["workers"]
-        found = sorted(a for a, w in info.items() if (w.get("resources") or {}).get(config.tracker_key))
+        found = sorted(
+            a for a, w in info.items() if (w.get("resources") or {}).get(config.tracker_key)
+        )
         if found or time.monotonic() >= deadline:
             break
         time.sleep(0.1)

@@ -2,11 +2,13 @@
 
 A Dask worker never runs a kernel (or a build) in its own process: a kernel that
 crashes would kill the worker, and one that hangs cannot be stopped from a thread.
-Instead each worker thread keeps one long-lived child Python process
-(:func:`call_isolated`), started on first use and fed requests over a pipe. A request
-that crashes or times out (SIGALRM at its default action, as in the local runner)
-kills only the child: the caller gets an error and the next request starts a new one.
-A child whose worker dies exits on its own (it watches its parent).
+Instead a worker keeps long-lived child Python processes (:func:`call_isolated`), one
+per request in flight, fed requests over pipes. A request that crashes or times out
+(SIGALRM at its default action, as in the local runner) kills only its child: the caller
+gets an error and a replacement starts at once, importing while the worker does other
+work (a child takes about as long to start as ``import metaschedule``);
+:func:`prestart` warms one up when a runner connects. A child whose worker dies exits on
+its own (it watches its parent).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ if TYPE_CHECKING:
 
     from ..runtime import Module
 
-__all__ = ["RPCSession", "call_isolated"]
+__all__ = ["RPCSession", "call_isolated", "prestart"]
 
 # A child is replaced after this many requests: every loaded library stays mapped.
 _MAX_REQUESTS_PER_CHILD = 256
@@ -105,7 +107,9 @@ class _Child:
     def __init__(self):
         req_r, req_w = os.pipe()
         res_r, res_w = os.pipe()
-        code = f"from metaschedule.runner.rpc_host import _child_main; _child_main({req_r}, {res_w})"
+        code = (
+            f"from metaschedule.runner.rpc_host import _child_main; _child_main({req_r}, {res_w})"
+        )
         self.proc = subprocess.Popen(
             [sys.executable, "-c", code], pass_fds=(req_r, res_w), stdin=subprocess.DEVNULL
         )
@@ -138,8 +142,34 @@ class _Child:
             self.proc.wait()
 
 
-_children: dict[int, _Child] = {}
-_children_lock = threading.Lock()
+_idle: list[_Child] = []  # started children waiting for a request
+_idle_lock = threading.Lock()
+
+
+def _take_child() -> _Child:
+    with _idle_lock:
+        while _idle:
+            child = _idle.pop()
+            if child.proc.poll() is None:
+                return child
+            child.close()
+    return _Child()
+
+
+def _give_back(child: _Child | None) -> None:
+    """Return a child to the idle list (None: start a replacement for a dead one)."""
+    with _idle_lock:
+        if child is not None or not _idle:
+            _idle.append(child if child is not None else _Child())
+
+
+async def prestart() -> None:
+    """Start an idle child now if there is none. Run on workers with
+    ``client.run(prestart, wait=False)``, which wants a coroutine; starting a process
+    takes milliseconds (its import then runs on its own)."""
+    with _idle_lock:
+        if not _idle:
+            _idle.append(_Child())
 
 
 def call_isolated(func: Any, args: tuple, what: str, timeout_sec: float | None = None) -> Any:
@@ -153,23 +183,20 @@ def call_isolated(func: Any, args: tuple, what: str, timeout_sec: float | None =
     import cloudpickle
 
     payload = cloudpickle.dumps((func, args))
-    tid = threading.get_ident()
-    with _children_lock:
-        child = _children.pop(tid, None)
-    if child is None or child.proc.poll() is not None:
-        child = _Child()
+    child = _take_child()
     reply = child.call(payload)
     if reply is None:
         child.close()
+        _give_back(None)  # the next request finds a child already importing
         code = child.proc.returncode
         if code == -signal.SIGALRM:
             return "error", f"{what}: timed out after {timeout_sec} s (the run was killed)"
         return "error", f"{what}: the run crashed (host process died: {describe_exit(code)})"
     if child.served >= _MAX_REQUESTS_PER_CHILD:
         child.close()
+        _give_back(None)
     else:
-        with _children_lock:
-            _children[tid] = child
+        _give_back(child)
     return cloudpickle.loads(reply)
 
 

@@ -20,6 +20,7 @@ waiting forever.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -34,7 +35,7 @@ from .base import PyRunner, RunnerFuture, RunnerInput, RunnerResult
 from .config import EvaluatorConfig
 from .local_runner import _Deadline, host_measurement_lock
 from .rpc_config import RPCConfig, _connect, workers_with_key
-from .rpc_host import RPCSession, call_isolated
+from .rpc_host import RPCSession, call_isolated, prestart
 
 if TYPE_CHECKING:
     from ..runtime import Module
@@ -70,7 +71,7 @@ _TOPIC = "metaschedule-rpc-start"
 # --------------------------------------------------------------------------- default hooks
 def default_create_session(rpc_config: RPCConfig) -> RPCSession:
     """The session of the host this runs on (inside a measurement)."""
-    return RPCSession(rpc_config.tracker_key, worker=os.environ.get("_MS_RPC_WORKER"))
+    return RPCSession(str(rpc_config.tracker_key), worker=os.environ.get("_MS_RPC_WORKER"))
 
 
 def default_upload_module(session: RPCSession, local_path: str, remote_path: str) -> Module:
@@ -113,6 +114,7 @@ _initialized: set[bytes] = set()  # initializers already run in this child proce
 
 
 def _measure_in_child(
+    worker_address: str,
     local_path: str,
     device_type: str,
     args_info: list,
@@ -129,6 +131,7 @@ def _measure_in_child(
     import cloudpickle
 
     f_create, f_upload, f_alloc, f_run, f_cleanup = hooks
+    os.environ["_MS_RPC_WORKER"] = worker_address  # for default_create_session
     deadline = _Deadline(float(rpc_config.session_timeout_sec))
     stage = "preparing the run"
     session = remote_path = None
@@ -146,7 +149,8 @@ def _measure_in_child(
         stage = "creating the session"
         session = create(rpc_config)
         remote_path = os.path.join(
-            tempfile.gettempdir(), f"metaschedule-rpc-{uuid.uuid4().hex}-{os.path.basename(local_path)}"
+            tempfile.gettempdir(),
+            f"metaschedule-rpc-{uuid.uuid4().hex}-{os.path.basename(local_path)}",
         )
         stage = "uploading the module"
         rt_mod = upload(session, local_path, remote_path)
@@ -168,10 +172,8 @@ def _measure_in_child(
         return "ok", [float(c) for c in costs]
     except Exception as err:  # noqa: BLE001 - every failure is data for the tuner
         if stage != "cleaning up" and remote_path is not None:
-            try:
+            with contextlib.suppress(Exception):  # the first error is the one to report
                 resolve_function(f_cleanup, default_cleanup, "f_cleanup")(session, remote_path)
-            except Exception:  # noqa: BLE001 - the first error is the one to report
-                pass
         return "error", (
             f"RPCRunner: failed while {stage}: {type(err).__name__}: {err}\n"
             f"Traceback on the measuring host:\n{traceback.format_exc()}"
@@ -186,14 +188,15 @@ def _measure_task(data: bytes, name: str, *args: Any) -> tuple[str, Any]:
 
     worker = get_worker()
     worker.log_event(_TOPIC, {"key": worker.get_current_task(), "worker": worker.address})
-    os.environ["_MS_RPC_WORKER"] = worker.address  # inherited by new child processes
     folder = tempfile.mkdtemp(prefix="metaschedule-rpc-stage-")
     try:
         local_path = os.path.join(folder, name)
         with open(local_path, "wb") as f:
             f.write(data)
         timeout = args[2].session_timeout_sec  # rpc_config
-        return call_isolated(_measure_in_child, (local_path, *args), "RPCRunner", timeout)
+        return call_isolated(
+            _measure_in_child, (worker.address, local_path, *args), "RPCRunner", timeout
+        )
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -211,7 +214,8 @@ class _Fleet:
         self.wakeups: dict[str, threading.Event] = {}
         self.last_seen_worker = time.monotonic()
         try:
-            workers_with_key(self.client, config, wait_sec=config.session_timeout_sec)
+            found = workers_with_key(self.client, config, wait_sec=config.session_timeout_sec)
+            self.client.run(prestart, workers=found, wait=False)  # import while we build
             self.client.subscribe_topic(_TOPIC, self._on_start)
             self.client.subscribe_topic("all", self._on_cluster_event)
         except BaseException:
@@ -394,7 +398,7 @@ class RPCRunner(PyRunner):
     def run(self, runner_inputs: list[RunnerInput]) -> list[RunnerFuture]:
         if self._fleet is None:
             self._fleet = _Fleet(self.rpc_config)
-        slots = []
+        slots: list[RunnerFuture] = []
         for inp in runner_inputs:
             slot = _Slot(self)
             try:
@@ -410,17 +414,19 @@ class RPCRunner(PyRunner):
 
     def _pump(self) -> None:
         """Submit queued inputs while fewer than ``max_workers`` are in flight."""
-        self._in_flight = [s for s in self._in_flight if not s.future.done()]
+        self._in_flight = [s for s in self._in_flight if not s.settled()]
         while self._queue and (self.max_workers is None or len(self._in_flight) < self.max_workers):
             inp, slot = self._queue.pop(0)
-            slot.future = self._submit(inp, slot.data)
-            slot.data = None
+            data, slot.data = slot.data or b"", None
+            slot.future = self._submit(inp, data)
             self._in_flight.append(slot)
 
     def _submit(self, inp: RunnerInput, data: bytes) -> RunnerFuture:
         import cloudpickle
 
         fleet = self._fleet
+        if fleet is None:
+            raise RuntimeError("RPCRunner: not connected (call run, not _submit)")
         key = f"metaschedule-measure-{uuid.uuid4().hex}"
         with fleet.lock:
             fleet.wakeups[key] = threading.Event()
@@ -453,7 +459,7 @@ class RPCRunner(PyRunner):
             slot.future = _Failed("RPCRunner: cancelled (the runner was closed)")
         self._queue.clear()
         for slot in self._in_flight:
-            if not slot.future.done():
+            if not slot.settled():
                 slot.future = _Failed("RPCRunner: cancelled (the runner was closed)")
         self._in_flight.clear()
         if self._fleet is not None:
@@ -482,15 +488,18 @@ class _Slot(RunnerFuture):
         self.future: RunnerFuture | None = None
         super().__init__(self.done, self.result)
 
+    def settled(self) -> bool:
+        return self.future is not None and self.future.done()
+
     def done(self) -> bool:
         if self.future is None:
             self.runner._pump()
-        return self.future is not None and self.future.done()
+        return self.settled()
 
     def result(self) -> RunnerResult:
         while self.future is None:
-            for slot in self.runner._in_flight:
-                slot.future.result()  # wait for one in flight, then submit more
-                break
+            waiting = next((s.future for s in self.runner._in_flight if s.future), None)
+            if waiting is not None:
+                waiting.result()  # wait for one in flight, then submit more
             self.runner._pump()
         return self.future.result()

@@ -67,7 +67,9 @@ def measuring_worker(client: Any, key: str = DEVICE_KEY, wait_sec: float = 30.0)
     return address, pid
 
 
-def slow_run_evaluator(session: Any, rt_mod: Any, device: str, config: Any, args: Any) -> list[float]:
+def slow_run_evaluator(
+    session: Any, rt_mod: Any, device: str, config: Any, args: Any
+) -> list[float]:
     """An RPC f_run_evaluator that sleeps 1 s before timing (room to kill its worker)."""
     import time
 
@@ -77,7 +79,9 @@ def slow_run_evaluator(session: Any, rt_mod: Any, device: str, config: Any, args
     return default_run_evaluator(session, rt_mod, device, config, args)
 
 
-def hanging_run_evaluator(session: Any, rt_mod: Any, device: str, config: Any, args: Any) -> list[float]:
+def hanging_run_evaluator(
+    session: Any, rt_mod: Any, device: str, config: Any, args: Any
+) -> list[float]:
     """An RPC f_run_evaluator that never returns (to test the per-measurement timeout)."""
     import time
 

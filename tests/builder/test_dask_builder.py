@@ -7,13 +7,13 @@ import pytest
 
 pytest.importorskip("distributed")
 
-from metaschedule.builder import Builder, BuilderInput, DaskBuilder  # noqa: E402
-from metaschedule.runtime import load_module  # noqa: E402
-from metaschedule.target import Target  # noqa: E402
-from metaschedule.testing import dask_cluster  # noqa: E402
-from metaschedule.testing.dummy_object import with_fault  # noqa: E402
-from metaschedule.testing.faulty_kernels import compile_error_kernel  # noqa: E402
-from metaschedule.testing.tuning_records import matmul  # noqa: E402
+from metaschedule.builder import Builder, BuilderInput, DaskBuilder
+from metaschedule.runtime import load_module
+from metaschedule.target import Target
+from metaschedule.testing import dask_cluster
+from metaschedule.testing.dummy_object import with_fault
+from metaschedule.testing.faulty_kernels import compile_error_kernel
+from metaschedule.testing.tuning_records import matmul
 
 pytestmark = [pytest.mark.compiler]
 
@@ -28,7 +28,10 @@ def test_builds_on_the_cluster_into_local_artifacts(config):
     with Builder.create("dask", config, timeout_sec=60) as builder:
         assert isinstance(builder, DaskBuilder)
         ok, bad = builder.build(
-            [BuilderInput(matmul(16), Target("cpu")), BuilderInput(compile_error_kernel(), Target("cpu"))]
+            [
+                BuilderInput(matmul(16), Target("cpu")),
+                BuilderInput(compile_error_kernel(), Target("cpu")),
+            ]
         )
     assert ok.error_msg is None and os.path.isfile(ok.artifact_path)
     assert os.path.basename(os.path.dirname(ok.artifact_path)).startswith("metaschedule-build-")
@@ -56,4 +59,6 @@ def test_a_build_that_crashes_or_hangs_fails_alone(config):
 
 def test_no_worker_with_the_resources_is_a_clear_error(config):
     with pytest.raises(RuntimeError, match='no Dask worker .* --resources "gpu-farm=1"'):
-        DaskBuilder(config, resources={"gpu-farm": 1}).build([BuilderInput(matmul(8), Target("cpu"))])
+        DaskBuilder(config, resources={"gpu-farm": 1}).build(
+            [BuilderInput(matmul(8), Target("cpu"))]
+        )

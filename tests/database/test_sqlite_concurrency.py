@@ -5,7 +5,7 @@ import subprocess
 import sys
 import textwrap
 
-from metaschedule.database import SQLiteDatabase, TuningRecord
+from metaschedule.database import SQLiteDatabase
 from metaschedule.testing.tuning_records import make_record, matmul
 
 WRITER = textwrap.dedent(

@@ -9,22 +9,22 @@ import pytest
 
 pytest.importorskip("distributed")
 
-from metaschedule.arg_info import ArgInfo  # noqa: E402
-from metaschedule.builder import BuilderInput, LocalBuilder  # noqa: E402
-from metaschedule.codegen import build  # noqa: E402
-from metaschedule.runner import (  # noqa: E402
+from metaschedule.arg_info import ArgInfo
+from metaschedule.builder import BuilderInput, LocalBuilder
+from metaschedule.codegen import build
+from metaschedule.runner import (
     EvaluatorConfig,
     RPCConfig,
     RPCRunner,
     Runner,
     RunnerInput,
 )
-from metaschedule.schedule import Schedule  # noqa: E402
-from metaschedule.target import Target  # noqa: E402
-from metaschedule.testing import dask_cluster  # noqa: E402
-from metaschedule.testing.faulty_kernels import segfault_kernel  # noqa: E402
-from metaschedule.testing.tuning_records import matmul  # noqa: E402
-from metaschedule.tir_integration import compile_tir, tune_tir  # noqa: E402
+from metaschedule.schedule import Schedule
+from metaschedule.target import Target
+from metaschedule.testing import dask_cluster
+from metaschedule.testing.faulty_kernels import segfault_kernel
+from metaschedule.testing.tuning_records import matmul
+from metaschedule.tir_integration import compile_tir, tune_tir
 
 FAST = EvaluatorConfig(number=2, repeat=2, min_repeat_ms=0)
 N = 32
@@ -59,7 +59,9 @@ def template(sch: Schedule) -> None:
 
 
 @pytest.mark.slow
-def test_tune_tir_with_runner_rpc_from_the_environment(fleet, tmp_path, monkeypatch):
+def test_tune_tir_with_rpc_runner_and_dask_builder_from_the_environment(
+    fleet, tmp_path, monkeypatch
+):
     config = dask_cluster.rpc_config()
     monkeypatch.setenv("MS_RPC_TRACKER_HOST", config.tracker_host)
     monkeypatch.setenv("TVM_TRACKER_PORT", str(config.tracker_port))  # TVM's name works too
@@ -67,8 +69,19 @@ def test_tune_tir_with_runner_rpc_from_the_environment(fleet, tmp_path, monkeypa
     runner = Runner.create("rpc")
     assert isinstance(runner, RPCRunner) and runner.rpc_config == config
     runner.close()
-    db = tune_tir(matmul(N), "cpu", str(tmp_path), 4, num_trials_per_iter=4, space=template,
-                  strategy="replay-trace", cost_model="random", runner="rpc", seed=0)
+    db = tune_tir(
+        matmul(N),
+        "cpu",
+        str(tmp_path),
+        4,
+        num_trials_per_iter=4,
+        space=template,
+        strategy="replay-trace",
+        cost_model="random",
+        builder="dask",
+        runner="rpc",
+        seed=0,
+    )
     records = db.get_all_tuning_records()
     assert len(records) == 4 and all(r.is_valid for r in records)
     sch = compile_tir(db, matmul(N), "cpu")
@@ -118,7 +131,9 @@ def test_killing_the_measuring_worker_fails_only_its_candidate(fleet, artifacts)
 
 def test_no_worker_with_the_key_is_a_clear_error(fleet, artifacts):
     config = dask_cluster.rpc_config(key="device-nowhere", session_timeout_sec=1)
-    with pytest.raises(RuntimeError, match="no Dask worker .* offers the resource 'device-nowhere'"):
+    with pytest.raises(
+        RuntimeError, match="no Dask worker .* offers the resource 'device-nowhere'"
+    ):
         config.connect_tracker()
     with pytest.raises(RuntimeError, match='--resources "device-nowhere=1"'):
         RPCRunner(config).run([artifacts["matmul"]])
@@ -131,8 +146,14 @@ def test_no_worker_with_the_key_is_a_clear_error(fleet, artifacts):
 
 
 def test_config_reads_the_environment_and_checks(monkeypatch):
-    for name in ("MS_RPC_TRACKER_HOST", "TVM_TRACKER_HOST", "MS_RPC_TRACKER_KEY",
-                 "TVM_TRACKER_KEY", "MS_RPC_TRACKER_PORT", "TVM_TRACKER_PORT"):
+    for name in (
+        "MS_RPC_TRACKER_HOST",
+        "TVM_TRACKER_HOST",
+        "MS_RPC_TRACKER_KEY",
+        "TVM_TRACKER_KEY",
+        "MS_RPC_TRACKER_PORT",
+        "TVM_TRACKER_PORT",
+    ):
         monkeypatch.delenv(name, raising=False)
     with pytest.raises(ValueError, match="tracker_host .*MS_RPC_TRACKER_HOST"):
         RPCRunner()
