@@ -14,8 +14,8 @@ Failures are results: a kernel that crashes, or runs past ``session_timeout_sec`
 child process. A worker that dies in the middle of a measurement (seen through the
 scheduler's ``remove-worker`` event and the task's own start event) fails that candidate
 only; the others stay queued and run when the worker is back or on other hosts. When no
-worker offers the key for ``session_timeout_sec``, pending candidates fail instead of
-waiting forever.
+worker offers the key for ``max(30, 3 * session_timeout_sec)`` seconds, pending
+candidates fail instead of waiting forever.
 """
 
 from __future__ import annotations
@@ -213,6 +213,8 @@ class _Fleet:
         self.lost: dict[str, str] = {}  # task key -> why it failed outside the task
         self.wakeups: dict[str, threading.Event] = {}
         self.last_seen_worker = time.monotonic()
+        # how long pending candidates wait for a worker with the key to come (back)
+        self.grace_sec = max(30.0, 3.0 * config.session_timeout_sec)
         try:
             found = workers_with_key(self.client, config, wait_sec=config.session_timeout_sec)
             self.client.run(prestart, workers=found, wait=False)  # import while we build
@@ -253,7 +255,7 @@ class _Fleet:
         try:
             workers_with_key(self.client, self.config, wait_sec=0.0)
         except (RuntimeError, OSError):
-            return time.monotonic() - self.last_seen_worker < self.config.session_timeout_sec
+            return time.monotonic() - self.last_seen_worker < self.grace_sec
         self.last_seen_worker = time.monotonic()
         return True
 
@@ -305,8 +307,8 @@ class RPCRunnerFuture(RunnerFuture):
                     return RunnerResult(
                         None,
                         f"RPCRunner: no Dask worker at {fleet.config.address} has offered the "
-                        f"resource {fleet.config.tracker_key!r} for "
-                        f"{fleet.config.session_timeout_sec} s; the candidate was not measured",
+                        f"resource {fleet.config.tracker_key!r} for {fleet.grace_sec:.0f} s; "
+                        "the candidate was not measured",
                     )
         if key in fleet.lost:
             return RunnerResult(None, fleet.lost[key])

@@ -166,3 +166,16 @@ def test_config_reads_the_environment_and_checks(monkeypatch):
         RPCConfig._normalized(RPCConfig("h", "x", "k"))
     with pytest.raises(ConnectionError, match="no Dask scheduler answers at tcp://127.0.0.1:9"):
         RPCConfig("127.0.0.1", 9, "k", session_timeout_sec=1).connect_tracker()
+
+
+def test_candidates_fail_when_no_worker_with_the_key_remains(fleet, artifacts):
+    with RPCRunner(dask_cluster.rpc_config(), FAST) as runner:
+        runner.run([])  # connected while the measuring worker is there
+        # ... which then "goes away": the candidates ask for a key no worker offers
+        gone = runner.rpc_config._replace(tracker_key="device-gone")
+        runner.rpc_config = runner._fleet.config = gone
+        runner._fleet.grace_sec = 0.5
+        start = time.time()
+        (result,) = (f.result() for f in runner.run([artifacts["matmul"]]))
+    assert "no Dask worker" in result.error_msg and "'device-gone'" in result.error_msg
+    assert time.time() - start < 30
