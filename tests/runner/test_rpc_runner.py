@@ -179,3 +179,16 @@ def test_candidates_fail_when_no_worker_with_the_key_remains(fleet, artifacts):
         (result,) = (f.result() for f in runner.run([artifacts["matmul"]]))
     assert "no Dask worker" in result.error_msg and "'device-gone'" in result.error_msg
     assert time.time() - start < 30
+
+
+def test_initializer_runs_once_per_host_process(fleet, artifacts, tmp_path):
+    marker = tmp_path / "initialized"
+
+    def initializer():  # a closure: hooks travel with cloudpickle
+        with open(marker, "a") as f:
+            f.write("x")
+
+    with RPCRunner(dask_cluster.rpc_config(), FAST, initializer=initializer) as runner:
+        results = [f.result() for f in runner.run([artifacts["matmul"]] * 3)]
+    assert all(r.error_msg is None for r in results)
+    assert marker.read_text() == "x"
