@@ -64,7 +64,9 @@ def tune_tasks(
         max_trials_global: candidates to measure in all.
         max_trials_per_task: candidates to measure per task (default: the global one).
         num_trials_per_iter: candidates per batch.
-        builder, runner: components, or "local" (created here and closed at the end).
+        builder, runner: components, or "local" (created here and closed at the end);
+            runner="rpc" measures on a Dask fleet: ``RPCRunner()``, whose RPCConfig comes
+            from MS_RPC_TRACKER_HOST/PORT/KEY (or TVM_TRACKER_HOST/PORT/KEY).
         database: a database, "json" (in ``work_dir``) or "memory".
         cost_model: a cost model, or "xgb", "mlp", "random".
         measure_callbacks: callbacks, one callback, or "default".

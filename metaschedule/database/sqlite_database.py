@@ -2,22 +2,34 @@
 
 The file is in WAL mode (readers never block the writer) with a busy timeout; every
 commit is one ``BEGIN IMMEDIATE`` transaction, so concurrent writers queue instead of
-failing, and a committed record survives the crash of its process. A connection is
-opened per process (a forked child opens its own).
+failing, and a committed record survives the crash of its process. A write that still
+meets a locked database (SQLite skips the busy handler in some cases, e.g. while another
+process recovers the WAL) is retried with backoff until ``timeout_sec``. A connection is
+opened per process (a forked child opens its own). Tuners on several machines may share
+the file where the file system gives SQLite working locks (a local disk, not NFS).
+
+No duplicates: finding or adding a workload happens inside the write transaction, so two
+processes never add the same workload twice; each record carries ``record_key`` (a hash
+of its workload row and its JSON) under a UNIQUE index and is written with ``INSERT OR
+IGNORE``, so committing the same record twice (from a retry, or from two tuners that
+share results) stores it once.
 
 Tables: ``workload(id, shash, json)`` and ``tuning_record(id, workload_id, mean_run_sec,
-json)``; ``mean_run_sec`` is NULL for a record without a valid run time, and an index on
+json, record_key)``; ``mean_run_sec`` is NULL for a record without a valid run time, and an index on
 ``(workload_id, mean_run_sec)`` makes ``get_top_k`` a range scan. Records and workloads
 are stored in the same JSON as the JSON database.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
+import random
 import sqlite3
 import threading
+import time
 import warnings
 from typing import Any
 
@@ -44,6 +56,17 @@ CREATE TABLE IF NOT EXISTS tuning_record (
 );
 CREATE INDEX IF NOT EXISTS record_by_workload ON tuning_record (workload_id, mean_run_sec);
 """
+# Files written before record keys existed get the column; their old rows keep NULL
+# (NULLs never collide in a UNIQUE index).
+_RECORD_KEY_SCHEMA = """
+ALTER TABLE tuning_record ADD COLUMN record_key TEXT;
+"""
+_RECORD_KEY_INDEX = "CREATE UNIQUE INDEX IF NOT EXISTS record_by_key ON tuning_record (record_key)"
+
+
+def _is_busy(err: sqlite3.OperationalError) -> bool:
+    text = str(err).lower()
+    return "locked" in text or "busy" in text
 
 
 @register("database", "sqlite")
@@ -76,41 +99,74 @@ class SQLiteDatabase(PyDatabase):
         folder = os.path.dirname(os.path.abspath(self.path))
         os.makedirs(folder, exist_ok=True)
         with self._lock:
-            conn = self._connection()
-            with conn:
-                conn.executescript(_SCHEMA)
+            self._write(self._create_schema)
+
+    @staticmethod
+    def _create_schema(conn: sqlite3.Connection) -> None:
+        for statement in _SCHEMA.split(";"):
+            if statement.strip():
+                conn.execute(statement)
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(tuning_record)")}
+        if "record_key" not in columns:
+            conn.execute(_RECORD_KEY_SCHEMA)
+        conn.execute(_RECORD_KEY_INDEX)
 
     # connection ---------------------------------------------------------------------
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None or self._pid != os.getpid():
-            # isolation_level=None: we issue BEGIN ourselves; check_same_thread off and
-            # our own lock instead, so threads of one process share the connection.
-            conn = sqlite3.connect(
-                self.path, timeout=self.timeout_sec, isolation_level=None, check_same_thread=False
-            )
-            conn.execute(f"PRAGMA busy_timeout = {int(self.timeout_sec * 1000)}")
-            if conn.execute("PRAGMA journal_mode = WAL").fetchone()[0].lower() != "wal":
-                warnings.warn(f"{self.path}: SQLite refused WAL mode", RuntimeWarning, stacklevel=3)
-            conn.execute("PRAGMA synchronous = FULL")
-            self._conn, self._pid = conn, os.getpid()
+            self._conn = self._retry(self._open)
+            self._pid = os.getpid()
             self._workloads.clear()
             self._row_of.clear()
         return self._conn
 
-    def _write(self, sql_fn) -> Any:
-        """Run ``sql_fn(conn)`` inside one BEGIN IMMEDIATE transaction."""
-        with self._lock:
-            conn = self._connection()
-            conn.execute("BEGIN IMMEDIATE")
+    def _open(self) -> sqlite3.Connection:
+        # isolation_level=None: we issue BEGIN ourselves; check_same_thread off and
+        # our own lock instead, so threads of one process share the connection.
+        conn = sqlite3.connect(
+            self.path, timeout=self.timeout_sec, isolation_level=None, check_same_thread=False
+        )
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self.timeout_sec * 1000)}")
+            if conn.execute("PRAGMA journal_mode = WAL").fetchone()[0].lower() != "wal":
+                warnings.warn(f"{self.path}: SQLite refused WAL mode", RuntimeWarning, stacklevel=4)
+            conn.execute("PRAGMA synchronous = FULL")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _retry(self, fn) -> Any:
+        """Call ``fn()`` again while SQLite says the database is locked, until timeout."""
+        deadline = time.monotonic() + self.timeout_sec
+        delay = 0.005
+        while True:
             try:
-                result = sql_fn(conn)
-            except BaseException:
-                conn.execute("ROLLBACK")
-                self._workloads.clear()  # it may cache rows that were rolled back
-                self._row_of.clear()
-                raise
+                return fn()
+            except sqlite3.OperationalError as err:
+                if not _is_busy(err) or time.monotonic() + delay > deadline:
+                    raise
+            time.sleep(delay * (0.5 + random.random()))  # jitter: writers do not march in step
+            delay = min(delay * 2, 0.5)
+
+    def _write(self, sql_fn) -> Any:
+        """Run ``sql_fn(conn)`` inside one BEGIN IMMEDIATE transaction (retried if locked)."""
+        with self._lock:
+            return self._retry(lambda: self._transaction(sql_fn))
+
+    def _transaction(self, sql_fn) -> Any:
+        conn = self._connection()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            result = sql_fn(conn)
             conn.execute("COMMIT")
-            return result
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            self._workloads.clear()  # it may cache rows that were rolled back
+            self._row_of.clear()
+            raise
+        return result
 
     # workloads ------------------------------------------------------------------------
     def _workload(self, row_id: int, text: str | None = None) -> Workload:
@@ -164,13 +220,17 @@ class SQLiteDatabase(PyDatabase):
         return workload
 
     # database -------------------------------------------------------------------------
-    def has_workload(self, mod: IRModule) -> bool:
+    def _read(self, fn) -> Any:
+        """``fn(conn)`` for a query, retried if the file is locked (e.g. WAL recovery)."""
         with self._lock:
-            return self._find(self._connection(), mod) is not None
+            return self._retry(lambda: fn(self._connection()))
+
+    def has_workload(self, mod: IRModule) -> bool:
+        return self._read(lambda conn: self._find(conn, mod)) is not None
 
     def commit_workload(self, mod: IRModule) -> Workload:
         with self._lock:
-            found = self._find(self._connection(), mod)
+            found = self._read(lambda conn: self._find(conn, mod))
             if found is not None:
                 return found
             return self._write(lambda conn: self._get_or_add(conn, mod))
@@ -186,9 +246,12 @@ class SQLiteDatabase(PyDatabase):
                 or self._workloads.get(self._row_of[id(workload)]) is not workload
             ):
                 workload = self._get_or_add(conn, workload.mod)
+            row = self._row_of[id(workload)]
+            key = hashlib.sha256(f"{row}:{text}".encode()).hexdigest()
             conn.execute(
-                "INSERT INTO tuning_record (workload_id, mean_run_sec, json) VALUES (?, ?, ?)",
-                (self._row_of[id(workload)], None if math.isinf(mean) else mean, text),
+                "INSERT OR IGNORE INTO tuning_record (workload_id, mean_run_sec, json, record_key) "
+                "VALUES (?, ?, ?, ?)",
+                (row, None if math.isinf(mean) else mean, text, key),
             )
 
         self._write(insert)
@@ -205,31 +268,34 @@ class SQLiteDatabase(PyDatabase):
 
     def get_top_k(self, workload: Workload, top_k: int) -> list[TuningRecord]:
         check_top_k(top_k)
-        with self._lock:
-            conn = self._connection()
+
+        def query(conn: sqlite3.Connection) -> list:
             own = self._find(conn, workload.mod)
             if own is None or top_k == 0:
                 return []
-            rows = conn.execute(
+            return conn.execute(
                 "SELECT id, workload_id, json FROM tuning_record "
                 "WHERE workload_id = ? AND mean_run_sec IS NOT NULL "
                 "ORDER BY mean_run_sec, id LIMIT ?",
                 (self._row_of[id(own)], top_k),
             ).fetchall()
-            return self._records(rows)
+
+        with self._lock:
+            return self._records(self._read(query))
 
     def get_all_tuning_records(self) -> list[TuningRecord]:
         with self._lock:
-            rows = (
-                self._connection()
-                .execute("SELECT id, workload_id, json FROM tuning_record ORDER BY id")
-                .fetchall()
+            rows = self._read(
+                lambda conn: conn.execute(
+                    "SELECT id, workload_id, json FROM tuning_record ORDER BY id"
+                ).fetchall()
             )
             return self._records(rows)
 
     def __len__(self) -> int:
-        with self._lock:
-            return self._connection().execute("SELECT COUNT(*) FROM tuning_record").fetchone()[0]
+        return self._read(
+            lambda conn: conn.execute("SELECT COUNT(*) FROM tuning_record").fetchone()[0]
+        )
 
     def close(self) -> None:
         """Close this process's connection (a later call opens a new one)."""

@@ -17,6 +17,9 @@ from .local_runner import (
     default_cleanup,
     default_run_evaluator,
 )
+from .rpc_config import RPCConfig
+from .rpc_host import RPCSession
+from .rpc_runner import RPCRunner, RPCRunnerFuture
 
 __all__ = [
     "EvaluatorConfig",
@@ -24,6 +27,10 @@ __all__ = [
     "LocalRunnerFuture",
     "PyRunner",
     "PyRunnerFuture",
+    "RPCConfig",
+    "RPCRunner",
+    "RPCRunnerFuture",
+    "RPCSession",
     "Runner",
     "RunnerFuture",
     "RunnerInput",

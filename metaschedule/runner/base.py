@@ -109,8 +109,8 @@ class Runner(ABC):
         """Start measuring every input; return one future per input, in order, at once."""
 
     @staticmethod
-    def create(kind: Literal["local"] | str = "local", *args: Any, **kwargs: Any) -> Runner:
-        """Create a runner of a registered kind ("local"; see :mod:`metaschedule.registry`).
+    def create(kind: Literal["local", "rpc"] | str = "local", *args: Any, **kwargs: Any) -> Runner:
+        """Create a runner of a registered kind ("local", "rpc"; see :mod:`metaschedule.registry`).
 
         Raises:
             ValueError: an unknown kind (the message lists the known ones).

@@ -150,7 +150,7 @@ def test_create_and_argument_checks():
     assert isinstance(runner, LocalRunner) and runner.timeout_sec == 3
     assert runner.evaluator_config == EvaluatorConfig()
     with pytest.raises(ValueError, match="expected one of: local"):
-        Runner.create("rpc")
+        Runner.create("tracker")
     with pytest.raises(ValueError, match="alloc_repeat"):
         LocalRunner(alloc_repeat=0)
     with pytest.raises(ValueError, match="cannot be imported"):
