@@ -20,6 +20,7 @@ which every candidate failed to build or run; the other tasks go on.
 from __future__ import annotations
 
 import logging
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal, Union
@@ -117,6 +118,7 @@ class TaskScheduler(ABC):
                 task.ctx.pre_tuning(max_trials_per_task, num_trials_per_iter, spaces, database,
                                     cost_model)
         self._start_tuning()
+        self._progress("on_start")  # progress hook
         num_sent = 0
         while num_sent < max_trials_global:
             before = [t.is_terminated for t in self.tasks]
@@ -141,6 +143,7 @@ class TaskScheduler(ABC):
             self.terminate_task(task_id)
         for task in self.tasks:
             task.ctx.post_tuning()
+        self._progress("on_finish")  # progress hook
         self.logger.info("Tuning finished: %d trial(s)\n%s",
                          sum(t.num_trials for t in self.tasks), self.tuning_statistics())
 
@@ -180,6 +183,7 @@ class TaskScheduler(ABC):
             task.ctx.logger.info("Reached max_trials_per_task=%d", self.max_trials_per_task)
             self.terminate_task(task_id)
             return 0
+        self._progress("on_phase", task_id, "searching")  # progress hook
         with Profiler.timeit("SearchStrategy/GenerateCandidates"):
             candidates = task.ctx.generate_measure_candidates()
         if candidates is None:
@@ -197,8 +201,10 @@ class TaskScheduler(ABC):
             return 0
         task.empty_batches_in_a_row = 0
         task.measure_candidates = candidates
+        self._progress("on_phase", task_id, "building")  # progress hook
         task.builder_results = self._build(task.ctx, candidates)
         task.runner_futures = self._run(task.ctx, candidates, task.builder_results)
+        self._progress("on_phase", task_id, "measuring")  # progress hook
         task.trials_sent += len(candidates)
         return len(candidates)
 
@@ -238,11 +244,15 @@ class TaskScheduler(ABC):
             return []
         candidates, builder_results = task.measure_candidates, task.builder_results
         with Profiler.timeit("Runner"):
-            results = [f.result() for f in task.runner_futures]
+            results = []
+            for future in task.runner_futures:
+                results.append(future.result())
+                self._progress("on_result", task_id, _latency(results[-1]))  # progress hook
         task.measure_candidates = task.builder_results = task.runner_futures = None
         with Profiler.timeit("SearchStrategy/NotifyRunnerResults"):
             task.ctx.notify_runner_results(candidates, results)
         task.record_results(builder_results, results)
+        self._progress("on_batch", task_id)  # progress hook
         for callback in self.measure_callbacks:
             with Profiler.timeit(f"MeasureCallback/{type(callback).__name__}"):
                 callback.apply(self, task_id, candidates, builder_results, results)
@@ -282,8 +292,29 @@ class TaskScheduler(ABC):
 
     # ------------------------------------------------------------------ reporting
     def tuning_statistics(self) -> str:
-        """The statistics table (see :meth:`print_tuning_statistics`) as text."""
-        return statistics_table(self.tasks)
+        """The statistics table (see :meth:`print_tuning_statistics`) as text; the
+        latencies are the best over the whole database (earlier runs included)."""
+        return statistics_table(self.tasks, self._database_best())
+
+    def _database_best(self) -> list[float] | None:
+        """Per task, the best latency over the database and this run; None without one."""
+        if self.database is None:
+            return None
+        best = []
+        for task in self.tasks:
+            try:
+                record = self.database.query_tuning_record(task.ctx.mod, task.ctx.target)
+            except Exception:  # noqa: BLE001 - a custom database: this run's own best
+                record = None
+            best.append(min(task.best_latency,
+                            record.mean_run_sec if record is not None else math.inf))
+        return best
+
+    def _progress(self, event: str, *args) -> None:
+        """Tell the run's progress display (``logger.progress``, set by TuningLogs)."""
+        sink = getattr(self.logger, "progress", None)
+        if sink is not None:
+            getattr(sink, event)(self, *args)
 
     def print_tuning_statistics(self) -> None:
         """Print a table per task: FLOP, weight, speed (GFLOPS), best latency, weighted
@@ -339,6 +370,13 @@ class PyTaskScheduler(TaskScheduler):
 
 
 create = TaskScheduler.create
+
+
+def _latency(result: RunnerResult) -> float | None:
+    """The mean run time of a successful measurement, else None."""
+    if result.error_msg is not None or not result.run_secs:
+        return None
+    return sum(result.run_secs) / len(result.run_secs)
 
 
 def _failed_future(error_msg: str) -> RunnerFuture:
