@@ -30,8 +30,15 @@ class CLIError(Exception):
         self.usage = usage
 
 
-class Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    """Keeps the examples' line breaks, and shows defaults."""
+class Formatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps the examples' line breaks; shows the defaults that say something."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if ("default" not in text and action.default not in (None, False, argparse.SUPPRESS)
+                and action.option_strings):
+            text += " (default: %(default)s)"
+        return text
 
 
 class Parser(argparse.ArgumentParser):

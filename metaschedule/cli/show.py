@@ -7,7 +7,7 @@ import datetime
 import math
 import os
 
-from .common import CLIError, add_subcommand, non_negative_int
+from .common import SQLITE_SUFFIXES, CLIError, add_subcommand, non_negative_int
 
 EXAMPLES = """\
   metaschedule show runs/gmm                 # one line per workload
@@ -22,7 +22,8 @@ def register(sub, parents) -> None:
                        description="Print, per workload of a work folder, the best record: "
                        "latency, GFLOPS, trials and when it was measured.",
                        examples=EXAMPLES, parents=parents)
-    p.add_argument("work_dir", metavar="DIR", help="the --work-dir of a tuning run")
+    p.add_argument("work_dir", metavar="DIR", help="the --work-dir of a tuning run (or a "
+                   ".sqlite database file)")
     what = p.add_mutually_exclusive_group()
     what.add_argument("--trace", action="store_true",
                       help="also print the best schedule's trace (Python)")
@@ -38,8 +39,10 @@ def register(sub, parents) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..report.data import load_run
 
-    if not os.path.isdir(args.work_dir):
-        raise CLIError(f"{args.work_dir}: no such folder; give the --work-dir of a tuning run")
+    if not os.path.isdir(args.work_dir) and not (
+            os.path.isfile(args.work_dir) and args.work_dir.lower().endswith(SQLITE_SUFFIXES)):
+        raise CLIError(f"{args.work_dir}: no such folder; give the --work-dir of a tuning run "
+                       "or a SQLite database file")
     data = load_run(args.work_dir)
     if not data.workloads:
         raise CLIError(f"{args.work_dir}: no tuning records (is it the --work-dir of a run?)")

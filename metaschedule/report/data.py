@@ -20,6 +20,7 @@ from .measure_log import measure_log_path, read_measure_log
 __all__ = ["RunData", "WorkloadData", "describe_workload", "load_run"]
 
 PROFILE_PATH = os.path.join("logs", "profile.json")
+SQLITE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
 
 
 @dataclass
@@ -109,8 +110,9 @@ def describe_workload(mod) -> str:
 
 
 def load_run(work_dir: str) -> RunData:
-    """Read ``work_dir`` (see the module docstring)."""
-    from ..database import JSONDatabase
+    """Read ``work_dir`` (see the module docstring); a ``.sqlite``/``.db`` file gives its
+    records only."""
+    from ..database import JSONDatabase, SQLiteDatabase
     from ..database.json_database import TUNING_RECORD_FILE, WORKLOAD_FILE
     from ..flop_count import estimate_flops
 
@@ -121,11 +123,13 @@ def load_run(work_dir: str) -> RunData:
         if line.get("shash") is not None and line.get("task") not in (None, "main"):
             names[str(line["shash"])] = str(line["task"])
     workloads: list[WorkloadData] = []
-    if os.path.isfile(os.path.join(work_dir, WORKLOAD_FILE)):
+    is_sqlite = os.path.isfile(work_dir) and work_dir.lower().endswith(SQLITE_SUFFIXES)
+    if is_sqlite or os.path.isfile(os.path.join(work_dir, WORKLOAD_FILE)):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # a torn line of a live run
-            db = JSONDatabase(os.path.join(work_dir, WORKLOAD_FILE),
-                              os.path.join(work_dir, TUNING_RECORD_FILE), allow_missing=True)
+            db = SQLiteDatabase(work_dir) if is_sqlite else JSONDatabase(
+                os.path.join(work_dir, WORKLOAD_FILE),
+                os.path.join(work_dir, TUNING_RECORD_FILE), allow_missing=True)
             try:
                 records = db.get_all_tuning_records()
             finally:

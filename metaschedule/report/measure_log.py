@@ -133,7 +133,7 @@ def read_measure_log(path: str) -> list[dict[str, Any]]:
     try:
         with open(path, "rb") as f:
             data = f.read()
-    except FileNotFoundError:
+    except OSError:  # missing (no log yet), or not a folder
         return []
     out = []
     for raw in data.split(b"\n"):
