@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 import sys
 import threading
 import time
@@ -309,15 +310,18 @@ class TuningProgress(logging.Handler):
     def _watch(self) -> None:
         """Checks the measurement lock; prints the periodic lines when not live."""
         last_line = time.monotonic()
+        last_lock: list = [None, 0.0]
         while not self._stop.wait(1.0):
             with self._lock:
                 measuring = any(v.phase in ("measuring", "building") for v in self._tasks)
             msg = lock_wait_message() if measuring else None
             with self._lock:
-                if msg != self._lock_msg:
-                    self._lock_msg = msg
-                    if msg is not None and self._live is None:
-                        self._line(msg)
+                self._lock_msg = msg
+                key = None if msg is None else re.sub(r"process \d+ ", "", msg)
+                if key is not None and self._live is None and (
+                        key != last_lock[0] or time.monotonic() - last_lock[1] >= 60):
+                    last_lock[:] = [key, time.monotonic()]  # once per holder, or a minute
+                    self._line(msg)
                 if self._live is None and self._changed and (
                         time.monotonic() - last_line >= self.interval):
                     last_line = time.monotonic()
