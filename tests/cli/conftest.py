@@ -29,6 +29,12 @@ def run_cli(*args: str, cwd: str | None = None, timeout: float = 240):
 
 
 @pytest.fixture(scope="session")
+def cli():
+    """:func:`run_cli`."""
+    return run_cli
+
+
+@pytest.fixture(scope="session")
 def workload_file(tmp_path_factory) -> str:
     path = tmp_path_factory.mktemp("cli_workload") / "mm.py"
     path.write_text(WORKLOAD_FILE)

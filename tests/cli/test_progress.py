@@ -79,7 +79,7 @@ def test_log_records_are_printed():
 
     stream = io.StringIO()
     progress = TuningProgress(stream, live=False)
-    logger = logging.Logger("test_progress")
+    logger = logging.Logger("test_progress")  # noqa: LOG001 - not in the global table
     logger.addHandler(progress)
     logger.info("a batch of %d", 4)
     progress.close()
