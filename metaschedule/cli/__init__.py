@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
-                        help="print the traceback of an error, and debug logs")
+                        help="print the traceback of an error")
     parser = Parser(prog="metaschedule",
                     description="Tune tensor programs and look at the results: a Python "
                     "auto-tuner after TVM's MetaSchedule.", epilog="examples:\n" + EXAMPLES,

@@ -145,6 +145,49 @@ def _bench(args: argparse.Namespace) -> int:
 def _bench_model(args: argparse.Namespace) -> int:
     if not os.path.isfile(args.workload):
         raise CLIError(f"{args.workload}: no such model file")
-    _relax()
-    raise CLIError("bench of whole models is not wired yet: compile the model with "
-                   "'metaschedule compile' and time it from Python")
+    import numpy as np
+
+    from .common import open_database
+
+    graph, relax = _relax()
+    try:
+        import onnx
+    except ImportError:
+        raise CLIError("bench of an ONNX model needs the onnx package: pip install onnx") \
+            from None
+    database = open_database(args.database) if args.database else None
+    exe = relax.compile_relax(database, graph.from_onnx(args.workload), args.target, None)
+    model = onnx.load(args.workload)
+    initializers = {i.name for i in model.graph.initializer}
+    rng = np.random.default_rng(0)
+    inputs = {}
+    for value in model.graph.input:
+        if value.name in initializers:
+            continue
+        tensor = value.type.tensor_type
+        shape = [d.dim_value or 1 for d in tensor.shape.dim]
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type)
+        inputs[value.name] = rng.standard_normal(shape).astype(dtype)
+    ours = _best_of(lambda: exe(**inputs), args.number, args.repeat)
+    print(f"metaschedule ({'tuned' if database else 'untuned'}): {ours * 1e3:10.3f} ms")
+    try:
+        import onnxruntime
+    except ImportError:
+        print("onnxruntime is not installed: no reference timing")
+        return 0
+    session = onnxruntime.InferenceSession(args.workload, providers=["CPUExecutionProvider"])
+    ref = _best_of(lambda: session.run(None, inputs), args.number, args.repeat)
+    print(f"onnxruntime       : {ref * 1e3:10.3f} ms  (ours is {ref / ours:.2f}x its speed)")
+    return 0
+
+
+def _best_of(fn, number: int, repeat: int) -> float:
+    """The best mean seconds per call over ``repeat`` rounds of ``number`` calls."""
+    fn()  # warm up
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for _ in range(number):
+            fn()
+        best = min(best, (time.perf_counter() - start) / number)
+    return best

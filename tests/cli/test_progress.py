@@ -112,3 +112,22 @@ def test_lock_held_by_another_process_is_reported():
     finally:
         child.kill()
         child.wait()
+
+
+def test_statistics_table_shows_the_database_best():
+    from metaschedule.task_scheduler.task_record import statistics_table
+
+    class _Ctx:
+        mod = None
+        task_name = "mm"
+
+    from metaschedule.task_scheduler.task_record import TaskRecord
+
+    task = TaskRecord(_Ctx(), 1.0)
+    task.flop = 2e6
+    task.latencies = [204e-6]
+    table = statistics_table([task], [21e-6])
+    row = next(line for line in table.splitlines() if line.strip().startswith("0 |"))
+    assert "21.0000" in row and "95.2381" in row  # the database's best, 2e6 / 21 us
+    assert "this run's own best (us): #0 204.0000" in table
+    assert "own best" not in statistics_table([task])
