@@ -283,10 +283,10 @@ class TuningProgress(logging.Handler):
 
         with self._lock:
             elapsed = format_eta(time.monotonic() - self._start)
-            table = Table(box=None, pad_edge=False, show_edge=False,
-                          title=f"Tuning {len(self._tasks)} task(s): {self._measured()}/"
-                          f"{self._total} trials, elapsed {elapsed}, ETA {self._eta()}",
-                          title_justify="left")
+            title = Text(f"Tuning {len(self._tasks)} task(s): {self._measured()}/"
+                         f"{self._total} trials, elapsed {elapsed}, ETA {self._eta()}",
+                         style="bold")
+            table = Table(box=None, pad_edge=False, show_edge=False)
             for col, justify in (("#", "right"), ("task", "left"), ("trials", "right"),
                                  ("best GFLOPS", "right"), ("best us", "right"),
                                  ("now", "left"), ("ETA", "right")):
@@ -295,9 +295,10 @@ class TuningProgress(logging.Handler):
                 gflops, us = self._best(v)
                 table.add_row(str(i), v.name, f"{v.measured}/{min(self._per_task, self._total)}",
                               gflops, us, v.phase, self._eta(v))
+            lines = [title, table]
             if self._lock_msg:
-                return Group(table, Text(self._lock_msg, style="yellow"))
-            return table
+                lines.append(Text(self._lock_msg, style="yellow"))
+            return Group(*lines)
 
     def _print_plain(self) -> None:
         self._changed = False
