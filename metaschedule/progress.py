@@ -61,8 +61,10 @@ def lock_wait_message(own_pid: int | None = None) -> str | None:
     own_pid = os.getpid() if own_pid is None else own_pid
     if holder is None or _ancestors_include(holder, own_pid):
         return None
-    return (f"waiting for the host's measurement lock ({measurement_lock_path()}): process "
-            f"{holder} of '{_owner_command(holder)[:70]}' is measuring")
+    return (
+        f"waiting for the host's measurement lock ({measurement_lock_path()}): process "
+        f"{holder} of '{_owner_command(holder)[:70]}' is measuring"
+    )
 
 
 def _cmdline(pid: int) -> str:
@@ -115,8 +117,9 @@ class TuningProgress(logging.Handler):
         interval: seconds between the progress lines when not live.
     """
 
-    def __init__(self, stream: TextIO | None = None, *, live: bool | None = None,
-                 interval: float = 10.0) -> None:
+    def __init__(
+        self, stream: TextIO | None = None, *, live: bool | None = None, interval: float = 10.0
+    ) -> None:
         super().__init__(logging.INFO)
         self.setFormatter(logging.Formatter(_FORMAT, "%H:%M:%S"))
         self.stream = stream if stream is not None else sys.stderr
@@ -161,8 +164,9 @@ class TuningProgress(logging.Handler):
             self.handleError(record)
 
     def _line(self, text: str) -> None:
-        self.emit(logging.LogRecord("metaschedule.progress", logging.INFO, __file__, 0, text,
-                                    None, None))
+        self.emit(
+            logging.LogRecord("metaschedule.progress", logging.INFO, __file__, 0, text, None, None)
+        )
 
     # ------------------------------------------------------------------ events
     def on_start(self, scheduler: Any) -> None:
@@ -176,13 +180,19 @@ class TuningProgress(logging.Handler):
             if self._console is not None and self._live is None:
                 from rich.live import Live
 
-                self._live = Live(get_renderable=self._render, console=self._console,
-                                  refresh_per_second=4, transient=False,
-                                  redirect_stdout=False, redirect_stderr=False)
+                self._live = Live(
+                    get_renderable=self._render,
+                    console=self._console,
+                    refresh_per_second=4,
+                    transient=False,
+                    redirect_stdout=False,
+                    redirect_stderr=False,
+                )
                 self._live.start()
         self._stop.clear()
-        self._thread = threading.Thread(target=self._watch, name="metaschedule-progress",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._watch, name="metaschedule-progress", daemon=True
+        )
         self._thread.start()
 
     def on_phase(self, scheduler: Any, task_id: int, phase: str) -> None:
@@ -258,8 +268,9 @@ class TuningProgress(logging.Handler):
         left_global = max(0, self._total - self._measured())
         if view is not None:
             return 0 if view.phase == "done" else min(left_global, self._per_task - view.measured)
-        per_task = sum(max(0, self._per_task - v.measured) for v in self._tasks
-                       if v.phase != "done")
+        per_task = sum(
+            max(0, self._per_task - v.measured) for v in self._tasks if v.phase != "done"
+        )
         return min(left_global, per_task)
 
     def _eta(self, view: _TaskView | None = None) -> str:
@@ -283,18 +294,33 @@ class TuningProgress(logging.Handler):
 
         with self._lock:
             elapsed = format_eta(time.monotonic() - self._start)
-            title = Text(f"Tuning {len(self._tasks)} task(s): {self._measured()}/"
-                         f"{self._total} trials, elapsed {elapsed}, ETA {self._eta()}",
-                         style="bold")
+            title = Text(
+                f"Tuning {len(self._tasks)} task(s): {self._measured()}/"
+                f"{self._total} trials, elapsed {elapsed}, ETA {self._eta()}",
+                style="bold",
+            )
             table = Table(box=None, pad_edge=False, show_edge=False)
-            for col, justify in (("#", "right"), ("task", "left"), ("trials", "right"),
-                                 ("best GFLOPS", "right"), ("best us", "right"),
-                                 ("now", "left"), ("ETA", "right")):
+            for col, justify in (
+                ("#", "right"),
+                ("task", "left"),
+                ("trials", "right"),
+                ("best GFLOPS", "right"),
+                ("best us", "right"),
+                ("now", "left"),
+                ("ETA", "right"),
+            ):
                 table.add_column(col, justify=justify)
             for i, v in enumerate(self._tasks):
                 gflops, us = self._best(v)
-                table.add_row(str(i), v.name, f"{v.measured}/{min(self._per_task, self._total)}",
-                              gflops, us, v.phase, self._eta(v))
+                table.add_row(
+                    str(i),
+                    v.name,
+                    f"{v.measured}/{min(self._per_task, self._total)}",
+                    gflops,
+                    us,
+                    v.phase,
+                    self._eta(v),
+                )
             lines = [title, table]
             if self._lock_msg:
                 lines.append(Text(self._lock_msg, style="yellow"))
@@ -304,9 +330,11 @@ class TuningProgress(logging.Handler):
         self._changed = False
         for i, v in enumerate(self._tasks):
             gflops, us = self._best(v)
-            self._line(f"progress: task #{i} {v.name}: {v.measured}/"
-                       f"{min(self._per_task, self._total)} trials, best {gflops} GFLOPS "
-                       f"({us} us), {v.phase}, ETA {self._eta(v)}")
+            self._line(
+                f"progress: task #{i} {v.name}: {v.measured}/"
+                f"{min(self._per_task, self._total)} trials, best {gflops} GFLOPS "
+                f"({us} us), {v.phase}, ETA {self._eta(v)}"
+            )
 
     def _watch(self) -> None:
         """Checks the measurement lock; prints the periodic lines when not live."""
@@ -319,11 +347,17 @@ class TuningProgress(logging.Handler):
             with self._lock:
                 self._lock_msg = msg
                 key = None if msg is None else re.sub(r"process \d+ ", "", msg)
-                if key is not None and self._live is None and (
-                        key != last_lock[0] or time.monotonic() - last_lock[1] >= 60):
+                if (
+                    key is not None
+                    and self._live is None
+                    and (key != last_lock[0] or time.monotonic() - last_lock[1] >= 60)
+                ):
                     last_lock[:] = [key, time.monotonic()]  # once per holder, or a minute
                     self._line(msg)
-                if self._live is None and self._changed and (
-                        time.monotonic() - last_line >= self.interval):
+                if (
+                    self._live is None
+                    and self._changed
+                    and (time.monotonic() - last_line >= self.interval)
+                ):
                     last_line = time.monotonic()
                     self._print_plain()

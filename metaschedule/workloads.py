@@ -104,8 +104,9 @@ def _dep():
 def _cbr():
     from .te import ops
 
-    x, w, b = _placeholders([(1, 28, 28, 128), (3, 3, 128, 128), (128,)],
-                            ["data", "kernel", "bias"])
+    x, w, b = _placeholders(
+        [(1, 28, 28, 128), (3, 3, 128, 128), (128,)], ["data", "kernel", "bias"]
+    )
     out = ops.relu(ops.bias_add(ops.conv2d_nhwc(x, w, stride=1, padding=1), b, axis=-1))
     return _prim_func([x, w, b, out])
 
@@ -144,9 +145,8 @@ def _conv_ref(x: np.ndarray, w: np.ndarray, pad: int) -> np.ndarray:
     kh, kw, c, f = w.shape
     xp = np.pad(x, ((0, 0), (pad, pad), (pad, pad), (0, 0)))
     n, h, ww = x.shape[0], xp.shape[1] - kh + 1, xp.shape[2] - kw + 1
-    cols = np.stack([xp[:, i:i + h, j:j + ww, :] for i in range(kh) for j in range(kw)], axis=3)
-    return (cols.reshape(n * h * ww, kh * kw * c) @ w.reshape(kh * kw * c, f)).reshape(
-        n, h, ww, f)
+    cols = np.stack([xp[:, i : i + h, j : j + ww, :] for i in range(kh) for j in range(kw)], axis=3)
+    return (cols.reshape(n * h * ww, kh * kw * c) @ w.reshape(kh * kw * c, f)).reshape(n, h, ww, f)
 
 
 def _dep_ref(x: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -155,7 +155,7 @@ def _dep_ref(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     out = np.zeros_like(x)
     for i in range(3):
         for j in range(3):
-            out += xp[:, i:i + h, j:j + ww, :] * w[i, j, :, 0]
+            out += xp[:, i : i + h, j : j + ww, :] * w[i, j, :, 0]
     return out
 
 
@@ -166,41 +166,80 @@ def _softmax_ref(x: np.ndarray) -> np.ndarray:
 
 def _gelu_ref(v: np.ndarray) -> np.ndarray:
     c = np.float32(np.sqrt(2.0 / np.pi))
-    return v * 0.5 * (np.tanh((v + 0.044715 * v ** 3) * c) + 1.0)
+    return v * 0.5 * (np.tanh((v + 0.044715 * v**3) * c) + 1.0)
 
 
 def _pool_ref(x: np.ndarray) -> np.ndarray:
     xp = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)), constant_values=-np.inf)
     oh, ow = (x.shape[1] + 2 - 3) // 2 + 1, (x.shape[2] + 2 - 3) // 2 + 1
-    taps = [xp[:, i:i + 2 * oh:2, j:j + 2 * ow:2, :] for i in range(3) for j in range(3)]
+    taps = [xp[:, i : i + 2 * oh : 2, j : j + 2 * ow : 2, :] for i in range(3) for j in range(3)]
     return np.max(np.stack(taps), axis=0)
 
 
 def _gmm_entry(n: int, name: str) -> SuiteWorkload:
-    return SuiteWorkload(name, f"matmul {n}x{n}x{n}", ((n, n), (n, n)), (n, n), _gmm(n),
-                         lambda a, b: a @ b)
+    return SuiteWorkload(
+        name, f"matmul {n}x{n}x{n}", ((n, n), (n, n)), (n, n), _gmm(n), lambda a, b: a @ b
+    )
 
 
 SUITE: dict[str, SuiteWorkload] = {
     "gmm": _gmm_entry(1024, "gmm"),
-    "c2d": SuiteWorkload("c2d", "conv2d NHWC 1x56x56x64 -> 64, 3x3, pad 1",
-                         ((1, 56, 56, 64), (3, 3, 64, 64)), (1, 56, 56, 64), _c2d,
-                         lambda x, w: _conv_ref(x, w, 1)),
-    "dep": SuiteWorkload("dep", "depthwise conv2d NHWC 1x112x112x32, 3x3, pad 1",
-                         ((1, 112, 112, 32), (3, 3, 32, 1)), (1, 112, 112, 32), _dep, _dep_ref),
-    "cbr": SuiteWorkload("cbr", "conv2d 1x28x28x128 -> 128, 3x3, pad 1 + bias + relu",
-                         ((1, 28, 28, 128), (3, 3, 128, 128), (128,)), (1, 28, 28, 128), _cbr,
-                         lambda x, w, b: np.maximum(_conv_ref(x, w, 1) + b, 0)),
-    "tbg": SuiteWorkload("tbg", "batch matmul Q[12,128,64] x K[12,128,64]^T",
-                         ((12, 128, 64), (12, 128, 64)), (12, 128, 128), _tbg,
-                         lambda q, k: q @ k.transpose(0, 2, 1)),
-    "sfm": SuiteWorkload("sfm", "softmax [128,1024] along the last axis", ((128, 1024),),
-                         (128, 1024), _sfm, _softmax_ref),
-    "dns": SuiteWorkload("dns", "dense 128x768 by 3072x768 (x @ W^T) + bias + GELU",
-                         ((128, 768), (3072, 768), (3072,)), (128, 3072), _dns,
-                         lambda x, w, b: _gelu_ref(x @ w.T + b)),
-    "pool": SuiteWorkload("pool", "max pool 3x3 stride 2 pad 1 on NHWC 1x112x112x64",
-                          ((1, 112, 112, 64),), (1, 56, 56, 64), _pool, _pool_ref),
+    "c2d": SuiteWorkload(
+        "c2d",
+        "conv2d NHWC 1x56x56x64 -> 64, 3x3, pad 1",
+        ((1, 56, 56, 64), (3, 3, 64, 64)),
+        (1, 56, 56, 64),
+        _c2d,
+        lambda x, w: _conv_ref(x, w, 1),
+    ),
+    "dep": SuiteWorkload(
+        "dep",
+        "depthwise conv2d NHWC 1x112x112x32, 3x3, pad 1",
+        ((1, 112, 112, 32), (3, 3, 32, 1)),
+        (1, 112, 112, 32),
+        _dep,
+        _dep_ref,
+    ),
+    "cbr": SuiteWorkload(
+        "cbr",
+        "conv2d 1x28x28x128 -> 128, 3x3, pad 1 + bias + relu",
+        ((1, 28, 28, 128), (3, 3, 128, 128), (128,)),
+        (1, 28, 28, 128),
+        _cbr,
+        lambda x, w, b: np.maximum(_conv_ref(x, w, 1) + b, 0),
+    ),
+    "tbg": SuiteWorkload(
+        "tbg",
+        "batch matmul Q[12,128,64] x K[12,128,64]^T",
+        ((12, 128, 64), (12, 128, 64)),
+        (12, 128, 128),
+        _tbg,
+        lambda q, k: q @ k.transpose(0, 2, 1),
+    ),
+    "sfm": SuiteWorkload(
+        "sfm",
+        "softmax [128,1024] along the last axis",
+        ((128, 1024),),
+        (128, 1024),
+        _sfm,
+        _softmax_ref,
+    ),
+    "dns": SuiteWorkload(
+        "dns",
+        "dense 128x768 by 3072x768 (x @ W^T) + bias + GELU",
+        ((128, 768), (3072, 768), (3072,)),
+        (128, 3072),
+        _dns,
+        lambda x, w, b: _gelu_ref(x @ w.T + b),
+    ),
+    "pool": SuiteWorkload(
+        "pool",
+        "max pool 3x3 stride 2 pad 1 on NHWC 1x112x112x64",
+        ((1, 112, 112, 64),),
+        (1, 56, 56, 64),
+        _pool,
+        _pool_ref,
+    ),
 }
 
 
@@ -218,10 +257,13 @@ def get_workload(name: str) -> SuiteWorkload:
     base, _, size = name.partition(":")
     if base == "gmm" and size:
         if not size.isdigit() or int(size) < 1:
-            raise ValueError(f"workload {name!r}: the size after 'gmm:' must be a positive "
-                             "integer, e.g. gmm:64")
+            raise ValueError(
+                f"workload {name!r}: the size after 'gmm:' must be a positive integer, e.g. gmm:64"
+            )
         return _gmm_entry(int(size), name)
     if name in SUITE:
         return SUITE[name]
-    raise ValueError(f"unknown workload {name!r}; the suite has: {', '.join(SUITE)} "
-                     "(and gmm:N for an N x N x N matmul)")
+    raise ValueError(
+        f"unknown workload {name!r}; the suite has: {', '.join(SUITE)} "
+        "(and gmm:N for an N x N x N matmul)"
+    )

@@ -40,12 +40,21 @@ def build_parser() -> argparse.ArgumentParser:
     from . import db, demo, model, report, show, tune
 
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
-                        help="print the traceback of an error")
-    parser = Parser(prog="metaschedule",
-                    description="Tune tensor programs and look at the results: a Python "
-                    "auto-tuner after TVM's MetaSchedule.", epilog="examples:\n" + EXAMPLES,
-                    formatter_class=Formatter, parents=[common])
+    common.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="print the traceback of an error",
+    )
+    parser = Parser(
+        prog="metaschedule",
+        description="Tune tensor programs and look at the results: a Python "
+        "auto-tuner after TVM's MetaSchedule.",
+        epilog="examples:\n" + EXAMPLES,
+        formatter_class=Formatter,
+        parents=[common],
+    )
     parser.add_argument("--version", action="version", version=f"metaschedule {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
@@ -82,8 +91,11 @@ def main(argv: list[str] | None = None) -> int:
         if verbose:
             traceback.print_exc()
         first = (str(err).strip().splitlines() or [""])[0]
-        print(f"{prog}: error: {type(err).__name__}: {first} (run again with --verbose for "
-              "the traceback)", file=sys.stderr)
+        print(
+            f"{prog}: error: {type(err).__name__}: {first} (run again with --verbose for "
+            "the traceback)",
+            file=sys.stderr,
+        )
         return 1
 
 

@@ -35,8 +35,11 @@ class Formatter(argparse.RawDescriptionHelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        if ("default" not in text and action.default not in (None, False, argparse.SUPPRESS)
-                and action.option_strings):
+        if (
+            "default" not in text
+            and action.default not in (None, False, argparse.SUPPRESS)
+            and action.option_strings
+        ):
             text += " (default: %(default)s)"
         return text
 
@@ -48,12 +51,24 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
-def add_subcommand(sub, name: str, *, help: str, description: str, examples: str,
-                   parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+def add_subcommand(
+    sub,
+    name: str,
+    *,
+    help: str,
+    description: str,
+    examples: str,
+    parents: list[argparse.ArgumentParser],
+) -> argparse.ArgumentParser:
     """A subparser with a description and an "examples:" epilog."""
-    return sub.add_parser(name, help=help, description=description,
-                          epilog="examples:\n" + examples.rstrip(), formatter_class=Formatter,
-                          parents=parents)
+    return sub.add_parser(
+        name,
+        help=help,
+        description=description,
+        epilog="examples:\n" + examples.rstrip(),
+        formatter_class=Formatter,
+        parents=parents,
+    )
 
 
 def positive_int(text: str) -> int:
@@ -105,13 +120,15 @@ def load_workload(spec: str) -> LoadedWorkload:
     if ".py:" in spec:
         path += ".py"
     if path.endswith(".py"):
-        return LoadedWorkload(attr or os.path.splitext(os.path.basename(path))[0],
-                              _load_file(path, attr or None))
+        return LoadedWorkload(
+            attr or os.path.splitext(os.path.basename(path))[0], _load_file(path, attr or None)
+        )
     try:
         wl = get_workload(spec)
     except ValueError as err:
-        raise CLIError(f"{err}; or give file.py:name (a PrimFunc or te function) or an "
-                       ".onnx model") from None
+        raise CLIError(
+            f"{err}; or give file.py:name (a PrimFunc or te function) or an .onnx model"
+        ) from None
     return LoadedWorkload(wl.name, wl.func(), wl)
 
 
@@ -119,8 +136,10 @@ def _load_file(path: str, attr: str | None):
     from ..tir.function import IRModule, PrimFunc
 
     if not os.path.isfile(path):
-        raise CLIError(f"{path}: no such file; give file.py:name, where the file defines "
-                       "a PrimFunc or a function returning one (or te tensors)")
+        raise CLIError(
+            f"{path}: no such file; give file.py:name, where the file defines "
+            "a PrimFunc or a function returning one (or te tensors)"
+        )
     spec = importlib.util.spec_from_file_location("_metaschedule_workload", path)
     module = importlib.util.module_from_spec(spec)
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
@@ -131,11 +150,16 @@ def _load_file(path: str, attr: str | None):
     finally:
         sys.path.pop(0)
     if attr is None:
-        found = [n for n, v in vars(module).items()
-                 if isinstance(v, (PrimFunc, IRModule)) and not n.startswith("_")]
+        found = [
+            n
+            for n, v in vars(module).items()
+            if isinstance(v, (PrimFunc, IRModule)) and not n.startswith("_")
+        ]
         if len(found) != 1:
-            raise CLIError(f"{path}: say which workload to tune as {path}:NAME (the file "
-                           f"defines {len(found)} PrimFunc(s): {', '.join(found) or 'none'})")
+            raise CLIError(
+                f"{path}: say which workload to tune as {path}:NAME (the file "
+                f"defines {len(found)} PrimFunc(s): {', '.join(found) or 'none'})"
+            )
         attr = found[0]
     if not hasattr(module, attr):
         names = [n for n in vars(module) if not n.startswith("_")]
@@ -145,8 +169,10 @@ def _load_file(path: str, attr: str | None):
         try:
             value = value()
         except Exception as err:
-            raise CLIError(f"{path}:{attr}: calling it failed: {type(err).__name__}: {err} "
-                           "(it must take no arguments)") from err
+            raise CLIError(
+                f"{path}:{attr}: calling it failed: {type(err).__name__}: {err} "
+                "(it must take no arguments)"
+            ) from err
     return _as_func(value, f"{path}:{attr}")
 
 
@@ -158,15 +184,15 @@ def _as_func(value, where: str):
         return value
     if isinstance(value, IRModule):
         if len(value) != 1:
-            raise CLIError(f"{where}: the IRModule has {len(value)} functions; give one "
-                           "PrimFunc")
+            raise CLIError(f"{where}: the IRModule has {len(value)} functions; give one PrimFunc")
         return value[next(iter(value))]
-    if isinstance(value, (list, tuple)) and value and all(isinstance(t, te.Tensor)
-                                                          for t in value):
+    if isinstance(value, (list, tuple)) and value and all(isinstance(t, te.Tensor) for t in value):
         return te.create_prim_func(list(value))
-    raise CLIError(f"{where} is a {type(value).__name__}; expected a PrimFunc, an IRModule "
-                   "of one function, te tensors [inputs..., output], or a function "
-                   "returning one of those")
+    raise CLIError(
+        f"{where} is a {type(value).__name__}; expected a PrimFunc, an IRModule "
+        "of one function, te tensors [inputs..., output], or a function "
+        "returning one of those"
+    )
 
 
 # ----------------------------------------------------------------------------- databases
@@ -184,11 +210,13 @@ def open_database(spec: str, *, create: bool = False):
             raise CLIError(f"{spec}: no such SQLite database")
         return SQLiteDatabase(spec)
     if os.path.isfile(spec):
-        raise CLIError(f"{spec} is a file; give a work folder (holding {WORKLOAD_FILE}) or a "
-                       f"{'/'.join(SQLITE_SUFFIXES)} file")
+        raise CLIError(
+            f"{spec} is a file; give a work folder (holding {WORKLOAD_FILE}) or a "
+            f"{'/'.join(SQLITE_SUFFIXES)} file"
+        )
     if not create and not os.path.isfile(os.path.join(spec, WORKLOAD_FILE)):
         what = "no such folder" if not os.path.isdir(spec) else f"no {WORKLOAD_FILE} in it"
-        raise CLIError(f"{spec}: {what}; give the --work-dir of a tuning run or a "
-                       "SQLite database file")
-    return JSONDatabase(os.path.join(spec, WORKLOAD_FILE),
-                        os.path.join(spec, TUNING_RECORD_FILE))
+        raise CLIError(
+            f"{spec}: {what}; give the --work-dir of a tuning run or a SQLite database file"
+        )
+    return JSONDatabase(os.path.join(spec, WORKLOAD_FILE), os.path.join(spec, TUNING_RECORD_FILE))

@@ -28,48 +28,86 @@ records (same workload, trace and run times) are copied once.
 
 
 def register(sub, parents) -> None:
-    p = add_subcommand(sub, "db", help="merge, export, import and prune databases",
-                       description="Move tuning records between JSON and SQLite databases, "
-                       "merge runs, keep the best records.", examples=EXAMPLES,
-                       parents=parents)
-    from .common import Parser
+    p = add_subcommand(
+        sub,
+        "db",
+        help="merge, export, import and prune databases",
+        description="Move tuning records between JSON and SQLite databases, "
+        "merge runs, keep the best records.",
+        examples=EXAMPLES,
+        parents=parents,
+    )
+    from .common import Formatter, Parser
 
     actions = p.add_subparsers(dest="action", metavar="ACTION", parser_class=Parser)
     actions.required = True
-    m = actions.add_parser("merge", help="copy the records of several databases into one",
-                           parents=parents, description="Copy every record of each SOURCE "
-                           "into OUTPUT (created if missing).")
+    extra = {"epilog": "examples:\n" + EXAMPLES.rstrip(), "formatter_class": Formatter}
+    m = actions.add_parser(
+        "merge",
+        **extra,
+        help="copy the records of several databases into one",
+        parents=parents,
+        description="Copy every record of each SOURCE into OUTPUT (created if missing).",
+    )
     m.add_argument("output", metavar="OUTPUT", help="the database to merge into")
     m.add_argument("sources", metavar="SOURCE", nargs="+", help="databases to copy from")
     m.set_defaults(func=_merge)
-    e = actions.add_parser("export", help="copy a work folder's records to another database",
-                           parents=parents, description="Copy the records of SOURCE into "
-                           "OUTPUT (e.g. a work folder into a SQLite file).")
+    e = actions.add_parser(
+        "export",
+        **extra,
+        help="copy a work folder's records to another database",
+        parents=parents,
+        description="Copy the records of SOURCE into "
+        "OUTPUT (e.g. a work folder into a SQLite file).",
+    )
     e.add_argument("source", metavar="SOURCE", help="the database to read")
-    e.add_argument("-o", "--output", required=True, metavar="OUTPUT",
-                   help="the database to write (a .sqlite file or a folder)")
+    e.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="OUTPUT",
+        help="the database to write (a .sqlite file or a folder)",
+    )
     e.set_defaults(func=_export)
-    i = actions.add_parser("import", help="copy a database's records into a work folder",
-                           parents=parents, description="Copy the records of SOURCE into "
-                           "the JSON database of a work folder (so tuning resumes from them).")
+    i = actions.add_parser(
+        "import",
+        **extra,
+        help="copy a database's records into a work folder",
+        parents=parents,
+        description="Copy the records of SOURCE into "
+        "the JSON database of a work folder (so tuning resumes from them).",
+    )
     i.add_argument("source", metavar="SOURCE", help="the database to read")
     i.add_argument("--work-dir", required=True, metavar="DIR", help="the work folder")
     i.set_defaults(func=_import)
-    r = actions.add_parser("prune", help="keep the top-k valid records per workload",
-                           parents=parents, description="Keep the K fastest valid records "
-                           "of each workload; failed measurements are dropped.")
+    r = actions.add_parser(
+        "prune",
+        **extra,
+        help="keep the top-k valid records per workload",
+        parents=parents,
+        description="Keep the K fastest valid records "
+        "of each workload; failed measurements are dropped.",
+    )
     r.add_argument("database", metavar="DATABASE", help="the database to prune")
-    r.add_argument("--top-k", type=positive_int, default=1, metavar="K",
-                   help="records to keep per workload")
-    r.add_argument("-o", "--output", metavar="OUTPUT", default=None,
-                   help="write the pruned records here instead of replacing DATABASE")
+    r.add_argument(
+        "--top-k", type=positive_int, default=1, metavar="K", help="records to keep per workload"
+    )
+    r.add_argument(
+        "-o",
+        "--output",
+        metavar="OUTPUT",
+        default=None,
+        help="write the pruned records here instead of replacing DATABASE",
+    )
     r.set_defaults(func=_prune)
 
 
 # ----------------------------------------------------------------------------- copying
 def _key(record) -> tuple:
-    return (json.dumps(record.trace.as_json(), sort_keys=True),
-            None if record.run_secs is None else tuple(record.run_secs))
+    return (
+        json.dumps(record.trace.as_json(), sort_keys=True),
+        None if record.run_secs is None else tuple(record.run_secs),
+    )
 
 
 def copy_records(sources, destination, top_k: int | None = None) -> tuple[int, int]:
@@ -78,7 +116,8 @@ def copy_records(sources, destination, top_k: int | None = None) -> tuple[int, i
     seen: dict[int, set] = {}
     for record in destination.get_all_tuning_records():
         seen.setdefault(id(destination.commit_workload(record.workload.mod)), set()).add(
-            _key(record))
+            _key(record)
+        )
     added = skipped = 0
     for source in sources:
         records = source.get_all_tuning_records()
@@ -121,8 +160,7 @@ def _close(*dbs) -> None:
 def _copy(sources: list[str], output: str, verb: str) -> int:
     for s in sources:
         if os.path.abspath(s) == os.path.abspath(output):
-            raise CLIError(f"{s} is both a source and the output; give another output",
-                           usage=True)
+            raise CLIError(f"{s} is both a source and the output; give another output", usage=True)
     srcs = _open_all(sources)
     dest = open_database(output, create=True)
     try:
@@ -130,8 +168,10 @@ def _copy(sources: list[str], output: str, verb: str) -> int:
         total = len(dest)
     finally:
         _close(dest, *srcs)
-    print(f"{verb} {len(sources)} database(s) into {output}: {added} record(s) added, "
-          f"{skipped} duplicate(s) skipped; it now holds {total} record(s)")
+    print(
+        f"{verb} {len(sources)} database(s) into {output}: {added} record(s) added, "
+        f"{skipped} duplicate(s) skipped; it now holds {total} record(s)"
+    )
     return 0
 
 
@@ -145,8 +185,11 @@ def _export(args: argparse.Namespace) -> int:
 
 def _import(args: argparse.Namespace) -> int:
     if args.work_dir.lower().endswith(SQLITE_SUFFIXES):
-        raise CLIError(f"--work-dir {args.work_dir}: give a folder; to copy into a SQLite "
-                       "file use 'metaschedule db export'", usage=True)
+        raise CLIError(
+            f"--work-dir {args.work_dir}: give a folder; to copy into a SQLite "
+            "file use 'metaschedule db export'",
+            usage=True,
+        )
     return _copy([args.source], args.work_dir, "Imported")
 
 
@@ -155,8 +198,9 @@ def _prune(args: argparse.Namespace) -> int:
     before = len(source)
     in_place = args.output is None
     if in_place:
-        tmp_dir = tempfile.mkdtemp(prefix=".ms-prune-",
-                                   dir=os.path.dirname(os.path.abspath(args.database)))
+        tmp_dir = tempfile.mkdtemp(
+            prefix=".ms-prune-", dir=os.path.dirname(os.path.abspath(args.database))
+        )
         target = os.path.join(tmp_dir, os.path.basename(args.database.rstrip("/")))
     else:
         target = args.output
@@ -172,8 +216,10 @@ def _prune(args: argparse.Namespace) -> int:
         if in_place:
             shutil.rmtree(tmp_dir, ignore_errors=True)
     where = args.database if in_place else args.output
-    print(f"Pruned {args.database}: kept {added} of {before} record(s) (top {args.top_k} per "
-          f"workload) in {where}")
+    print(
+        f"Pruned {args.database}: kept {added} of {before} record(s) (top {args.top_k} per "
+        f"workload) in {where}"
+    )
     return 0
 
 

@@ -15,16 +15,25 @@ EXAMPLES = """\
 
 
 def register(sub, parents) -> None:
-    p = add_subcommand(sub, "demo", help="build, check and time a hand-scheduled matmul",
-                       description="Build a matmul with a hand-written schedule, check it "
-                       "against numpy and time it against numpy's BLAS.", examples=EXAMPLES,
-                       parents=parents)
-    p.add_argument("--size", type=positive_int, default=1024,
-                   help="N of the N x N x N float32 matmul")
-    p.add_argument("--number", type=positive_int, default=5,
-                   help="calls per timed round")
-    p.add_argument("--repeat", type=positive_int, default=5,
-                   help="timed rounds, interleaved with numpy; the best round counts")
+    p = add_subcommand(
+        sub,
+        "demo",
+        help="build, check and time a hand-scheduled matmul",
+        description="Build a matmul with a hand-written schedule, check it "
+        "against numpy and time it against numpy's BLAS.",
+        examples=EXAMPLES,
+        parents=parents,
+    )
+    p.add_argument(
+        "--size", type=positive_int, default=1024, help="N of the N x N x N float32 matmul"
+    )
+    p.add_argument("--number", type=positive_int, default=5, help="calls per timed round")
+    p.add_argument(
+        "--repeat",
+        type=positive_int,
+        default=5,
+        help="timed rounds, interleaved with numpy; the best round counts",
+    )
     p.set_defaults(func=run)
 
 
@@ -52,8 +61,10 @@ def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory() as cold_cache:  # time a real compile, not a cache hit
         lib = build(sch.mod, target, cache_dir=cold_cache)
     t2 = time.perf_counter()
-    print(f"schedule {1e3 * (t1 - t0):.1f} ms, build {1e3 * (t2 - t1):.1f} ms "
-          f"(lower + C codegen + cc, {n}x{n}x{n} float32 matmul)")
+    print(
+        f"schedule {1e3 * (t1 - t0):.1f} ms, build {1e3 * (t2 - t1):.1f} ms "
+        f"(lower + C codegen + cc, {n}x{n}x{n} float32 matmul)"
+    )
 
     rng = np.random.default_rng(0)
     a = rng.standard_normal((n, n), dtype=np.float32)

@@ -24,35 +24,61 @@ BENCH_EXAMPLES = """\
   metaschedule bench model.onnx --database runs/model # against onnxruntime
 """
 
-_NO_MODELS = ("whole models need ms.relax_integration (compile_relax) and ms.graph "
-              "(from_onnx), which this build does not have yet (issue 12)")
+_NO_MODELS = (
+    "whole models need ms.relax_integration (compile_relax) and ms.graph "
+    "(from_onnx), which this build does not have yet (issue 12)"
+)
 
 
 def register(sub, parents) -> None:
-    c = add_subcommand(sub, "compile", help="compile a whole model with a tuned database",
-                       description="Compile an ONNX model with the best schedule of each of "
-                       "its functions from --database (a default schedule elsewhere).",
-                       examples=COMPILE_EXAMPLES, parents=parents)
+    c = add_subcommand(
+        sub,
+        "compile",
+        help="compile a whole model with a tuned database",
+        description="Compile an ONNX model with the best schedule of each of "
+        "its functions from --database (a default schedule elsewhere).",
+        examples=COMPILE_EXAMPLES,
+        parents=parents,
+    )
     c.add_argument("model", metavar="MODEL", help="an .onnx model file")
-    c.add_argument("--database", metavar="DIR", default=None,
-                   help="the work folder (or .sqlite file) of a tuning run")
+    c.add_argument(
+        "--database",
+        metavar="DIR",
+        default=None,
+        help="the work folder (or .sqlite file) of a tuning run",
+    )
     c.add_argument("--target", default="cpu", help="the target")
-    c.add_argument("-o", "--output", required=True, metavar="FILE",
-                   help="the compiled library to write (.so)")
+    c.add_argument(
+        "-o", "--output", required=True, metavar="FILE", help="the compiled library to write (.so)"
+    )
     c.set_defaults(func=_compile)
-    b = add_subcommand(sub, "bench", help="time a tuned workload or model against numpy or "
-                       "onnxruntime", description="Build the best schedule found (or the "
-                       "untuned program without --database), check it and time it against "
-                       "numpy (workloads) or onnxruntime (models).",
-                       examples=BENCH_EXAMPLES, parents=parents)
-    b.add_argument("workload", metavar="MODEL_OR_WORKLOAD",
-                   help="suite name, FILE.py[:NAME] or MODEL.onnx")
-    b.add_argument("--database", metavar="DIR", default=None,
-                   help="the work folder (or .sqlite file) of a tuning run")
+    b = add_subcommand(
+        sub,
+        "bench",
+        help="time a tuned workload or model against numpy or onnxruntime",
+        description="Build the best schedule found (or the "
+        "untuned program without --database), check it and time it against "
+        "numpy (workloads) or onnxruntime (models).",
+        examples=BENCH_EXAMPLES,
+        parents=parents,
+    )
+    b.add_argument(
+        "workload", metavar="MODEL_OR_WORKLOAD", help="suite name, FILE.py[:NAME] or MODEL.onnx"
+    )
+    b.add_argument(
+        "--database",
+        metavar="DIR",
+        default=None,
+        help="the work folder (or .sqlite file) of a tuning run",
+    )
     b.add_argument("--target", default="cpu", help="the target")
     b.add_argument("--number", type=positive_int, default=10, help="calls per timed round")
-    b.add_argument("--repeat", type=positive_int, default=5,
-                   help="timed rounds, interleaved with the reference; the best counts")
+    b.add_argument(
+        "--repeat",
+        type=positive_int,
+        default=5,
+        help="timed rounds, interleaved with the reference; the best counts",
+    )
     b.set_defaults(func=_bench)
 
 
@@ -71,8 +97,11 @@ def _compile(args: argparse.Namespace) -> int:
     from .common import open_database
 
     if not is_model_file(args.model):
-        raise CLIError(f"{args.model}: compile takes a whole model (.onnx); for one workload "
-                       "use 'metaschedule show DIR --c' or 'metaschedule bench'", usage=True)
+        raise CLIError(
+            f"{args.model}: compile takes a whole model (.onnx); for one workload "
+            "use 'metaschedule show DIR --c' or 'metaschedule bench'",
+            usage=True,
+        )
     if not os.path.isfile(args.model):
         raise CLIError(f"{args.model}: no such model file")
     graph, relax = _relax()
@@ -101,8 +130,10 @@ def _bench(args: argparse.Namespace) -> int:
         database = open_database(args.database)
         sch = database.query_schedule(mod, None)
         if sch is None:
-            raise CLIError(f"{args.database} has no valid record of {wl.name}; tune it with "
-                           f"'metaschedule tune {args.workload} --work-dir {args.database}'")
+            raise CLIError(
+                f"{args.database} has no valid record of {wl.name}; tune it with "
+                f"'metaschedule tune {args.workload} --work-dir {args.database}'"
+            )
         mod, tuned = sch.mod, "tuned"
     lib = build(mod, args.target)
     flops = estimate_flops(IRModule({"main": wl.func}))
@@ -113,8 +144,10 @@ def _bench(args: argparse.Namespace) -> int:
         expected = wl.suite.reference(*inputs)
         err = float(np.max(np.abs(out - expected)) / max(1e-30, float(np.max(np.abs(expected)))))
         ok = bool(np.allclose(out, expected, rtol=1e-3, atol=1e-3))
-        print(f"{wl.name}: {wl.suite.description}; numpy check "
-              f"{'OK' if ok else 'MISMATCH'} (max relative error {err:.1e})")
+        print(
+            f"{wl.name}: {wl.suite.description}; numpy check "
+            f"{'OK' if ok else 'MISMATCH'} (max relative error {err:.1e})"
+        )
         args_ = [*inputs, out]
         reference = lambda: wl.suite.reference(*inputs)
     else:
@@ -137,8 +170,10 @@ def _bench(args: argparse.Namespace) -> int:
     best = min(ours)
     print(f"metaschedule ({tuned}): {best * 1e6:10.2f} us  {flops / best / 1e9:8.2f} GFLOPS")
     if ref:
-        print(f"numpy              : {min(ref) * 1e6:10.2f} us  {flops / min(ref) / 1e9:8.2f} "
-              f"GFLOPS  (ours is {min(ref) / best:.2f}x its speed)")
+        print(
+            f"numpy              : {min(ref) * 1e6:10.2f} us  {flops / min(ref) / 1e9:8.2f} "
+            f"GFLOPS  (ours is {min(ref) / best:.2f}x its speed)"
+        )
     return 0 if ok else 1
 
 
@@ -153,8 +188,7 @@ def _bench_model(args: argparse.Namespace) -> int:
     try:
         import onnx
     except ImportError:
-        raise CLIError("bench of an ONNX model needs the onnx package: pip install onnx") \
-            from None
+        raise CLIError("bench of an ONNX model needs the onnx package: pip install onnx") from None
     database = open_database(args.database) if args.database else None
     exe = relax.compile_relax(database, graph.from_onnx(args.workload), args.target, None)
     model = onnx.load(args.workload)

@@ -19,13 +19,23 @@ run: where the time went (Profiler) and how the task scheduler shared the trials
 
 
 def register(sub, parents) -> None:
-    p = add_subcommand(sub, "report", help="an HTML report with plots of a tuning run",
-                       description="Write one self-contained HTML page of plots of a work "
-                       "folder (a finished run, or one still in progress).",
-                       examples=EXAMPLES, parents=parents)
+    p = add_subcommand(
+        sub,
+        "report",
+        help="an HTML report with plots of a tuning run",
+        description="Write one self-contained HTML page of plots of a work "
+        "folder (a finished run, or one still in progress).",
+        examples=EXAMPLES,
+        parents=parents,
+    )
     p.add_argument("work_dir", metavar="DIR", help="the --work-dir of a tuning run")
-    p.add_argument("-o", "--output", metavar="FILE", default=None,
-                   help="the HTML file to write (default: DIR/report.html)")
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        default=None,
+        help="the HTML file to write (default: DIR/report.html)",
+    )
     p.set_defaults(func=run)
 
 
@@ -36,11 +46,13 @@ def run(args: argparse.Namespace) -> int:
         raise CLIError(f"{args.work_dir}: no such folder; give the --work-dir of a tuning run")
     output = args.output or os.path.join(args.work_dir, "report.html")
     if not output.lower().endswith((".html", ".htm")):
-        raise CLIError(f"-o {output}: the report is an HTML file; give a name ending in .html",
-                       usage=True)
+        raise CLIError(
+            f"-o {output}: the report is an HTML file; give a name ending in .html", usage=True
+        )
     try:
-        pngs = write_report(args.work_dir, output,
-                            command=f"metaschedule report {args.work_dir} -o {output}")
+        pngs = write_report(
+            args.work_dir, output, command=f"metaschedule report {args.work_dir} -o {output}"
+        )
     except ImportError as err:
         raise CLIError(str(err)) from None
     print(f"Wrote {output} ({len(pngs)} plot(s); PNG files beside it)")

@@ -18,21 +18,40 @@ EXAMPLES = """\
 
 
 def register(sub, parents) -> None:
-    p = add_subcommand(sub, "show", help="the best record per workload of a work folder",
-                       description="Print, per workload of a work folder, the best record: "
-                       "latency, GFLOPS, trials and when it was measured.",
-                       examples=EXAMPLES, parents=parents)
-    p.add_argument("work_dir", metavar="DIR", help="the --work-dir of a tuning run (or a "
-                   ".sqlite database file)")
+    p = add_subcommand(
+        sub,
+        "show",
+        help="the best record per workload of a work folder",
+        description="Print, per workload of a work folder, the best record: "
+        "latency, GFLOPS, trials and when it was measured.",
+        examples=EXAMPLES,
+        parents=parents,
+    )
+    p.add_argument(
+        "work_dir",
+        metavar="DIR",
+        help="the --work-dir of a tuning run (or a .sqlite database file)",
+    )
     what = p.add_mutually_exclusive_group()
-    what.add_argument("--trace", action="store_true",
-                      help="also print the best schedule's trace (Python)")
-    what.add_argument("--script", action="store_true",
-                      help="also print the best schedule's scheduled IR (TensorIR script)")
-    what.add_argument("--c", action="store_true",
-                      help="also print the C code generated for the best schedule")
-    p.add_argument("-w", "--workload", type=non_negative_int, default=None, metavar="I",
-                   help="only workload I (the # column); default: all")
+    what.add_argument(
+        "--trace", action="store_true", help="also print the best schedule's trace (Python)"
+    )
+    what.add_argument(
+        "--script",
+        action="store_true",
+        help="also print the best schedule's scheduled IR (TensorIR script)",
+    )
+    what.add_argument(
+        "--c", action="store_true", help="also print the C code generated for the best schedule"
+    )
+    p.add_argument(
+        "-w",
+        "--workload",
+        type=non_negative_int,
+        default=None,
+        metavar="I",
+        help="only workload I (the # column); default: all",
+    )
     p.set_defaults(func=run)
 
 
@@ -40,17 +59,23 @@ def run(args: argparse.Namespace) -> int:
     from ..report.data import load_run
 
     if not os.path.isdir(args.work_dir) and not (
-            os.path.isfile(args.work_dir) and args.work_dir.lower().endswith(SQLITE_SUFFIXES)):
-        raise CLIError(f"{args.work_dir}: no such folder; give the --work-dir of a tuning run "
-                       "or a SQLite database file")
+        os.path.isfile(args.work_dir) and args.work_dir.lower().endswith(SQLITE_SUFFIXES)
+    ):
+        raise CLIError(
+            f"{args.work_dir}: no such folder; give the --work-dir of a tuning run "
+            "or a SQLite database file"
+        )
     data = load_run(args.work_dir)
     if not data.workloads:
         raise CLIError(f"{args.work_dir}: no tuning records (is it the --work-dir of a run?)")
     selected = list(enumerate(data.workloads))
     if args.workload is not None:
         if args.workload >= len(selected):
-            raise CLIError(f"--workload {args.workload}: {args.work_dir} has "
-                           f"{len(selected)} workload(s), numbered from 0", usage=True)
+            raise CLIError(
+                f"--workload {args.workload}: {args.work_dir} has "
+                f"{len(selected)} workload(s), numbered from 0",
+                usage=True,
+            )
         selected = [selected[args.workload]]
     print(table(data.workloads, args.work_dir))
     for i, wl in selected:
@@ -76,13 +101,23 @@ def table(workloads, work_dir: str) -> str:
         valid = sum(1 for s in wl.latencies if math.isfinite(s))
         best = wl.best_latency
         when = wl.best_time()
-        rows.append((str(i), wl.name, str(wl.trials), str(valid),
-                     f"{best * 1e6:.2f}" if math.isfinite(best) else "-",
-                     f"{wl.best_gflops:.2f}" if math.isfinite(best) else "-",
-                     datetime.datetime.fromtimestamp(when).strftime("%Y-%m-%d %H:%M:%S")
-                     if when else "-"))
+        rows.append(
+            (
+                str(i),
+                wl.name,
+                str(wl.trials),
+                str(valid),
+                f"{best * 1e6:.2f}" if math.isfinite(best) else "-",
+                f"{wl.best_gflops:.2f}" if math.isfinite(best) else "-",
+                datetime.datetime.fromtimestamp(when).strftime("%Y-%m-%d %H:%M:%S")
+                if when
+                else "-",
+            )
+        )
     widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
-    header = f"{work_dir}: {len(workloads)} workload(s), {sum(w.trials for w in workloads)} record(s)"
+    header = (
+        f"{work_dir}: {len(workloads)} workload(s), {sum(w.trials for w in workloads)} record(s)"
+    )
     lines = [header]
     for n, row in enumerate(rows):
         cells = [v.ljust(w) if c == 1 else v.rjust(w) for c, (v, w) in enumerate(zip(row, widths))]

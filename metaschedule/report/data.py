@@ -100,8 +100,12 @@ def describe_workload(mod) -> str:
 
     func = mod[next(iter(mod))]
     blocks: list[str] = []
-    post_order_visit(func.body, lambda n: blocks.append(n.name_hint)
-                     if isinstance(n, Block) and n.name_hint != "root" else None)
+    post_order_visit(
+        func.body,
+        lambda n: (
+            blocks.append(n.name_hint) if isinstance(n, Block) and n.name_hint != "root" else None
+        ),
+    )
     shapes = ["x".join(str(d) for d in buf.shape) for buf in func.params]
     head = blocks[-1] if blocks else "func"
     names = [p.name for p in func.params]
@@ -127,9 +131,15 @@ def load_run(work_dir: str) -> RunData:
     if is_sqlite or os.path.isfile(os.path.join(work_dir, WORKLOAD_FILE)):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # a torn line of a live run
-            db = SQLiteDatabase(work_dir) if is_sqlite else JSONDatabase(
-                os.path.join(work_dir, WORKLOAD_FILE),
-                os.path.join(work_dir, TUNING_RECORD_FILE), allow_missing=True)
+            db = (
+                SQLiteDatabase(work_dir)
+                if is_sqlite
+                else JSONDatabase(
+                    os.path.join(work_dir, WORKLOAD_FILE),
+                    os.path.join(work_dir, TUNING_RECORD_FILE),
+                    allow_missing=True,
+                )
+            )
             try:
                 records = db.get_all_tuning_records()
             finally:
@@ -144,8 +154,15 @@ def load_run(work_dir: str) -> RunData:
                     flop = max(1.0, float(estimate_flops(wl.mod)))
                 except Exception:  # noqa: BLE001 - an exotic module: GFLOPS unknown
                     flop = 1.0
-                data = WorkloadData(names.get(shash) or _describe(wl.mod), shash, wl.mod, flop,
-                                    [], [], [ln for ln in log if str(ln.get("shash")) == shash])
+                data = WorkloadData(
+                    names.get(shash) or _describe(wl.mod),
+                    shash,
+                    wl.mod,
+                    flop,
+                    [],
+                    [],
+                    [ln for ln in log if str(ln.get("shash")) == shash],
+                )
                 by_workload[id(wl)] = data
                 workloads.append(data)
             data.records.append(record)
@@ -153,9 +170,11 @@ def load_run(work_dir: str) -> RunData:
     else:
         notes.append(f"no database in {work_dir} yet")
     if not log:
-        notes.append("no measurement log (logs/measurements.jsonl): the wall-time curve, the "
-                     "cost model's predictions and the trial allocation need a run started "
-                     "with 'metaschedule tune' (or the MeasureLog callback)")
+        notes.append(
+            "no measurement log (logs/measurements.jsonl): the wall-time curve, the "
+            "cost model's predictions and the trial allocation need a run started "
+            "with 'metaschedule tune' (or the MeasureLog callback)"
+        )
     return RunData(work_dir, workloads, log, _profiles(work_dir, log), notes)
 
 
@@ -180,5 +199,5 @@ def _profiles(work_dir: str, log: list[dict[str, Any]]) -> list[dict[str, float]
         if isinstance(line.get("profile"), dict):
             last_by_run[line["run"]] = line["profile"]
     if len(last_by_run) > len(runs):  # a run in progress (or one killed before its end)
-        runs.extend(list(last_by_run.values())[len(runs):])
+        runs.extend(list(last_by_run.values())[len(runs) :])
     return runs

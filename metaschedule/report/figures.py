@@ -21,9 +21,14 @@ __all__ = [
 ]
 
 #: the profiler phases that do not nest in one another (see metaschedule.profiler)
-TOP_LEVEL_PHASES = ("GenerateDesignSpace", "SearchStrategy/PreTuning",
-                    "SearchStrategy/GenerateCandidates", "SearchStrategy/NotifyRunnerResults",
-                    "Builder", "Runner")
+TOP_LEVEL_PHASES = (
+    "GenerateDesignSpace",
+    "SearchStrategy/PreTuning",
+    "SearchStrategy/GenerateCandidates",
+    "SearchStrategy/NotifyRunnerResults",
+    "Builder",
+    "Runner",
+)
 
 
 def import_pyplot():
@@ -31,8 +36,10 @@ def import_pyplot():
     try:
         import matplotlib
     except ImportError:
-        raise ImportError("the report draws its plots with matplotlib, which is not "
-                          "installed: pip install 'metaschedule[report]'") from None
+        raise ImportError(
+            "the report draws its plots with matplotlib, which is not "
+            "installed: pip install 'metaschedule[report]'"
+        ) from None
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 
@@ -73,13 +80,23 @@ def curve_figure(wl: WorkloadData, path: str) -> str:
     if times:
         start = min(float(line["run"]) for line in wl.batches)
         t = (np.array(times) - start) / 60.0
-        ax2.step(np.concatenate([[0.0], t]), np.concatenate([[0.0], _running_best_gflops(
-            lats, wl.flop)]), where="post", color="tab:green")
+        ax2.step(
+            np.concatenate([[0.0], t]),
+            np.concatenate([[0.0], _running_best_gflops(lats, wl.flop)]),
+            where="post",
+            color="tab:green",
+        )
         ax2.set_xlabel("wall time since the first run started (min)")
         ax2.set_ylim(bottom=0)
     else:
-        ax2.text(0.5, 0.5, "no measurement log:\nwall times unknown", ha="center",
-                 va="center", transform=ax2.transAxes)
+        ax2.text(
+            0.5,
+            0.5,
+            "no measurement log:\nwall times unknown",
+            ha="center",
+            va="center",
+            transform=ax2.transAxes,
+        )
     ax2.set_ylabel("best GFLOPS")
     ax2.set_title("tuning curve by wall time")
     ax2.grid(alpha=0.3)
@@ -95,12 +112,16 @@ def distribution_figure(wl: WorkloadData, path: str) -> str:
     if len(lat):
         gflops = wl.flop / lat / 1e9
         ax.hist(gflops, bins=min(40, max(5, len(lat) // 2)), color="tab:purple", alpha=0.8)
-        ax.axvline(gflops.max(), color="black", linestyle="--", linewidth=1,
-                   label=f"best {gflops.max():.2f}")
+        ax.axvline(
+            gflops.max(),
+            color="black",
+            linestyle="--",
+            linewidth=1,
+            label=f"best {gflops.max():.2f}",
+        )
         ax.legend(loc="upper right")
     else:
-        ax.text(0.5, 0.5, "no valid measurement", ha="center", va="center",
-                transform=ax.transAxes)
+        ax.text(0.5, 0.5, "no valid measurement", ha="center", va="center", transform=ax.transAxes)
     ax.set_xlabel("GFLOPS")
     ax.set_ylabel("candidates")
     ax.set_title(f"measured candidates: {len(lat)} valid, {failed} failed")
@@ -154,8 +175,10 @@ def prediction_figure(wl: WorkloadData, path: str) -> str | None:
     ax.set_xlabel("cost model score (before learning from the batch)")
     ax.set_ylabel("measured GFLOPS")
     rho = spearman(pred, meas)
-    ax.set_title(f"predictions vs measurements: {len(pred)} candidates, Spearman "
-                 f"{'n/a' if math.isnan(rho) else f'{rho:.2f}'}")
+    ax.set_title(
+        f"predictions vs measurements: {len(pred)} candidates, Spearman "
+        f"{'n/a' if math.isnan(rho) else f'{rho:.2f}'}"
+    )
     ax.grid(alpha=0.3)
     return _save(fig, path)
 
@@ -164,8 +187,10 @@ def profile_split(profile: dict[str, float]) -> dict[str, float]:
     """Seconds of the top-level phases, the measure callbacks together, and the rest."""
     out = {name: float(profile.get(name, 0.0)) for name in TOP_LEVEL_PHASES}
     out["MeasureCallback (all)"] = sum(
-        float(v) for k, v in profile.items()
-        if k.startswith("MeasureCallback/") and k.count("/") == 1)
+        float(v)
+        for k, v in profile.items()
+        if k.startswith("MeasureCallback/") and k.count("/") == 1
+    )
     total = float(profile.get("Total", 0.0))
     out["other"] = max(0.0, total - sum(out.values()))
     return {k: v for k, v in out.items() if v > 0}
@@ -218,8 +243,9 @@ def allocation_figure(data: RunData, path: str) -> str | None:
         for k in keys:
             counts[k].append(counts[k][-1] + (len(line["latencies"]) if k == key else 0))
     fig, ax = plt.subplots(figsize=(10, 3.2))
-    ax.stackplot(x, *[counts[k] for k in keys],
-                 labels=[names.get(k, k)[:40] for k in keys], alpha=0.85)
+    ax.stackplot(
+        x, *[counts[k] for k in keys], labels=[names.get(k, k)[:40] for k in keys], alpha=0.85
+    )
     ax.set_xlabel("trials measured in all")
     ax.set_ylabel("trials per task (stacked)")
     ax.set_title(f"task scheduler: trials per task ({len(keys)} task(s))")

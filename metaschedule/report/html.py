@@ -46,22 +46,39 @@ def render_html(data: RunData, images: list[tuple[str, str, str]], command: str)
     rows = []
     for i, wl in enumerate(data.workloads):
         best = wl.best_latency
-        rows.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in (
-            i, wl.name, wl.trials, sum(1 for s in wl.latencies if math.isfinite(s)),
-            f"{best * 1e6:.2f}" if math.isfinite(best) else "-",
-            f"{wl.best_gflops:.2f}" if math.isfinite(best) else "-", _when(wl.best_time()))) +
-            "</tr>")
+        rows.append(
+            "<tr>"
+            + "".join(
+                f"<td>{html.escape(str(c))}</td>"
+                for c in (
+                    i,
+                    wl.name,
+                    wl.trials,
+                    sum(1 for s in wl.latencies if math.isfinite(s)),
+                    f"{best * 1e6:.2f}" if math.isfinite(best) else "-",
+                    f"{wl.best_gflops:.2f}" if math.isfinite(best) else "-",
+                    _when(wl.best_time()),
+                )
+            )
+            + "</tr>"
+        )
     parts = [
-        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
         f"<title>metaschedule report: {html.escape(data.work_dir)}</title>",
         f"<style>{_CSS}</style></head><body>",
         f"<h1>Tuning report: <code>{html.escape(data.work_dir)}</code></h1>",
-        (f'<p class="note">Made {_when(datetime.datetime.now().timestamp())} by '
-         f"<code>{html.escape(command)}</code>. {len(data.workloads)} workload(s), "
-         f"{sum(w.trials for w in data.workloads)} record(s).</p>"),
-        ("<table><tr><th>#</th><th>workload</th><th>trials</th><th>valid</th>"
-         "<th>best (us)</th><th>GFLOPS</th><th>best measured at</th></tr>"),
-        *rows, "</table>",
+        (
+            f'<p class="note">Made {_when(datetime.datetime.now().timestamp())} by '
+            f"<code>{html.escape(command)}</code>. {len(data.workloads)} workload(s), "
+            f"{sum(w.trials for w in data.workloads)} record(s).</p>"
+        ),
+        (
+            "<table><tr><th>#</th><th>workload</th><th>trials</th><th>valid</th>"
+            "<th>best (us)</th><th>GFLOPS</th><th>best measured at</th></tr>"
+        ),
+        *rows,
+        "</table>",
     ]
     parts += [f'<p class="note">{html.escape(n)}.</p>' for n in data.notes]
     section = None
@@ -100,14 +117,26 @@ def write_report(work_dir: str, output: str, command: str | None = None) -> list
         base = f"{stem}_{i}_{_slug(wl.name)}"
         add(section, "tuning curve", figures.curve_figure(wl, base + "_curve.png"), "")
         add(section, "distribution", figures.distribution_figure(wl, base + "_dist.png"), "")
-        add(section, "predictions", figures.prediction_figure(wl, base + "_pred.png"),
+        add(
+            section,
+            "predictions",
+            figures.prediction_figure(wl, base + "_pred.png"),
             "No cost-model predictions logged for this workload (the model predicts once it "
             "is trained, after its warm-up; a learned model and the MeasureLog callback of "
-            "'metaschedule tune' are needed).")
-    add("The run", "time split", figures.profile_figure(data, f"{stem}_profile.png"),
-        "No Profiler split (logs/profile.json or a measurement log) in this work folder.")
-    add("The run", "task allocation", figures.allocation_figure(data, f"{stem}_alloc.png"),
-        "No measurement log: the task scheduler's allocation of trials is unknown.")
+            "'metaschedule tune' are needed).",
+        )
+    add(
+        "The run",
+        "time split",
+        figures.profile_figure(data, f"{stem}_profile.png"),
+        "No Profiler split (logs/profile.json or a measurement log) in this work folder.",
+    )
+    add(
+        "The run",
+        "task allocation",
+        figures.allocation_figure(data, f"{stem}_alloc.png"),
+        "No measurement log: the task scheduler's allocation of trials is unknown.",
+    )
     command = command or f"metaschedule report {work_dir} -o {output}"
     page = render_html(data, images, command)
     tmp = output + ".tmp"

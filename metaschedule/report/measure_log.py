@@ -84,11 +84,17 @@ class MeasureLog(PyMeasureCallback):
             else:
                 latencies.append(sum(secs) / len(secs)), errors.append(None)
         line: dict[str, Any] = {
-            "v": 1, "run": self.run_id, "time": time.time(), "task_id": task_id,
-            "task": task.name, "shash": _shash(task_scheduler, task.ctx.mod),
-            "flop": task.flop, "weight": task.task_weight,
+            "v": 1,
+            "run": self.run_id,
+            "time": time.time(),
+            "task_id": task_id,
+            "task": task.name,
+            "shash": _shash(task_scheduler, task.ctx.mod),
+            "flop": task.flop,
+            "weight": task.task_weight,
             "trials_global": task_scheduler.max_trials_global,
-            "latencies": latencies, "errors": errors,
+            "latencies": latencies,
+            "errors": errors,
             "predicted": self._predictions(task_scheduler, task.ctx, measure_candidates),
             "profile": _profile(),
         }

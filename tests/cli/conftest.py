@@ -9,14 +9,14 @@ import sys
 
 import pytest
 
-WORKLOAD_FILE = '''\
+WORKLOAD_FILE = """\
 from metaschedule import te
 from metaschedule.te import ops
 
 A = te.placeholder((32, 32), "float32", "A")
 B = te.placeholder((32, 32), "float32", "B")
 matmul = te.create_prim_func([A, B, ops.matmul(A, B)])
-'''
+"""
 
 
 def run_cli(*args: str, cwd: str | None = None, timeout: float = 240):
@@ -24,8 +24,15 @@ def run_cli(*args: str, cwd: str | None = None, timeout: float = 240):
     env = dict(os.environ)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env["PYTHONPATH"] = os.pathsep.join([root, env.get("PYTHONPATH", "")])
-    return subprocess.run([sys.executable, "-m", "metaschedule", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "metaschedule", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 @pytest.fixture(scope="session")
@@ -45,7 +52,19 @@ def workload_file(tmp_path_factory) -> str:
 def tuned(tmp_path_factory, workload_file):
     """(work_dir, the completed tune process)."""
     work_dir = str(tmp_path_factory.mktemp("cli_tuned") / "run")
-    proc = run_cli("tune", f"{workload_file}:matmul", "--trials", "4", "--trials-per-iter",
-                   "2", "--strategy", "replay-trace", "--seed", "0", "--work-dir", work_dir)
+    proc = run_cli(
+        "tune",
+        f"{workload_file}:matmul",
+        "--trials",
+        "4",
+        "--trials-per-iter",
+        "2",
+        "--strategy",
+        "replay-trace",
+        "--seed",
+        "0",
+        "--work-dir",
+        work_dir,
+    )
     assert proc.returncode == 0, proc.stderr
     return work_dir, proc

@@ -18,8 +18,13 @@ def test_tune_output_and_files(tuned):
     assert "Tuning finished: 4 trial(s)" in proc.stderr
     assert re.search(r"progress: task #0 matmul: 4/4 trials, best [\d.]+ GFLOPS", proc.stderr)
     assert "Records: 4 in" in proc.stdout and "matmul: best" in proc.stdout
-    for name in ("database_workload.json", "database_tuning_record.json",
-                 "logs/measurements.jsonl", "logs/profile.json", "logs/task_0_matmul.log"):
+    for name in (
+        "database_workload.json",
+        "database_tuning_record.json",
+        "logs/measurements.jsonl",
+        "logs/profile.json",
+        "logs/task_0_matmul.log",
+    ):
         assert os.path.isfile(os.path.join(work_dir, name)), name
     with open(os.path.join(work_dir, "logs/measurements.jsonl")) as f:
         lines = [json.loads(x) for x in f]
@@ -38,9 +43,10 @@ def test_show(tuned, capsys):
     assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", row)  # when it was measured
 
 
-@pytest.mark.parametrize("flag, expect", [("--trace", "sch.get_block"),
-                                          ("--script", "@T.prim_func"),
-                                          ("--c", "#include <stdint.h>")])
+@pytest.mark.parametrize(
+    "flag, expect",
+    [("--trace", "sch.get_block"), ("--script", "@T.prim_func"), ("--c", "#include <stdint.h>")],
+)
 def test_show_details(tuned, capsys, flag, expect):
     work_dir, _ = tuned
     assert main(["show", work_dir, flag, "-w", "0"]) == 0
@@ -52,8 +58,20 @@ def test_resume_and_database_best_in_the_statistics(tuned, tmp_path, workload_fi
     work_dir, _ = tuned
     copy = tmp_path / "resumed"
     assert main(["db", "import", work_dir, "--work-dir", str(copy)]) == 0
-    proc = cli("tune", f"{workload_file}:matmul", "--trials", "2", "--trials-per-iter",
-                   "2", "--strategy", "replay-func", "--seed", "1", "--work-dir", str(copy))
+    proc = cli(
+        "tune",
+        f"{workload_file}:matmul",
+        "--trials",
+        "2",
+        "--trials-per-iter",
+        "2",
+        "--strategy",
+        "replay-func",
+        "--seed",
+        "1",
+        "--work-dir",
+        str(copy),
+    )
     assert proc.returncode == 0, proc.stderr
     assert "Resuming:" in proc.stdout and "holds 4 record(s)" in proc.stdout
     assert "Records: 6 in" in proc.stdout
@@ -61,8 +79,9 @@ def test_resume_and_database_best_in_the_statistics(tuned, tmp_path, workload_fi
     from metaschedule.report import load_run
 
     best_us = load_run(str(copy)).workloads[0].best_latency * 1e6
-    table_row = next(line for line in proc.stderr.splitlines()
-                     if line.strip().startswith("0 | matmul"))
+    table_row = next(
+        line for line in proc.stderr.splitlines() if line.strip().startswith("0 | matmul")
+    )
     assert float(table_row.split("|")[5]) == pytest.approx(best_us, rel=1e-3)
 
 

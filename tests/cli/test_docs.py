@@ -26,7 +26,7 @@ def _resolve(dotted: str):
         if hasattr(obj, part):
             obj = getattr(obj, part)
         else:  # a submodule not imported by its package
-            obj = importlib.import_module("metaschedule." + ".".join(parts[1:i + 1]))
+            obj = importlib.import_module("metaschedule." + ".".join(parts[1 : i + 1]))
     return obj
 
 
@@ -46,8 +46,11 @@ def test_every_ms_name_in_the_readme_exists():
 
 def test_readme_command_lines_parse():
     parser = build_parser()
-    lines = [ln.split("#")[0].strip() for ln in _readme().splitlines()
-             if ln.strip().startswith("metaschedule ")]
+    lines = [
+        ln.split("#")[0].strip()
+        for ln in _readme().splitlines()
+        if ln.strip().startswith("metaschedule ")
+    ]
     assert len(lines) >= 8
     for line in lines:
         for command in line.split("&&"):

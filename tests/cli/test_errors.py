@@ -52,15 +52,18 @@ def test_description_is_not_the_placeholder(capsys):
     assert "tune" in out and "report" in out
 
 
-@pytest.mark.parametrize("argv, prefix", [
-    ([], "metaschedule: error: the following arguments are required: COMMAND"),
-    (["demo", "--repeat", "0"], "metaschedule demo: error: argument --repeat"),
-    (["tune", "gmm"], "metaschedule tune: error: the following arguments are required"),
-    (["tune", "gmm", "--work-dir", "x", "--trials", "many"], "metaschedule tune: error: "),
-    (["tune", "gmm", "--work-dir", "x", "--strategy", "magic"], "metaschedule tune: error: "),
-    (["db", "frobnicate"], "metaschedule db: error: argument ACTION"),
-    (["nope"], "metaschedule: error: argument COMMAND"),
-])
+@pytest.mark.parametrize(
+    "argv, prefix",
+    [
+        ([], "metaschedule: error: the following arguments are required: COMMAND"),
+        (["demo", "--repeat", "0"], "metaschedule demo: error: argument --repeat"),
+        (["tune", "gmm"], "metaschedule tune: error: the following arguments are required"),
+        (["tune", "gmm", "--work-dir", "x", "--trials", "many"], "metaschedule tune: error: "),
+        (["tune", "gmm", "--work-dir", "x", "--strategy", "magic"], "metaschedule tune: error: "),
+        (["db", "frobnicate"], "metaschedule db: error: argument ACTION"),
+        (["nope"], "metaschedule: error: argument COMMAND"),
+    ],
+)
 def test_usage_errors_exit_2(argv, prefix, capsys):
     assert main(argv) == 2
     _one_line_error(capsys, prefix)
@@ -75,20 +78,46 @@ def test_unknown_workload(tmp_path, capsys):
 def test_rpc_runner_needs_its_address(tmp_path, capsys):
     assert main(["tune", "gmm", "--work-dir", str(tmp_path), "--runner", "rpc"]) == 2
     _one_line_error(capsys, "metaschedule tune: error: --runner rpc needs --rpc-address")
-    assert main(["tune", "gmm", "--work-dir", str(tmp_path), "--runner", "rpc",
-                 "--rpc-address", "nohost", "--rpc-key", "k"]) == 2
+    assert (
+        main(
+            [
+                "tune",
+                "gmm",
+                "--work-dir",
+                str(tmp_path),
+                "--runner",
+                "rpc",
+                "--rpc-address",
+                "nohost",
+                "--rpc-key",
+                "k",
+            ]
+        )
+        == 2
+    )
     _one_line_error(capsys, "metaschedule tune: error: --rpc-address 'nohost'")
 
 
 def test_rpc_runner_missing_or_passed_through(tmp_path, capsys):
     from metaschedule import runner
 
-    argv = ["tune", "gmm:8", "--work-dir", str(tmp_path), "--runner", "rpc",
-            "--rpc-address", "127.0.0.1:1", "--rpc-key", "dev", "--trials", "1"]
+    argv = [
+        "tune",
+        "gmm:8",
+        "--work-dir",
+        str(tmp_path),
+        "--runner",
+        "rpc",
+        "--rpc-address",
+        "127.0.0.1:1",
+        "--rpc-key",
+        "dev",
+        "--trials",
+        "1",
+    ]
     if not hasattr(runner, "RPCRunner"):
         assert main(argv) == 1
-        _one_line_error(capsys, "metaschedule tune: error: --runner rpc needs "
-                        "ms.runner.RPCRunner")
+        _one_line_error(capsys, "metaschedule tune: error: --runner rpc needs ms.runner.RPCRunner")
 
 
 def test_onnx_model(tmp_path, capsys):
@@ -101,8 +130,9 @@ def test_onnx_model(tmp_path, capsys):
         import metaschedule.relax_integration  # noqa: F401
     except ImportError:
         assert main(["tune", str(model), "--work-dir", str(tmp_path)]) == 1
-        _one_line_error(capsys, "metaschedule tune: error: tuning an ONNX model needs "
-                        "ms.relax_integration")
+        _one_line_error(
+            capsys, "metaschedule tune: error: tuning an ONNX model needs ms.relax_integration"
+        )
         assert main(["compile", str(model), "-o", str(tmp_path / "m.so")]) == 1
         _one_line_error(capsys, "metaschedule compile: error: whole models need")
 

@@ -88,11 +88,13 @@ def test_log_records_are_printed():
 
 @pytest.mark.skipif(not os.path.exists("/proc/locks"), reason="needs Linux /proc/locks")
 def test_lock_held_by_another_process_is_reported():
-    code = ("import time, sys\n"
-            "from metaschedule.runner.local_runner import host_measurement_lock\n"
-            "with host_measurement_lock():\n"
-            "    print('held', flush=True)\n"
-            "    time.sleep(30)\n")
+    code = (
+        "import time, sys\n"
+        "from metaschedule.runner.local_runner import host_measurement_lock\n"
+        "with host_measurement_lock():\n"
+        "    print('held', flush=True)\n"
+        "    time.sleep(30)\n"
+    )
     child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout.readline().strip() == "held"

@@ -38,11 +38,9 @@ def _in_progress_copy(work_dir: str, dest: str) -> str:
         f.writelines(json.dumps(x) + "\n" for x in lines)
         f.write('{"v": 1, "run": 1, "time": 2, "task_id": 0, "lat')  # torn
     with open(os.path.join(dest, "database_tuning_record.json"), "a") as f:
-        f.write('[0, [[[], []], [1e-')  # torn
+        f.write("[0, [[[], []], [1e-")  # torn
     os.unlink(os.path.join(dest, "logs", "profile.json"))  # not written until the end
     return dest
-
-
 
 
 @pytest.fixture(scope="module")
@@ -61,8 +59,13 @@ def test_page_is_self_contained_with_every_plot(report):
         page = f.read()
     images = re.findall(r'<img alt="([^"]+)" src="data:image/png;base64,([^"]+)"', page)
     # per workload: curve, distribution, predictions; for the run: time split, allocation
-    assert [alt for alt, _ in images] == ["tuning curve", "distribution", "predictions",
-                                          "time split", "task allocation"]
+    assert [alt for alt, _ in images] == [
+        "tuning curve",
+        "distribution",
+        "predictions",
+        "time split",
+        "task allocation",
+    ]
     assert page.count("<img") == 5
     for _, data in images:
         assert base64.b64decode(data).startswith(b"\x89PNG")
@@ -105,12 +108,26 @@ def test_chromium_draws_the_plots(report, tmp_path):
     image = pytest.importorskip("matplotlib.image")
     _, out = report
     shot = str(tmp_path / "shot.png")
-    subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                    "--no-first-run", "--disable-background-networking",
-                    "--disable-component-update", "--disable-sync",
-                    f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}",
-                    "--window-size=1200,3000", "file://" + os.path.abspath(out)],
-                   capture_output=True, timeout=120, check=False)
+    subprocess.run(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            f"--screenshot={shot}",
+            "--window-size=1200,3000",
+            "file://" + os.path.abspath(out),
+        ],
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
     assert os.path.isfile(shot), "chromium wrote no screenshot"
     img = (image.imread(shot) * 255).astype(np.uint8)
     assert img.shape[0] == 3000 and img.shape[1] == 1200
@@ -120,7 +137,10 @@ def test_chromium_draws_the_plots(report, tmp_path):
     assert bands[:20].sum() >= 15, "the first 2000 px of the page are mostly blank"
     # each kind of plot shows its colour: curve (tab:blue), histogram (tab:purple),
     # predictions (tab:orange), time split (tab:cyan), allocation (the first stack colour)
-    for name, rgb in [("curve", (31, 119, 180)), ("histogram", (148, 103, 189)),
-                      ("predictions", (255, 148, 53)),  # tab:orange points, alpha 0.7
-                      ("time split", (23, 190, 207))]:
+    for name, rgb in [
+        ("curve", (31, 119, 180)),
+        ("histogram", (148, 103, 189)),
+        ("predictions", (255, 148, 53)),  # tab:orange points, alpha 0.7
+        ("time split", (23, 190, 207)),
+    ]:
         assert _colour_pixels(img, rgb) > 50, f"no {name} drawn"
