@@ -154,12 +154,12 @@ class TuningProgress(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         try:
             msg = self.format(record)
+            if self._console is not None:  # rich locks; never under ours (see _render)
+                self._console.print(msg, markup=False, highlight=False, soft_wrap=True)
+                return
             with self._lock:
-                if self._console is not None:
-                    self._console.print(msg, markup=False, highlight=False, soft_wrap=True)
-                else:
-                    self.stream.write(msg + "\n")
-                    self.stream.flush()
+                self.stream.write(msg + "\n")
+                self.stream.flush()
         except Exception:  # noqa: BLE001 - logging must never break the tuner
             self.handleError(record)
 
@@ -177,10 +177,11 @@ class TuningProgress(logging.Handler):
             self._per_task = int(scheduler.max_trials_per_task)
             self._start = time.monotonic()
             self._first_result = None
+            live = None
             if self._console is not None and self._live is None:
                 from rich.live import Live
 
-                self._live = Live(
+                live = self._live = Live(
                     get_renderable=self._render,
                     console=self._console,
                     refresh_per_second=4,
@@ -188,7 +189,8 @@ class TuningProgress(logging.Handler):
                     redirect_stdout=False,
                     redirect_stderr=False,
                 )
-                self._live.start()
+        if live is not None:  # outside our lock: its refresh thread takes it in _render
+            live.start()
         self._stop.clear()
         self._thread = threading.Thread(
             target=self._watch, name="metaschedule-progress", daemon=True
@@ -239,20 +241,25 @@ class TuningProgress(logging.Handler):
         if self._thread is not None:
             self._thread.join(timeout=2)
             self._thread = None
-        with self._lock:
-            if self._live is not None:
-                self._live.stop()
-                self._live = None
-            elif self._changed:
-                self._print_plain()
+        if not self._stop_live() and self._console is None:
+            with self._lock:
+                if self._changed:
+                    self._print_plain()
 
     def close(self) -> None:
         self._stop.set()
-        with self._lock:
-            if self._live is not None:
-                self._live.stop()
-                self._live = None
+        self._stop_live()
         super().close()
+
+    def _stop_live(self) -> bool:
+        """Stop the live table, if any (outside our lock: Live's thread takes it in
+        ``_render`` while holding its own); whether there was one."""
+        with self._lock:
+            live, self._live = self._live, None
+        if live is None:
+            return False
+        live.stop()
+        return True
 
     # ------------------------------------------------------------------ numbers
     def _measured(self) -> int:
@@ -349,13 +356,13 @@ class TuningProgress(logging.Handler):
                 key = None if msg is None else re.sub(r"process \d+ ", "", msg)
                 if (
                     key is not None
-                    and self._live is None
+                    and self._console is None
                     and (key != last_lock[0] or time.monotonic() - last_lock[1] >= 60)
                 ):
                     last_lock[:] = [key, time.monotonic()]  # once per holder, or a minute
                     self._line(msg)
                 if (
-                    self._live is None
+                    self._console is None
                     and self._changed
                     and (time.monotonic() - last_line >= self.interval)
                 ):
