@@ -124,17 +124,17 @@ class TuningProgress(logging.Handler):
         self.setFormatter(logging.Formatter(_FORMAT, "%H:%M:%S"))
         self.stream = stream if stream is not None else sys.stderr
         self.interval = interval
-        self._console = None
+        self._console: Any = None  # a rich Console when live
         if live is not False:
             try:
                 from rich.console import Console
             except ImportError:
-                Console = None
-            if Console is not None:
+                pass
+            else:
                 console = Console(file=self.stream)
                 if live or console.is_terminal:
                     self._console = console
-        self._live = None
+        self._live: Any = None
         self._lock = threading.RLock()
         self._tasks: list[_TaskView] = []
         self._total = 0
@@ -355,7 +355,7 @@ class TuningProgress(logging.Handler):
                 self._lock_msg = msg
                 key = None if msg is None else re.sub(r"process \d+ ", "", msg)
                 if (
-                    key is not None
+                    msg is not None
                     and self._console is None
                     and (key != last_lock[0] or time.monotonic() - last_lock[1] >= 60)
                 ):

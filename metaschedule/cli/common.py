@@ -141,6 +141,8 @@ def _load_file(path: str, attr: str | None):
             "a PrimFunc or a function returning one (or te tensors)"
         )
     spec = importlib.util.spec_from_file_location("_metaschedule_workload", path)
+    if spec is None or spec.loader is None:
+        raise CLIError(f"{path}: cannot be loaded as a Python file")
     module = importlib.util.module_from_spec(spec)
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     try:

@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import tempfile
+from typing import Any
 
 from .common import SQLITE_SUFFIXES, CLIError, add_subcommand, open_database, positive_int
 
@@ -41,7 +42,10 @@ def register(sub, parents) -> None:
 
     actions = p.add_subparsers(dest="action", metavar="ACTION", parser_class=Parser)
     actions.required = True
-    extra = {"epilog": "examples:\n" + EXAMPLES.rstrip(), "formatter_class": Formatter}
+    extra: dict[str, Any] = {
+        "epilog": "examples:\n" + EXAMPLES.rstrip(),
+        "formatter_class": Formatter,
+    }
     m = actions.add_parser(
         "merge",
         **extra,

@@ -79,7 +79,8 @@ def run(args: argparse.Namespace) -> int:
     # interleaved rounds, best of each: the machine may be shared with other work
     flops = 2.0 * n**3
     evaluator = lib.time_evaluator("main", number=args.number, repeat=1)
-    ours, ref = [], []
+    ours: list[float] = []
+    ref: list[float] = []
     for _ in range(args.repeat):
         ours.extend(evaluator(a, b, c).results)
         t = time.perf_counter()

@@ -159,7 +159,8 @@ def _bench(args: argparse.Namespace) -> int:
         ok, reference = True, None
         print(f"{wl.name}: no numpy reference for a file workload; timing it alone")
     evaluator = lib.time_evaluator("main", number=args.number, repeat=1)
-    ours, ref = [], []
+    ours: list[float] = []
+    ref: list[float] = []
     for _ in range(args.repeat):
         ours.extend(evaluator(*args_).results)
         if reference is not None:

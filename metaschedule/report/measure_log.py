@@ -77,12 +77,13 @@ class MeasureLog(PyMeasureCallback):
         errors: list[str | None] = []
         for built, ran in zip(builder_results, runner_results):
             secs = ran.run_secs or []
-            if built.error_msg is not None:
-                latencies.append(None), errors.append("build")
-            elif ran.error_msg is not None or not secs:
-                latencies.append(None), errors.append("run")
-            else:
-                latencies.append(sum(secs) / len(secs)), errors.append(None)
+            error = (
+                "build"
+                if built.error_msg is not None
+                else ("run" if ran.error_msg is not None or not secs else None)
+            )
+            errors.append(error)
+            latencies.append(None if error else sum(secs) / len(secs))
         line: dict[str, Any] = {
             "v": 1,
             "run": self.run_id,
@@ -106,7 +107,7 @@ class MeasureLog(PyMeasureCallback):
         finally:
             os.close(fd)
 
-    def _predictions(self, task_scheduler, ctx, candidates) -> list[float] | None:
+    def _predictions(self, task_scheduler, ctx, candidates) -> list[float | None] | None:
         model = task_scheduler.cost_model
         if not self.predict or model is None or not getattr(model, "is_trained", False):
             return None
