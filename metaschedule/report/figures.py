@@ -171,7 +171,7 @@ def prediction_figure(wl: WorkloadData, path: str) -> str | None:
         return None
     plt = import_pyplot()
     fig, ax = plt.subplots(figsize=(10, 3.4))
-    ax.scatter(pred, meas, s=16, alpha=0.7, color="tab:orange")
+    ax.scatter(pred, meas, s=30, alpha=0.7, color="tab:orange")
     ax.set_xlabel("cost model score (before learning from the batch)")
     ax.set_ylabel("measured GFLOPS")
     rho = spearman(pred, meas)
