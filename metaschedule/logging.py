@@ -10,8 +10,9 @@ records on to a parent, so a user who configures ``logging`` (a handler on the r
 - one logger per task (``task_<i>_<name>.log``), parent the task's own ``ctx.logger``.
 
 Console progress: where nobody configured ``logging``, the scheduler's INFO lines (a line
-per measured batch, and the statistics table) go to stderr, with a progress bar of the
-trials when `rich <https://github.com/Textualize/rich>`_ is installed.
+per measured batch, and the statistics table) go to stderr through
+:class:`metaschedule.progress.TuningProgress`, which also draws the live progress of each
+task (the scheduler finds it as its logger's ``progress`` attribute).
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -87,8 +87,14 @@ class TuningLogs:
         self._handlers: list[tuple[logging.Logger, logging.Handler]] = []
         self.scheduler = _standalone_logger(f"{ROOT}.task_scheduler", logging.getLogger(ROOT))
         self._add(self.scheduler, _file_handler(os.path.join(self.log_dir, SCHEDULER_LOG)))
+        #: the console view the task scheduler reports to (``scheduler.progress`` too)
+        self.progress = None
         if console and not _logging_configured():
-            self._add(self.scheduler, ConsoleHandler())
+            from .progress import TuningProgress
+
+            self.progress = TuningProgress()
+            self._add(self.scheduler, self.progress)
+        self.scheduler.progress = self.progress  # type: ignore[attr-defined]
         self.tasks: list[logging.Logger] = []
         for i, name in enumerate(task_names):
             parent = task_parents[i] if task_parents is not None else get_logger(f"task.{name}")
@@ -119,53 +125,3 @@ def _file_handler(path: str) -> logging.Handler:
     handler.setLevel(logging.INFO)
     handler.setFormatter(logging.Formatter(_FORMAT))
     return handler
-
-
-class ConsoleHandler(logging.Handler):
-    """INFO lines to stderr; with ``rich`` installed, through rich, with a progress bar
-    advanced by records that carry ``progress=(trials done, trials in all)`` (pass it as
-    ``logger.info(msg, extra={"progress": (done, total)})``)."""
-
-    def __init__(self, level: int = logging.INFO) -> None:
-        super().__init__(level)
-        self.setFormatter(logging.Formatter("[%(asctime)s] %(message)s", "%H:%M:%S"))
-        try:
-            import rich.console  # noqa: F401 - optional
-        except ImportError:
-            self._console = None
-        else:
-            from rich.console import Console
-
-            self._console = Console(stderr=True)
-        self._bar = None
-        self._bar_task = None
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            msg = self.format(record)
-            if self._console is None:
-                sys.stderr.write(msg + "\n")
-                sys.stderr.flush()
-                return
-            progress = getattr(record, "progress", None)
-            if progress is not None:
-                self._advance(*progress)
-            self._console.print(msg, markup=False, highlight=False, soft_wrap=True)
-        except Exception:  # noqa: BLE001 - logging must never break the tuner
-            self.handleError(record)
-
-    def _advance(self, done: int, total: int) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
-        if self._bar is None:
-            self._bar = Progress("Tuning", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                                 console=self._console, transient=False)
-            self._bar_task = self._bar.add_task("trials", total=total)
-            self._bar.start()
-        self._bar.update(self._bar_task, completed=min(done, total), total=total)
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-            self._bar = None
-        super().close()

@@ -1,12 +1,11 @@
 """Tuning logs: files per task and for the scheduler, forwarding, console output."""
 
-import builtins
 import logging
 import os
 
 import pytest
 
-from metaschedule.logging import ConsoleHandler, TuningLogs, get_logger, task_log_path
+from metaschedule.logging import TuningLogs, get_logger, task_log_path
 
 
 class ListHandler(logging.Handler):
@@ -50,40 +49,6 @@ def test_loggers_are_not_registered_globally(tmp_path):
     added = set(logging.Logger.manager.loggerDict) - before
     assert not [name for name in added if "task_0" in name or "task_scheduler" in name]
     assert get_logger("x").name == "metaschedule.x"
-
-
-def test_plain_console_without_rich(monkeypatch, capsys):
-    real_import = builtins.__import__
-
-    def no_rich(name, *args, **kwargs):
-        if name.startswith("rich"):
-            raise ImportError("no rich here")
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_rich)
-    handler = ConsoleHandler()
-    logger = logging.getLogger("test_logging.console")
-    logger.setLevel(logging.INFO)
-    logger.addHandler(handler)
-    logger.info("trial %d", 3, extra={"progress": (3, 8)})
-    handler.close()
-    logger.removeHandler(handler)
-    assert "trial 3" in capsys.readouterr().err
-
-
-def test_rich_console_with_a_progress_bar(capsys):
-    pytest.importorskip("rich")
-    handler = ConsoleHandler()
-    logger = logging.getLogger("test_logging.console")
-    logger.setLevel(logging.INFO)
-    logger.addHandler(handler)
-    logger.info("starting", extra={"progress": (0, 8)})
-    logger.info("half way", extra={"progress": (4, 8)})
-    assert handler._bar.tasks[0].completed == 4
-    handler.close()
-    logger.removeHandler(handler)
-    err = capsys.readouterr().err
-    assert "starting" in err and "half way" in err
 
 
 def test_mismatched_parents(tmp_path):

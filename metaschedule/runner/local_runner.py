@@ -57,6 +57,7 @@ __all__ = [
     "default_cleanup",
     "default_run_evaluator",
     "host_measurement_lock",
+    "measurement_lock_holder",
     "measurement_lock_path",
 ]
 
@@ -134,6 +135,24 @@ def _default_load(path: str) -> Module:
 def measurement_lock_path() -> str:
     """The file whose exclusive lock every measurement on this host holds."""
     return os.path.join(tempfile.gettempdir(), "metaschedule-measure.lock")
+
+
+def measurement_lock_holder(path: str | None = None) -> int | None:
+    """The id of the process holding the host measurement lock, read from ``/proc/locks``
+    (Linux); None when it is free, or where that cannot be known."""
+    path = path or measurement_lock_path()
+    try:
+        st = os.stat(path)
+        with open("/proc/locks") as f:
+            table = f.read()
+    except OSError:
+        return None
+    device = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    for line in table.splitlines():
+        parts = line.split()  # "1: FLOCK  ADVISORY  WRITE 1234 fe:00:5678 0 EOF"
+        if len(parts) >= 6 and parts[1] == "FLOCK" and parts[5] == device and parts[4].isdigit():
+            return int(parts[4])
+    return None
 
 
 @contextmanager

@@ -31,6 +31,7 @@ which every candidate failed to build or run; the other tasks go on.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import signal
 import threading
@@ -131,6 +132,7 @@ class TaskScheduler(ABC):
         except BaseException:
             self._abort()
             raise
+        self._progress("on_finish")  # progress hook
         self.logger.info("Tuning finished: %d trial(s)\n%s",
                          sum(t.num_trials for t in self.tasks), self.tuning_statistics())
 
@@ -151,6 +153,7 @@ class TaskScheduler(ABC):
                                     self.cost_model)
             task.pre_tuned = True
         self._start_tuning()
+        self._progress("on_start")  # progress hook
         while num_sent < self.max_trials_global:
             self._flush_all()
             before = [t.is_terminated for t in self.tasks]
@@ -237,6 +240,7 @@ class TaskScheduler(ABC):
             task.ctx.logger.info("Reached max_trials_per_task=%d", self.max_trials_per_task)
             self.terminate_task(task_id)
             return 0
+        self._progress("on_phase", task_id, "searching")  # progress hook
         with Profiler.timeit("SearchStrategy/GenerateCandidates"):
             candidates = task.ctx.generate_measure_candidates()
         if candidates is None:
@@ -253,6 +257,7 @@ class TaskScheduler(ABC):
                 self.terminate_task(task_id)
             return 0
         task.empty_batches_in_a_row = 0
+        self._progress("on_phase", task_id, "building")  # progress hook
         builder_results = self._build(task.ctx, candidates)
         try:
             futures = self._run(task.ctx, candidates, builder_results)
@@ -260,6 +265,7 @@ class TaskScheduler(ABC):
             _remove_artifacts(r.artifact_path for r in builder_results)
             raise
         task.start_batch(candidates, builder_results, futures)
+        self._progress("on_phase", task_id, "measuring")  # progress hook
         self._flush(task_id)  # the failed builds are results already
         return len(candidates)
 
@@ -306,6 +312,7 @@ class TaskScheduler(ABC):
         with Profiler.timeit("SearchStrategy/NotifyRunnerResults"):
             task.ctx.notify_runner_results(candidates, results)
         task.record_results(builder_results, results)
+        self._progress("on_batch", task_id)  # progress hook
         for callback in self.measure_callbacks:
             if not getattr(callback, "incremental", False):  # the incremental ones saw each result already
                 with Profiler.timeit(f"MeasureCallback/{type(callback).__name__}"):
@@ -380,6 +387,8 @@ class TaskScheduler(ABC):
                     with Profiler.timeit(f"MeasureCallback/{type(callback).__name__}"):
                         callback.apply(self, task_id, cands, built, ran)
             task.delivered.update(indices)
+        for i in indices:
+            self._progress("on_result", task_id, _latency(task.runner_results[i]))  # hook
 
     def _abort(self) -> None:
         """On an exception or Ctrl-C: commit the results that arrived, remove the
@@ -408,8 +417,29 @@ class TaskScheduler(ABC):
 
     # ------------------------------------------------------------------ reporting
     def tuning_statistics(self) -> str:
-        """The statistics table (see :meth:`print_tuning_statistics`) as text."""
-        return statistics_table(self.tasks)
+        """The statistics table (see :meth:`print_tuning_statistics`) as text; the
+        latencies are the best over the whole database (earlier runs included)."""
+        return statistics_table(self.tasks, self._database_best())
+
+    def _database_best(self) -> list[float] | None:
+        """Per task, the best latency over the database and this run; None without one."""
+        if self.database is None:
+            return None
+        best = []
+        for task in self.tasks:
+            try:
+                record = self.database.query_tuning_record(task.ctx.mod, task.ctx.target)
+            except Exception:  # noqa: BLE001 - a custom database: this run's own best
+                record = None
+            best.append(min(task.best_latency,
+                            record.mean_run_sec if record is not None else math.inf))
+        return best
+
+    def _progress(self, event: str, *args) -> None:
+        """Tell the run's progress display (``logger.progress``, set by TuningLogs)."""
+        sink = getattr(self.logger, "progress", None)
+        if sink is not None:
+            getattr(sink, event)(self, *args)
 
     def print_tuning_statistics(self) -> None:
         """Print a table per task: FLOP, weight, speed (GFLOPS), best latency, weighted
@@ -497,6 +527,13 @@ def _deferred_interrupt():
             previous(*caught[0])
         elif caught and previous == signal.SIG_DFL:
             raise KeyboardInterrupt
+
+
+def _latency(result: RunnerResult) -> float | None:
+    """The mean run time of a successful measurement, else None."""
+    if result.error_msg is not None or not result.run_secs:
+        return None
+    return sum(result.run_secs) / len(result.run_secs)
 
 
 def _failed_future(error_msg: str) -> RunnerFuture:

@@ -170,18 +170,24 @@ class TaskRecord:
                 f"best={self.best_latency:.3g}s, terminated={self.is_terminated})")
 
 
-def statistics_table(tasks: list[TaskRecord]) -> str:
-    """The per-task table of :meth:`TaskScheduler.print_tuning_statistics`, and totals."""
+def statistics_table(tasks: list[TaskRecord], best_latencies: list[float] | None = None) -> str:
+    """The per-task table of :meth:`TaskScheduler.print_tuning_statistics`, and totals.
+
+    ``best_latencies`` (one per task, e.g. the best over a database that earlier runs
+    filled) replace the tasks' own best latencies; a note names the tasks whose own best
+    of this run is slower."""
+    if best_latencies is None:
+        best_latencies = [t.best_latency for t in tasks]
     header = ("ID", "Name", "FLOP", "Weight", "Speed (GFLOPS)", "Latency (us)",
               "Weighted Latency (us)", "Trials", "Done")
     rows = []
     total_latency = 0.0
-    for i, task in enumerate(tasks):
-        best = task.best_latency
+    for i, (task, best) in enumerate(zip(tasks, best_latencies)):
         if math.isfinite(best):
             weighted = best * task.task_weight
             total_latency += weighted
-            speed, lat, wlat = _num(task.gflops), _num(best * 1e6), _num(weighted * 1e6)
+            speed = _num(task.flop / best / 1e9) if best > 0 else "inf"
+            lat, wlat = _num(best * 1e6), _num(weighted * 1e6)
         else:
             speed = lat = wlat = "N/A"
         rows.append((str(i), task.name, str(int(task.flop)), f"{task.task_weight:g}", speed, lat,
@@ -192,11 +198,16 @@ def statistics_table(tasks: list[TaskRecord]) -> str:
     lines += [" | ".join(v.rjust(w) for v, w in zip(row, widths)) for row in rows]
     lines.append("-" * len(lines[0]))
     total_trials = sum(t.num_trials for t in tasks)
-    unmeasured = sum(1 for t in tasks if not math.isfinite(t.best_latency))
+    unmeasured = sum(1 for b in best_latencies if not math.isfinite(b))
     lines.append(f"Total trials: {total_trials}")
     lines.append(f"Total weighted latency (us): {total_latency * 1e6:.4f}"
                  + (f" ({unmeasured} task(s) without a valid measurement not counted)"
                     if unmeasured else ""))
+    older = [f"#{i} {_num(t.best_latency * 1e6) if math.isfinite(t.best_latency) else 'N/A'}"
+             for i, (t, b) in enumerate(zip(tasks, best_latencies)) if b < t.best_latency]
+    if older:
+        lines.append("Latencies are the best over the database; this run's own best (us): "
+                     + ", ".join(older))
     return "\n".join(lines)
 
 

@@ -1,28 +1,51 @@
-"""The ``metaschedule`` command.
-
-Subcommands:
-    demo    build a matmul with a hand-written schedule, check it against numpy, time it.
-
-Environment variables are read here and nowhere else.
-"""
+"""``metaschedule demo``: a hand-scheduled matmul, checked against numpy and timed."""
 
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 
+from .common import add_subcommand, positive_int
 
-def _demo(args: argparse.Namespace) -> int:
+EXAMPLES = """\
+  metaschedule demo                      # 1024^3 float32 matmul
+  metaschedule demo --size 256 --repeat 3
+"""
+
+
+def register(sub, parents) -> None:
+    p = add_subcommand(
+        sub,
+        "demo",
+        help="build, check and time a hand-scheduled matmul",
+        description="Build a matmul with a hand-written schedule, check it "
+        "against numpy and time it against numpy's BLAS.",
+        examples=EXAMPLES,
+        parents=parents,
+    )
+    p.add_argument(
+        "--size", type=positive_int, default=1024, help="N of the N x N x N float32 matmul"
+    )
+    p.add_argument("--number", type=positive_int, default=5, help="calls per timed round")
+    p.add_argument(
+        "--repeat",
+        type=positive_int,
+        default=5,
+        help="timed rounds, interleaved with numpy; the best round counts",
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from . import te
-    from .codegen import build
-    from .schedule import Schedule
-    from .target import Target
-    from .te import ops
-    from .testing.schedules import matmul_schedule
+    from .. import te
+    from ..codegen import build
+    from ..schedule import Schedule
+    from ..target import Target
+    from ..te import ops
+    from ..testing.schedules import matmul_schedule
 
     n = args.size
     A = te.placeholder((n, n), "float32", "A")
@@ -38,8 +61,10 @@ def _demo(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory() as cold_cache:  # time a real compile, not a cache hit
         lib = build(sch.mod, target, cache_dir=cold_cache)
     t2 = time.perf_counter()
-    print(f"schedule {1e3 * (t1 - t0):.1f} ms, build {1e3 * (t2 - t1):.1f} ms "
-          f"(lower + C codegen + cc, {n}x{n}x{n} float32 matmul)")
+    print(
+        f"schedule {1e3 * (t1 - t0):.1f} ms, build {1e3 * (t2 - t1):.1f} ms "
+        f"(lower + C codegen + cc, {n}x{n}x{n} float32 matmul)"
+    )
 
     rng = np.random.default_rng(0)
     a = rng.standard_normal((n, n), dtype=np.float32)
@@ -54,7 +79,8 @@ def _demo(args: argparse.Namespace) -> int:
     # interleaved rounds, best of each: the machine may be shared with other work
     flops = 2.0 * n**3
     evaluator = lib.time_evaluator("main", number=args.number, repeat=1)
-    ours, ref = [], []
+    ours: list[float] = []
+    ref: list[float] = []
     for _ in range(args.repeat):
         ours.extend(evaluator(a, b, c).results)
         t = time.perf_counter()
@@ -65,23 +91,3 @@ def _demo(args: argparse.Namespace) -> int:
     print(f"metaschedule: {ours_gf:8.1f} GFLOPS")
     print(f"numpy       : {ref_gf:8.1f} GFLOPS  (ratio {ours_gf / ref_gf:.2f})")
     return 0 if ok else 1
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="metaschedule", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="build, check and time a scheduled matmul")
-    demo.add_argument("--size", type=int, default=1024)
-    demo.add_argument("--number", type=int, default=5)
-    demo.add_argument("--repeat", type=int, default=5)
-    demo.set_defaults(func=_demo)
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return args.func(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
