@@ -115,3 +115,23 @@ def test_trace_without_the_anchor_is_rejected():
     func = te.create_prim_func([a, b, ops.matmul(a, b)])
     with pytest.raises(ValueError, match="anchor block"):
         schedule_using_anchor_trace(Schedule(func), _anchor_traces(1)[0], TARGET)
+
+
+def test_anchor_block_database_schedules_a_sibling_module():
+    """A record tuned on conv2d + relu answers a query for conv2d + add + relu."""
+    relu_func, sibling = _conv("relu"), _conv("add_relu")
+    db = ms.Database.create("memory", module_equality="anchor-block")
+    workload = db.commit_workload(ms.tir.IRModule({"main": relu_func}))
+    trace = _anchor_traces(1)[0]
+    db.commit_tuning_record(ms.database.TuningRecord(trace, workload, [1e-3], TARGET))
+    sch = db.query_schedule(ms.tir.IRModule({"main": sibling}), TARGET)
+    assert sch is not None
+    args = _inputs(np.random.default_rng(3))
+    out = np.zeros((1, 6, 6, 8), "float32")
+    interpret(sch.mod, *args, out)
+    np.testing.assert_allclose(out, _reference(args), rtol=1e-4, atol=1e-4)
+    # a structural database does not confuse the two
+    plain = ms.Database.create("memory")
+    w2 = plain.commit_workload(ms.tir.IRModule({"main": relu_func}))
+    plain.commit_tuning_record(ms.database.TuningRecord(trace, w2, [1e-3], TARGET))
+    assert plain.query_schedule(ms.tir.IRModule({"main": sibling}), TARGET) is None

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..arg_info import ArgInfo
 from ..tir.function import IRModule, as_module
+from ..tir.structural import structural_equal
 from .module_equality import ModuleEquality
 
 if TYPE_CHECKING:
@@ -188,6 +189,23 @@ def _replay(record: TuningRecord, workload_name: str) -> Schedule:
     return sch
 
 
+def _apply_anchor(
+    record: TuningRecord, mod: IRModule, target: Target | None, workload_name: str
+) -> Schedule:
+    """``record``'s trace, tuned on another module with the same anchor block, on ``mod``."""
+    from ..schedule import Schedule
+    from ..target import Target as _Target
+    # trace_apply sits above the database layer (it needs the anchor-block analysis).
+    from ..trace_apply import schedule_using_anchor_trace
+
+    sch = Schedule(mod)
+    if workload_name in sch.mod:
+        sch.work_on(workload_name)
+    target = target or record.target or _Target("cpu")
+    schedule_using_anchor_trace(sch, record.trace, target)
+    return sch
+
+
 # --------------------------------------------------------------------------- database
 _SCOPE: contextvars.ContextVar[tuple[Database, ...]] = contextvars.ContextVar(
     "metaschedule_database_scope", default=()
@@ -258,6 +276,10 @@ class Database(ABC):
         if record is None:
             return None
         try:
+            if self.module_equality == "anchor-block" and not structural_equal(
+                as_module(mod), record.workload.mod
+            ):
+                return _apply_anchor(record, as_module(mod), target, workload_name)
             return _replay(record, workload_name)
         except Exception as err:  # noqa: BLE001 - any replay failure means the same
             warnings.warn(
