@@ -73,7 +73,11 @@ def tune_tasks(
         task_scheduler: a scheduler, or "gradient", "round-robin".
         module_equality: how the created database matches workloads ("structural",
             "ignore-tensor", "anchor-block").
-        post_optimization: Droplet-search post-optimization; not supported yet.
+        post_optimization: after the search, run a Droplet search (a local search over the
+            best record's tile and unroll decisions, moves accepted by a t-test at p=0.05)
+            with up to :data:`POST_OPTIMIZATION_TRIALS` measurements per task; a better
+            schedule found is committed to the database. See
+            :mod:`metaschedule.post_optimization`.
 
     Returns:
         The database with all tuning records.
@@ -94,9 +98,6 @@ def tune_tasks(
     ``work_dir/logs/task_<i>_<name>.log`` and forwards to the original one, and the
     scheduler logs to ``work_dir/logs/task_scheduler.log``; both are restored at the end.
     """
-    if post_optimization:
-        raise NotImplementedError("tune_tasks: post_optimization (Droplet search) is not yet "
-                                  "supported; pass post_optimization=False")
     tasks = list(tasks)
     task_weights = [float(w) for w in task_weights]
     if not tasks:
@@ -167,6 +168,8 @@ def _run_scheduler(scheduler, logs, tasks, task_weights, max_trials_global, max_
             extra={"progress": (0, max_trials_global)})
         scheduler.tune(tasks, task_weights, max_trials_global, max_trials_per_task,
                        num_trials_per_iter, builder, runner, callbacks, database, cost_model)
+        if post_optimization:
+            _post_optimize(tasks, database, builder, runner, work_dir, logs.scheduler)
     finally:
         for task, logger in zip(tasks, saved_loggers):
             task.logger = logger
@@ -333,6 +336,20 @@ def tune_tir(
 
 
 # --------------------------------------------------------------------------- components
+#: Neighbours a Droplet search measures per task when ``post_optimization`` is on.
+POST_OPTIMIZATION_TRIALS = 100
+
+
+def _post_optimize(tasks, database, builder, runner, work_dir, logger) -> None:
+    from .post_optimization import post_optimize  # above the tuner's layer: built on it
+
+    for task in tasks:
+        post_optimize(database, [task.mod], task.target, POST_OPTIMIZATION_TRIALS,
+                      builder=builder, runner=runner,
+                      log_dir=os.path.join(work_dir, "logs", f"droplet_{task.task_name}"),
+                      logger=logger)
+
+
 def _database(database, work_dir: str, module_equality: str) -> Database:
     if isinstance(database, Database):
         return database

@@ -337,8 +337,6 @@ def test_a_single_callback_and_task_loggers_are_restored(tmp_path):
 
 
 def test_errors_at_the_boundary(tmp_path):
-    with pytest.raises(NotImplementedError, match="not yet supported"):
-        dummy_tune(tmp_path, matmul(8), post_optimization=True)
     ctx = TuneContext(matmul(8), target="cpu", space_generator=split_template,
                       search_strategy="replay-trace")
     with pytest.raises(ValueError, match="1 tasks but 2 task_weights"):

@@ -25,6 +25,7 @@ from ..schedule import Schedule, Trace
 from ..target import Target
 from ..tir.function import IRModule, as_module
 from ..tir.serialize import from_json_dict, load_json, to_json_dict
+from ..tir.structural import structural_equal
 from .module_equality import ModuleEquality
 
 __all__ = [
@@ -180,6 +181,21 @@ def _replay(record: TuningRecord, workload_name: str) -> Schedule:
     return sch
 
 
+def _apply_anchor(
+    record: TuningRecord, mod: IRModule, target: Target | None, workload_name: str
+) -> Schedule:
+    """``record``'s trace, tuned on another module with the same anchor block, on ``mod``."""
+    # a local import breaks the cycle: trace_apply uses database.module_equality
+    from ..trace_apply import schedule_using_anchor_trace
+
+    sch = Schedule(mod)
+    if workload_name in sch.mod:
+        sch.work_on(workload_name)
+    target = target or record.target or Target("cpu")
+    schedule_using_anchor_trace(sch, record.trace, target)
+    return sch
+
+
 # --------------------------------------------------------------------------- database
 _SCOPE: contextvars.ContextVar[tuple[Database, ...]] = contextvars.ContextVar(
     "metaschedule_database_scope", default=()
@@ -247,8 +263,13 @@ class Database(ABC):
         fit) is reported with a warning naming where it is stored, and the next best is
         tried, so that a bad record is never applied to the wrong module silently.
         """
-        for record in self._ranked_records(as_module(mod), target, workload_name):
+        mod = as_module(mod)
+        for record in self._ranked_records(mod, target, workload_name):
             try:
+                if self.module_equality == "anchor-block" and not structural_equal(
+                    mod, record.workload.mod
+                ):  # a record of another module with the same anchor block
+                    return _apply_anchor(record, mod, target, workload_name)
                 return _replay(record, workload_name)
             except Exception as err:  # noqa: BLE001 - any replay failure means the same
                 where = self.record_origin(record) or type(self).__name__
