@@ -91,6 +91,7 @@ def tune_tasks(
         raise TypeError(f"tune_tasks: work_dir must be a path, got {work_dir!r}")
     work_dir = os.fspath(work_dir)
     os.makedirs(work_dir, exist_ok=True)
+    _check_gpu_reachable(tasks, runner)
     database = _database(database, work_dir, module_equality)
     cost_model = _cost_model(cost_model)
     callbacks = normalize_callbacks(measure_callbacks)
@@ -207,6 +208,22 @@ def tune_tir(
 
 
 # --------------------------------------------------------------------------- components
+def _check_gpu_reachable(tasks: list[TuneContext], runner) -> None:
+    """A cuda task measured by the local runner needs a GPU here: fail before tuning."""
+    if runner != "local" or not any(
+        t.target is not None and t.target.kind == "cuda" for t in tasks
+    ):
+        return
+    from .runtime import cuda_unavailable_reason
+
+    reason = cuda_unavailable_reason()
+    if reason is not None:
+        raise RuntimeError(
+            f"tune: the cuda target needs a GPU to measure on, and the local runner has none "
+            f"({reason}); pass a runner that reaches one, e.g. runner=RPCRunner(...)"
+        )
+
+
 def _database(database, work_dir: str, module_equality: str) -> Database:
     if isinstance(database, Database):
         return database
