@@ -44,8 +44,11 @@ _CPU_ATTRS: dict[str, tuple[type, str]] = {
 _CUDA_ATTRS: dict[str, tuple[type, str]] = {
     "arch": (str, 'compute capability, e.g. "sm_80"'),
     "max_threads_per_block": (int, "threads per block"),
-    "max_shared_memory_per_block": (int, "shared memory bytes per block"),
+    "max_shared_memory_per_block": (int, "static shared memory bytes per block"),
+    "max_shared_memory_per_block_optin": (int, "shared memory bytes a kernel may opt in to"),
     "thread_warp_size": (int, "threads per warp"),
+    "registers_per_block": (int, "32-bit registers per block"),
+    "max_registers_per_thread": (int, "32-bit registers per thread"),
 }
 _ATTRS = {"cpu": _CPU_ATTRS, "cuda": _CUDA_ATTRS}
 _CUDA_DEFAULTS = {
@@ -53,6 +56,16 @@ _CUDA_DEFAULTS = {
     "max_threads_per_block": 1024,
     "max_shared_memory_per_block": 49152,
     "thread_warp_size": 32,
+    "registers_per_block": 65536,
+    "max_registers_per_thread": 255,
+}
+# compute capability -> shared memory bytes per block a kernel can opt in to (CUDA C
+# Programming Guide, "Technical Specifications per Compute Capability"); static
+# __shared__ arrays are limited to 48 KB on every architecture.
+_CUDA_SHARED_OPTIN = {
+    50: 49152, 52: 49152, 53: 49152, 60: 49152, 61: 49152, 62: 49152, 70: 98304, 72: 98304,
+    75: 65536, 80: 166912, 86: 101376, 87: 166912, 89: 101376, 90: 232448, 100: 232448,
+    103: 232448, 110: 232448, 120: 101376, 121: 101376,
 }
 # vector width (bytes) of a few named CPUs, for targets that are not the host
 _MCPU_VECTOR_WIDTH = {
@@ -351,7 +364,9 @@ def _convert(kind: str, key: str, typ: type, value: Any) -> Any:
 
 def _complete(kind: str, attrs: dict[str, Any]) -> dict[str, Any]:
     if kind == "cuda":
-        return {**_CUDA_DEFAULTS, **attrs}
+        out = {**_CUDA_DEFAULTS, **attrs}
+        out.setdefault("max_shared_memory_per_block_optin", _cuda_shared_optin(out["arch"]))
+        return out
     host = host_cpu_info()
     out = dict(attrs)
     out.setdefault("mcpu", "native")
@@ -365,6 +380,18 @@ def _complete(kind: str, attrs: dict[str, Any]) -> dict[str, Any]:
         if key not in out and value is not None:
             out[key] = value
     return out
+
+
+def _cuda_shared_optin(arch: str) -> int:
+    """The opt-in shared memory per block of ``sm_XY``; ValueError for an unknown arch."""
+    digits = arch.removeprefix("sm_").removeprefix("compute_").rstrip("af")
+    if not digits.isdigit():
+        raise ValueError(f"cuda arch must look like 'sm_80', got {arch!r}")
+    cc = int(digits)
+    if cc < 50:
+        raise ValueError(f"cuda arch {arch} is older than sm_50, which CUDA 12+ no longer builds")
+    known = [k for k in sorted(_CUDA_SHARED_OPTIN) if k <= cc]
+    return _CUDA_SHARED_OPTIN[known[-1]]
 
 
 def _default_vector_width(mcpu: str, mattr: tuple[str, ...], host: HostCpuInfo) -> int:

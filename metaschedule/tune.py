@@ -116,6 +116,7 @@ def tune_tasks(
     cost_model = _named("cost_model", _cost_model, cost_model)
     callbacks = _named("measure_callbacks", normalize_callbacks, measure_callbacks)
     scheduler = _named("task_scheduler", _task_scheduler, task_scheduler)
+    _check_gpu_reachable(tasks, runner)
     check_work_dir(work_dir)
     owned: list = []
     records_before = 0
@@ -130,7 +131,8 @@ def tune_tasks(
             try:
                 _run_scheduler(scheduler, logs, tasks, task_weights, max_trials_global,
                                max_trials_per_task, num_trials_per_iter, builder, runner,
-                               callbacks, database, cost_model, work_dir)
+                               callbacks, database, cost_model, work_dir,
+                               bool(post_optimization))
             except KeyboardInterrupt:
                 msg = _interrupted_message(database, work_dir,
                                            _count(database) - records_before)
@@ -151,7 +153,7 @@ def tune_tasks(
 
 def _run_scheduler(scheduler, logs, tasks, task_weights, max_trials_global, max_trials_per_task,
                    num_trials_per_iter, builder, runner, callbacks, database, cost_model,
-                   work_dir) -> None:
+                   work_dir, post_optimization: bool = False) -> None:
     """Run the scheduler with the run's loggers in place; the loggers are restored."""
     saved_loggers = [t.logger for t in tasks]
     had_logger = "logger" in scheduler.__dict__
@@ -293,6 +295,7 @@ def tune_tir(
     check_budgets(max_trials_global, max_trials_per_task, num_trials_per_iter)
     mod = as_module(mod)
     target = target if isinstance(target, Target) else Target(target)
+    _check_gpu_reachable([target], runner)
     special_space = dict(special_space or {})
     unknown = sorted(set(special_space) - set(mod))
     if unknown:
@@ -348,6 +351,21 @@ def _post_optimize(tasks, database, builder, runner, work_dir, logger) -> None:
                       builder=builder, runner=runner,
                       log_dir=os.path.join(work_dir, "logs", f"droplet_{task.task_name}"),
                       logger=logger)
+
+
+def _check_gpu_reachable(tasks: list[TuneContext] | list[Target], runner) -> None:
+    """A cuda task measured by the local runner needs a GPU here: fail before tuning."""
+    targets = [t if isinstance(t, Target) else t.target for t in tasks]
+    if runner != "local" or not any(t is not None and t.kind == "cuda" for t in targets):
+        return
+    from .runtime import cuda_unavailable_reason
+
+    reason = cuda_unavailable_reason()
+    if reason is not None:
+        raise RuntimeError(
+            f"tune: the cuda target needs a GPU to measure on, and the local runner has none "
+            f"({reason}); pass a runner that reaches one, e.g. runner=RPCRunner(...)"
+        )
 
 
 def _database(database, work_dir: str, module_equality: str) -> Database:

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import os
 
+from ..runtime.cuda_module import CudaModule
 from ..runtime.module import METADATA_VERSION, Module, embed_c
 from ..runtime.timer import timer_c_source
 from ..target import Target
 from ..tir.function import IRModule, PrimFunc
-from ..tir.transform import lower
+from ..tir.transform import GPU_LOWER_PASSES, lower
 from .c_codegen import codegen_c
 from .compiler import BuildError, compile_shared, compiler_flags
+from .cuda_codegen import codegen_cuda
 from .debug import DebugSites
+from .nvcc import compile_cuda
 
 __all__ = ["build"]
 
@@ -22,27 +25,27 @@ def build(
     *,
     cache_dir: str | None = None,
     debug: bool = False,
-) -> Module:
+) -> Module | CudaModule:
     """Compile a PrimFunc or IRModule (block form or lowered) for ``target``.
 
     Args:
         func_or_mod: a PrimFunc (named ``main``) or an IRModule of PrimFuncs.
-        target: a Target or target string; only "cpu" targets are built so far.
+        target: a Target or target string: "cpu" (C with OpenMP, a shared library) or
+            "cuda" (CUDA C compiled with nvcc to PTX and a cubin).
         cache_dir: where compiled libraries are cached (default: the kernel cache).
         debug: check every load and store at run time (scalar code, slower); an
             out-of-bounds access makes the call raise ``IndexError`` naming the access
             and the index, instead of reading or writing memory it does not own.
 
     Returns:
-        A loaded :class:`metaschedule.runtime.Module`.
+        A loaded :class:`metaschedule.runtime.Module`, or for cuda a
+        :class:`metaschedule.runtime.CudaModule` (runnable where a GPU is).
 
     Raises:
         ValueError: dynamic (symbolic) shapes, or IR the C back end cannot express.
         BuildError: the C compiler failed (see its ``compiler_output``).
     """
     target = Target(target)
-    if target.kind != "cpu":
-        raise NotImplementedError(f"code generation for {target.kind} is not implemented yet")
     if isinstance(func_or_mod, PrimFunc):
         mod = IRModule({"main": func_or_mod})
     elif isinstance(func_or_mod, IRModule):
@@ -53,6 +56,11 @@ def build(
         )
     for name, func in mod.items():
         _check_static(name, func)
+    if target.kind == "cuda":
+        if debug:
+            raise ValueError("build: debug=True (bounds-checked C) is for cpu targets; "
+                             "check a GPU schedule with ms.tir.interpreter.interpret instead")
+        return _build_cuda(mod, target, cache_dir)
     lowered = IRModule({name: lower(func) for name, func in mod.items()})
     sites = DebugSites() if debug else None
     csrc = codegen_c(lowered, target, debug=sites)
@@ -82,6 +90,31 @@ def build(
         os.unlink(path)
         raise BuildError(f"the built library cannot be loaded: {err}", library, str(err),
                          []) from None
+
+
+def _build_cuda(mod: IRModule, target: Target, cache_dir: str | None) -> CudaModule:
+    """Lower for the GPU, generate CUDA C, compile it with nvcc (PTX and cubin)."""
+    lowered = IRModule({name: lower(func, GPU_LOWER_PASSES) for name, func in mod.items()})
+    src = codegen_cuda(lowered, target)
+    binary = compile_cuda(src.code, target.arch, cache_dir)
+    metadata = {
+        "version": METADATA_VERSION,
+        "target": target.as_json(),
+        "functions": [
+            {
+                "name": f.name,
+                "params": [{"name": p.name, "dtype": p.dtype, "shape": list(p.shape),
+                            "written": p.written} for p in f.params],
+                "workspace": [list(w) for w in f.workspace],
+                "kernels": [{"symbol": k.symbol, "grid": list(k.grid), "block": list(k.block),
+                             "args": list(k.args), "shared_bytes": k.shared_bytes}
+                            for k in f.kernels],
+            }
+            for f in src.functions
+        ],
+    }
+    resources = {name: vars(r) for name, r in binary.resources.items()}
+    return CudaModule(metadata, src.code, binary.ptx, binary.cubin, resources)
 
 
 def _check_static(name: str, func: PrimFunc) -> None:

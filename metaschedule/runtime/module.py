@@ -295,7 +295,7 @@ _LOADED: dict[str, str] = {}
 
 
 def load_module(path: str | os.PathLike) -> Module:
-    """Load a library written by ``Module.export_library``.
+    """Load a library written by ``Module.export_library`` (or a CUDA module's file).
 
     The dynamic loader returns the library it already loaded from a path even when the
     file has been replaced since; a path whose contents changed is therefore loaded
@@ -304,6 +304,10 @@ def load_module(path: str | os.PathLike) -> Module:
     path = os.path.realpath(os.fspath(path))
     with open(path, "rb") as f:
         data = f.read()
+    if data[:1] == b"{":  # a CUDA module's JSON file
+        from .cuda_module import load_cuda_module
+
+        return load_cuda_module(path)
     digest = hashlib.sha256(data).hexdigest()[:32]
     if _LOADED.setdefault(path, digest) == digest:
         return Module(path)

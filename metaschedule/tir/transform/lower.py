@@ -11,6 +11,7 @@ from .convert_blocks import convert_blocks
 from .lower_init import lower_init
 from .plan_allocations import plan_allocations
 from .simplify import simplify_indices
+from .storage_sync import insert_storage_sync
 
 Pass = Callable[[PrimFunc], PrimFunc]
 
@@ -23,6 +24,10 @@ LOWER_PASSES: tuple[Pass, ...] = (
     compact_allocations,
     simplify_indices,
 )
+
+
+#: The passes for GPU targets: those of :func:`lower`, then shared-memory barriers.
+GPU_LOWER_PASSES: tuple[Pass, ...] = (*LOWER_PASSES, insert_storage_sync)
 
 
 def lower(func: PrimFunc, passes: tuple[Pass, ...] = LOWER_PASSES) -> PrimFunc:

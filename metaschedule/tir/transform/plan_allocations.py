@@ -16,6 +16,10 @@ checked with :func:`~metaschedule.tir.arith.detect_iter_map` (bijective). That c
 a fused loop ``f`` whose tile is indexed by ``f // 8`` in one dimension and ``f % 8``
 in another.
 
+GPU thread-bound loops follow the memory model of the GPU: a ``shared`` or ``local``
+buffer sinks into a ``blockIdx`` loop (each block has its own), a ``local`` one into a
+``threadIdx`` loop (registers are per thread), and a ``vthread`` loop is serial.
+
 A parallel loop is different: its iterations are independent by the contract of the
 ``parallel`` primitive, so a buffer whose every use lies inside one is *private* to an
 iteration and is always allocated inside the loop body, even when disjointness cannot
@@ -76,7 +80,8 @@ def _sink(buf: Buffer, stmt: Stmt) -> Stmt:
         return stmt
     if isinstance(stmt, For) and (
         stmt.kind is ForKind.PARALLEL
-        or (stmt.kind in _SINKABLE and _iterations_disjoint(buf, stmt))
+        or _private_per_thread(buf, stmt)
+        or (_sinkable(stmt) and _iterations_disjoint(buf, stmt))
     ):
         return replace_fields(stmt, body=_sink(buf, stmt.body))
     if isinstance(stmt, IfThenElse) and not touches(stmt.condition, buf):
@@ -89,6 +94,30 @@ def _sink(buf: Buffer, stmt: Stmt) -> Stmt:
     if isinstance(stmt, Allocate):
         return replace_fields(stmt, body=_sink(buf, stmt.body))
     return Allocate(buf, stmt)
+
+
+def _sinkable(loop: For) -> bool:
+    """Serial in each thread: serial, unrolled, and virtual-thread loops."""
+    return loop.kind in _SINKABLE or (
+        loop.kind is ForKind.THREAD_BINDING and loop.thread_binding.startswith("vthread")
+    )
+
+
+def _private_per_thread(buf: Buffer, loop: For) -> bool:
+    """Whether every GPU block (thread) bound by ``loop`` gets its own copy of ``buf``.
+
+    Each block has its own shared and local memory, so both sink into a ``blockIdx``
+    loop; only local (register) memory is private to a ``threadIdx``, shared memory is
+    what the threads of a block have in common.
+    """
+    if loop.kind is not ForKind.THREAD_BINDING:
+        return False
+    tag = loop.thread_binding
+    if tag.startswith("blockIdx"):
+        return buf.scope in ("shared", "local")
+    if tag.startswith("threadIdx"):
+        return buf.scope == "local"
+    return False
 
 
 def _iterations_disjoint(buf: Buffer, loop: For) -> bool:

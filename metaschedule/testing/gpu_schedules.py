@@ -1,0 +1,36 @@
+"""Hand-written GPU schedules shared by tests, benchmarks and examples."""
+
+from __future__ import annotations
+
+from ..schedule import Schedule
+from ..te import create_prim_func, placeholder
+from ..te.ops import matmul
+
+__all__ = ["shared_memory_matmul"]
+
+
+def shared_memory_matmul(n: int = 64, tile: int = 16) -> Schedule:
+    """``C = A @ B`` (n x n, float32) tiled for a GPU: one ``tile x tile`` block of threads
+    per output tile; per step of ``k``, the threads cooperatively load an A tile and a B
+    tile into shared memory, then each computes its element from them."""
+    a = placeholder((n, n), "float32", "A")
+    b = placeholder((n, n), "float32", "B")
+    sch = Schedule(create_prim_func([a, b, matmul(a, b)]))
+    block = sch.get_block("T_matmul_NN")
+    i, j, k = sch.get_loops(block)
+    i0, i1 = sch.split(i, [None, tile])
+    j0, j1 = sch.split(j, [None, tile])
+    k0, k1 = sch.split(k, [None, tile])
+    sch.reorder(i0, j0, k0, i1, j1, k1)
+    sch.bind(i0, "blockIdx.x")
+    sch.bind(j0, "blockIdx.y")
+    sch.bind(i1, "threadIdx.y")
+    sch.bind(j1, "threadIdx.x")
+    for index in (0, 1):
+        cached = sch.cache_read(block, index, "shared")
+        sch.compute_at(cached, k0)
+        fused = sch.fuse(*sch.get_loops(cached)[-2:])
+        _, ty, tx = sch.split(fused, [None, tile, tile])
+        sch.bind(ty, "threadIdx.y")
+        sch.bind(tx, "threadIdx.x")
+    return sch
