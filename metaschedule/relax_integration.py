@@ -39,6 +39,8 @@ from .space_generator import SpaceGenerator
 from .target import Target
 from .task_scheduler import TaskScheduler
 from .tir.function import IRModule, PrimFunc
+from .tir.structural import structural_equal
+from .trace_apply import schedule_using_anchor_trace
 from .tune import tune_tasks
 from .tune_context import TuneContext
 
@@ -188,12 +190,15 @@ def tune_relax(
     strategy: SearchStrategy.SearchStrategyType = "evolutionary",
     seed: int | None = None,
     module_equality: str = "structural",
+    post_optimization: bool | None = False,
 ) -> Database:
     """Tune the tasks of a model under one task scheduler.
 
     Args:
         op_names: tune only the tasks whose name contains one of these strings
             (e.g. ``["conv2d"]``); None tunes every task.
+        post_optimization: after the search, a Droplet search around each task's best
+            record (as in :func:`metaschedule.tune_tir`; an addition to TVM's signature).
         The others: as :func:`extract_tasks` and :func:`metaschedule.tune_tasks`.
 
     Returns:
@@ -231,6 +236,7 @@ def tune_relax(
         measure_callbacks=measure_callbacks,
         task_scheduler=task_scheduler,
         module_equality=module_equality,
+        post_optimization=post_optimization,
     )
 
 
@@ -275,8 +281,9 @@ def compile_relax(
 def _best_schedule(
     database: Database | None, wl: IRModule, target: Target, name: str
 ) -> Schedule | None:
-    """The best record's trace replayed on ``wl`` itself (so that a record found by
-    anchor-block equality applies to this function), or None."""
+    """The best record's trace applied to ``wl`` itself, or None: replayed when the record
+    is of ``wl``, applied as an anchor trace when anchor-block equality found it for a
+    function that fuses other blocks around the same anchor."""
     if database is None:
         return None
     record = database.query_tuning_record(wl, target, workload_name="main")
@@ -284,7 +291,10 @@ def _best_schedule(
         return None
     sch = Schedule(wl)
     try:
-        record.trace.apply_to_schedule(sch, remove_postproc=False)
+        if structural_equal(record.workload.mod, wl):
+            record.trace.apply_to_schedule(sch, remove_postproc=False)
+        else:  # found by anchor-block equality: a sibling with other fused blocks
+            schedule_using_anchor_trace(sch, record.trace, target)
     except Exception as err:  # noqa: BLE001 - any replay failure means the same
         logger.warning(
             "compile_relax: the best record of %s does not replay on it (%s: %s); "

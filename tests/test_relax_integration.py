@@ -145,3 +145,31 @@ def test_tune_relax_op_names_tunes_a_subset(tmp_path):
     tasks = ri.extract_tasks(f, "llvm")
     assert db.query_tuning_record(tasks[1].mod, tasks[1].target) is not None
     assert db.query_tuning_record(tasks[0].mod, tasks[0].target) is None
+
+
+@pytest.mark.compiler
+def test_anchor_block_tasks_share_one_tuned_trace(tmp_path):
+    """Layers with the same matmul and different epilogues are one anchor-block task; its
+    trace schedules every one of them at compile time (as an anchor trace)."""
+    from metaschedule.testing.dummy_object import DummyBuilder, DummyRunner
+
+    rng = np.random.default_rng(1)
+    b = GraphBuilder()
+    y = b.input("x", (4, 16))
+    w = b.const((rng.standard_normal((16, 16)) * 0.3).astype("float32"), "w_in")
+    y = b.call("relu", [b.call("matmul", [y, w])])
+    for i in range(2):
+        w = b.const((rng.standard_normal((16, 16)) * 0.3).astype("float32"), f"w{i}")
+        bias = b.const(rng.standard_normal(16).astype("float32"), f"b{i}")
+        y = b.call("relu", [b.call("add", [b.call("matmul", [y, w]), bias])])
+    f = b.finish([y])
+    assert len(ri.extract_tasks(f, "llvm")) == 2
+    (task,) = ri.extract_tasks(f, "llvm", module_equality="anchor-block")
+    assert task.weight == 3 and len(task.dispatched) == 2
+    db = ri.tune_relax(f, None, "llvm", str(tmp_path), max_trials_global=4,
+                       database="memory", module_equality="anchor-block",
+                       builder=DummyBuilder(), runner=DummyRunner(), **_quick())
+    exe = ri.compile_relax(db, f, "llvm", None)
+    assert set(exe.sources.values()) == {"database"} and len(exe.sources) == 2
+    x = rng.standard_normal((4, 16)).astype("float32")
+    np.testing.assert_allclose(exe(x), graph.interpret(f, x)[0], rtol=1e-5, atol=1e-5)
