@@ -284,7 +284,7 @@ def torch_call(
     def back(y):
         return y.permute(0, 2, 3, 1).numpy()
 
-    plain = lambda y: y.numpy()  # noqa: E731
+    plain = lambda y: y.numpy()
     if name == "gmm":
         return (lambda: torch.matmul(t[0], t[1])), "torch.matmul", plain
     if name in ("c2d", "cbr"):
@@ -326,7 +326,7 @@ def onnx_model(name: str, args: list[Any]) -> tuple[Any, dict[str, Any], str, Ca
 
     nodes, inits, extra = [], [], []
     feed: dict[str, Any] = {}
-    plain = lambda y: y  # noqa: E731
+    plain = lambda y: y
 
     def const(nm, value):
         inits.append(numpy_helper.from_array(np.asarray(value, np.float32), nm))
@@ -358,7 +358,7 @@ def onnx_model(name: str, args: list[Any]) -> tuple[Any, dict[str, Any], str, Ca
             if name == "cbr":
                 nodes.append(helper.make_node("Relu", ["Z"], ["Y"]))
             what = "Conv (NCHW)" + (" + Relu" if name == "cbr" else "")
-        to = lambda y: y.transpose(0, 2, 3, 1)  # noqa: E731
+        to = lambda y: y.transpose(0, 2, 3, 1)
     elif name == "tbg":
         feed["A"], feed["B"] = args[0], args[1]
         nodes += [
@@ -395,7 +395,7 @@ def onnx_model(name: str, args: list[Any]) -> tuple[Any, dict[str, Any], str, Ca
         feed["A"] = np.ascontiguousarray(args[0].transpose(0, 3, 1, 2))
         nodes.append(helper.make_node("MaxPool", ["A"], ["Y"], kernel_shape=[3, 3], strides=[2, 2]))
         what = "MaxPool (NCHW)"
-        to = lambda y: y.transpose(0, 2, 3, 1)  # noqa: E731
+        to = lambda y: y.transpose(0, 2, 3, 1)
     else:
         raise KeyError(name)
     expected = reference(name, args)
