@@ -10,7 +10,10 @@ Loops map to C as follows:
 * ``unroll``: ``#pragma GCC unroll <extent>``. A loop annotated with
   ``pragma_auto_unroll_max_step = S`` unrolls every loop of its nest whose total step
   count is at most ``S``; ``pragma_unroll_explicit = 1`` replicates the body of such
-  loops (small constant extents) instead of relying on the pragma.
+  loops instead of relying on the pragma, but only while the replicated nest stays
+  within :data:`EXPLICIT_UNROLL_STEPS` statements: the source stays bounded (an
+  unroll of 512 steps is a pragma on a loop whose body holds at most that many copies,
+  not 512 copies), so a build takes the compiler a fraction of a second.
 * ``thread_binding``: rejected, it is for GPU targets.
 
 Allocations of up to :data:`STACK_ALLOC_LIMIT` bytes are stack arrays declared where
@@ -44,8 +47,9 @@ from .c_helpers import HEADER, Helpers, c_literal, scalar_call
 
 #: Allocations up to this many bytes live on the stack, larger ones on the heap.
 STACK_ALLOC_LIMIT = 32 * 1024
-#: Largest extent that ``pragma_unroll_explicit`` replicates (larger ones use the pragma).
-EXPLICIT_UNROLL_LIMIT = 256
+#: Largest step count (:func:`steps`) of a loop that ``pragma_unroll_explicit`` replicates
+#: in the source; larger nests get ``#pragma GCC unroll`` (bounded source, fast builds).
+EXPLICIT_UNROLL_STEPS = 64
 
 _C_RESERVED = {
     "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else",
@@ -361,7 +365,7 @@ class FunctionWriter:
             wanted = True
         if not wanted:
             return None
-        if self.explicit_unroll and loop.extent.value <= EXPLICIT_UNROLL_LIMIT:
+        if self.explicit_unroll and steps(loop) <= EXPLICIT_UNROLL_STEPS:
             return "explicit"
         return "pragma"
 

@@ -233,19 +233,19 @@ def test_vectorized_masks_bools_and_invariant_selects():
 
 
 @pytest.mark.compiler
-def test_vectorize_falls_back_for_gather_and_reduction():
+def test_vectorize_gathers_strided_loads_and_falls_back_for_reduction():
     n = 24
     A = te.placeholder((n, 2 * n), name="A")
-    G = te.compute((n, n), lambda i, j: A[i, 2 * j] + 1.0, name="G")  # stride 2: gather
+    G = te.compute((n, n), lambda i, j: A[i, 2 * j] + 1.0, name="G")  # stride 2: gathered
     k = te.reduce_axis((0, n), name="k")
     S = te.compute((n,), lambda i: te.sum(G[i, k], axis=k), name="S")
     func = te.create_prim_func([A, S])
     func = schedule_loops(schedule_loops(func, "G", [None, V]), "S", [None, V])
     a = rand(n, 2 * n)
     src, (_, s) = run(func, a, np.zeros(n, "float32"))
-    assert "j: not vectorized (access to A is not unit-stride" in src
+    assert "j: not vectorized" not in src and "ms_p[2], ms_p[4]" in src
     assert "k: not vectorized (every lane would store the same element of S)" in src
-    assert src.count("#pragma GCC ivdep") == 1  # only the independent gather loop
+    assert src.count("#pragma GCC ivdep") == 0  # the reduction's iterations depend
     np.testing.assert_allclose(s, (a[:, ::2] + 1).sum(axis=1), rtol=1e-5, atol=1e-5)
 
 
@@ -402,3 +402,69 @@ def test_heap_allocations_are_hoisted_out_of_loops(kind):
         assert region < alloc_at < body.index("#pragma omp for schedule(static)") < loop_at
     expected = np.stack([(a[o] + a[127 - o]) * (o + 1) for o in range(4)])
     np.testing.assert_allclose(b, expected, rtol=1e-5, atol=1e-5)
+
+
+# ----------------------------------------------------------------------------- no cliffs (issue 10/11)
+
+
+def _tiled_matmul(transpose_b: bool, fused: bool, n: int = 32):
+    from metaschedule import tir
+    from metaschedule.te import ops
+
+    a = te.placeholder((n, n), "float32", "A")
+    b = te.placeholder((n, n), "float32", "B")
+    sch = tir.Schedule(te.create_prim_func([a, b, ops.matmul(a, b, transpose_b=transpose_b)]))
+    block = sch.get_block("T_matmul_NT" if transpose_b else "T_matmul_NN")
+    i, j, k = sch.get_loops(block)
+    i0, i1 = sch.split(i, [None, 4])
+    j0, j1 = sch.split(j, [None, 16])
+    sch.reorder(i0, j0, k, i1, j1)
+    if fused:
+        sch.vectorize(sch.fuse(i1, j1))
+    else:
+        sch.vectorize(j1)
+    return sch.mod["main"]
+
+
+@pytest.mark.compiler
+@pytest.mark.parametrize("transpose_b", [False, True])
+def test_fused_then_vectorized_loop_keeps_vector_code(transpose_b):
+    # RewriteParallelVectorizeUnroll fuses the innermost loops and vectorizes the result:
+    # the body then indexes with v // 16 and v % 16, which must not fall back to scalars
+    func = _tiled_matmul(transpose_b, fused=True)
+    a, b = rand(32, 32), rand(32, 32)
+    src, (_, _, c) = run(func, a, b, np.zeros((32, 32), "float32"))
+    assert "not vectorized" not in src
+    assert "a fused loop, vectorized over its inner 16 iterations" in src
+    assert "ms_store_f32x16(" in src
+    np.testing.assert_allclose(c, a @ (b.T if transpose_b else b), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.compiler
+def test_transposed_operand_is_gathered_into_vectors():
+    # B[j, k] vectorized over j has stride 32: gathered lanes, the rest stays vector code
+    func = _tiled_matmul(True, fused=False)
+    a, b = rand(32, 32), rand(32, 32)
+    src, (_, _, c) = run(func, a, b, np.zeros((32, 32), "float32"))
+    assert "not vectorized" not in src
+    assert "ms_p[32]" in src and "ms_store_f32x16(" in src
+    np.testing.assert_allclose(c, a @ b.T, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.compiler
+def test_unroll_of_512_steps_gives_bounded_source():
+    # an 8x8x8 nest under auto-unroll 512 with explicit unrolling: the source holds at
+    # most EXPLICIT_UNROLL_STEPS copies of the body, the rest are compiler pragmas
+    from metaschedule.codegen.c_codegen import EXPLICIT_UNROLL_STEPS
+
+    a_t = te.placeholder((8, 8), "float32", "A")
+    b_t = te.placeholder((8, 8), "float32", "B")
+    func = te.create_prim_func([a_t, b_t, te.ops.matmul(a_t, b_t)])
+    ann = {"pragma_auto_unroll_max_step": 512, "pragma_unroll_explicit": 1}
+    func = schedule_loops(func, "T_matmul_NN", annotations=[ann])
+    a, b = rand(8, 8), rand(8, 8)
+    src, (_, _, c) = run(func, a, b, np.zeros((8, 8), "float32"))
+    body_copies = src.count("T_matmul_NN[")
+    assert body_copies <= 3 * EXPLICIT_UNROLL_STEPS, body_copies
+    assert "#pragma GCC unroll 8" in src
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
