@@ -873,13 +873,24 @@ def main(argv: list[str] | None = None) -> int:
                 if curve:  # best GFLOPS against trials
                     res[name]["curve_gflops"] = [gflops(res["flops"], s) for s in curve]
             results.append(res)
+            _write(results, info, target, peak, args, complete=False)
+            report([res], info, peak, args)  # this workload's rows now, all at the end
     finally:
         if args.work_dir is None:
             shutil.rmtree(root, ignore_errors=True)
     print()
     report(results, info, peak, args)
-    path = common.write_json("tune_ops", {
+    path = _write(results, info, target, peak, args, complete=True)
+    print(f"wrote {path}")
+    return 0
+
+
+def _write(results, info, target, peak, args, complete: bool) -> str:
+    """The JSON report; written after every workload too (``complete`` False), so a long
+    run on a busy machine leaves its finished workloads behind."""
+    return common.write_json("tune_ops", {
         "command": " ".join([os.path.basename(sys.executable), *sys.argv]),
+        "complete": complete,
         "machine": info, "target": str(target), "peak_gflops": peak,
         "peak_assumption": f"cores x GHz x {args.lanes} lanes x 2 (FMA) x "
                            f"{common.FMA_UNITS} units",
@@ -888,8 +899,6 @@ def main(argv: list[str] | None = None) -> int:
         "tvm_skipped": args.tvm_skipped,
         "loadavg_end": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
         "results": results}, args.json)
-    print(f"wrote {path}")
-    return 0
 
 
 if __name__ == "__main__":
