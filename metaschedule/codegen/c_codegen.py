@@ -56,7 +56,7 @@ from .c_helpers import HEADER, Helpers, c_literal, scalar_call
 STACK_ALLOC_LIMIT = 32 * 1024
 #: Largest step count (:func:`steps`) of a loop that ``pragma_unroll_explicit`` replicates
 #: in the source; larger nests get ``#pragma GCC unroll`` (bounded source, fast builds).
-EXPLICIT_UNROLL_STEPS = 64
+EXPLICIT_UNROLL_STEPS = 16
 
 _C_RESERVED = {
     "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else",
