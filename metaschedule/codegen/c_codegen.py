@@ -9,7 +9,8 @@ Loops map to C as follows:
 * ``vectorized``: GCC vector extensions, see :mod:`.c_vector`.
 * ``unroll``: ``#pragma GCC unroll <extent>``. A loop annotated with
   ``pragma_auto_unroll_max_step = S`` unrolls every loop of its nest whose total step
-  count is at most ``S``; ``pragma_unroll_explicit = 1`` replicates the body of such
+  count is at most ``S`` (and at most :data:`AUTO_UNROLL_STEPS`, which bounds the
+  compiler's work); ``pragma_unroll_explicit = 1`` replicates the body of such
   loops instead of relying on the pragma, but only while the replicated nest stays
   within :data:`EXPLICIT_UNROLL_STEPS` statements: the source stays bounded (an
   unroll of 512 steps is a pragma on a loop whose body holds at most that many copies,
@@ -57,6 +58,10 @@ STACK_ALLOC_LIMIT = 32 * 1024
 #: Largest step count (:func:`steps`) of a loop that ``pragma_unroll_explicit`` replicates
 #: in the source; larger nests get ``#pragma GCC unroll`` (bounded source, fast builds).
 EXPLICIT_UNROLL_STEPS = 16
+#: Largest step count of a loop unrolled by ``pragma_auto_unroll_max_step`` (a larger
+#: setting unrolls the inner loops up to this many steps): GCC's complete unrolling of a
+#: 512-step nest of vector code takes it tens of seconds, LLVM's (TVM's) a fraction.
+AUTO_UNROLL_STEPS = 64
 
 _C_RESERVED = {
     "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else",
@@ -401,7 +406,7 @@ class FunctionWriter:
         const_extent = isinstance(loop.extent, E.IntImm)
         wanted = loop.kind is ForKind.UNROLLED and const_extent
         if (not wanted and loop.kind is ForKind.SERIAL and self.auto_unroll and const_extent
-                and steps(loop) <= self.auto_unroll):
+                and steps(loop) <= min(self.auto_unroll, AUTO_UNROLL_STEPS)):
             wanted = True
         if not wanted:
             return None
