@@ -221,8 +221,8 @@ class FunctionWriter:
         if self.workspace:  # take the workspace for this call, give it back at the end
             head.append(f"  const int ms_ws_mine = !__atomic_exchange_n(&{symbol}_ws_busy, 1, "
                         "__ATOMIC_ACQUIRE);")
-            lines = [*lines, f"  if (ms_ws_mine) __atomic_store_n(&{symbol}_ws_busy, 0, "
-                             "__ATOMIC_RELEASE);"]
+            release = f"  if (ms_ws_mine) __atomic_store_n(&{symbol}_ws_busy, 0, __ATOMIC_RELEASE);"
+            lines = [*lines, release]
         return "\n".join([*self._workspace_globals(), *head, *lines, "  return ms_status;",
                           "}", ""])
 

@@ -28,12 +28,10 @@ from dataclasses import dataclass
 from ..tir import expr as E
 from ..tir.buffer import Buffer
 from ..tir.dtype import c_type, is_bool, is_float, is_int, nbytes
-from ..tir.functor import Visitor, collect_vars
-from ..tir.functor import substitute
+from ..tir.functor import Visitor, collect_vars, substitute
 from ..tir.stmt import BufferStore, Evaluate, For, ForKind, IfThenElse, SeqStmt, Stmt
 from ..tir.transform.affine import Affine, affine, const_bounds
 from .c_codegen import FunctionWriter, linear_index, strip_parens
-
 
 #: Up to this many full-width chunks are emitted one after the other instead of as a loop.
 EXPLICIT_CHUNKS = 4

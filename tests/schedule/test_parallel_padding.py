@@ -45,7 +45,7 @@ def _data():
 
 
 def test_parallel_over_non_affine_padding_block():
-    sch, fused, pad = _schedule()
+    sch, fused, _ = _schedule()
     assert not has_affine_binding(sch.state, "main", sch.state.block_realize("main", "PaddedInput"))
     sch.parallel(fused)
     a, w = _data()
