@@ -439,7 +439,7 @@ def parallelizable(sch, loop) -> bool:
 
 
 @pytest.mark.parametrize("name", ["conv2d", "conv_bias_relu", "max_pool", "softmax"])
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_random_schedule_parallel_at_any_outer_loop(name, data):
     """Padded convolutions, pooling and softmax: after a random legal schedule (padding
