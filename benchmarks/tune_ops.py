@@ -41,6 +41,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # the benchmarks' shared helpers, beside this file
+import suite  # the operator suite of issue 10, beside this file
 
 # ----------------------------------------------------------------------------- workloads
 _CONV_PRESETS = {  # name: (N, H, W, C, F, K, stride, pad)
@@ -55,11 +56,13 @@ class Workload:
     """One benchmark workload: its kind and sizes; everything else is derived."""
 
     name: str
-    kind: str  # "matmul", "dense", "conv2d"
+    kind: str  # "matmul", "dense", "conv2d", "suite" (``name`` is a key of suite.SUITE)
     dims: tuple[int, ...]
 
     @property
-    def analytic_flops(self) -> float:
+    def analytic_flops(self) -> float | None:
+        if self.kind == "suite":
+            return None  # the table uses estimate_flops of the function
         if self.kind == "matmul":
             m, n, k = self.dims
             return 2.0 * m * n * k
@@ -71,6 +74,8 @@ class Workload:
         return 2.0 * n * oh * ow * f * k * k * c
 
     def input_shapes(self) -> list[tuple[int, ...]]:
+        if self.kind == "suite":
+            return list(suite.SUITE[self.name].shapes)
         if self.kind == "matmul":
             m, n, k = self.dims
             return [(m, k), (k, n)]
@@ -90,6 +95,8 @@ class Workload:
         """The result computed with numpy (BLAS; im2col for convolutions)."""
         import numpy as np
 
+        if self.kind == "suite":
+            return suite.reference(self.name, args)
         if self.kind == "matmul":
             return np.matmul(args[0], args[1])
         if self.kind == "dense":
@@ -101,6 +108,8 @@ class Workload:
         from metaschedule import te
         from metaschedule.te import ops
 
+        if self.kind == "suite":
+            return te.create_prim_func(suite.ms_tensors(self.name))
         a, b = (te.placeholder(s, "float32", n) for s, n in zip(self.input_shapes(), "AB"))
         if self.kind == "matmul":
             out = ops.matmul(a, b)
@@ -112,7 +121,10 @@ class Workload:
 
 
 def parse_workload(name: str) -> Workload:
-    """``matmul-512``, ``matmul-128x256x64``, ``dense-128x768x3072`` or a conv preset."""
+    """``matmul-512``, ``matmul-128x256x64``, ``dense-128x768x3072``, a conv preset, or a
+    suite operator (``gmm``, ``c2d``, ...; see ``suite.py``)."""
+    if name in suite.SUITE:
+        return Workload(name, "suite", ())
     if name in _CONV_PRESETS:
         return Workload(name, "conv2d", _CONV_PRESETS[name])
     m = re.fullmatch(r"matmul-(\d+)(?:x(\d+)x(\d+))?", name)
@@ -156,6 +168,8 @@ def check_close(name: str, got, expected, k: int) -> float:
 
 
 def reduction_length(wl: Workload) -> int:
+    if wl.kind == "suite":
+        return suite.SUITE[wl.name].reduction
     if wl.kind == "matmul":
         return wl.dims[2]
     if wl.kind == "dense":
@@ -176,6 +190,8 @@ def python_timer(fn: Callable[[], Any]) -> Timer:
 def numpy_baseline(wl: Workload, args) -> tuple[dict[str, Any], Timer | None]:
     import numpy as np
 
+    if wl.kind == "suite":
+        return {"what": suite.NUMPY_WHAT[wl.name]}, python_timer(lambda: wl.reference(args))
     if wl.kind == "matmul":
         out = np.empty((wl.dims[0], wl.dims[1]), np.float32)
         fn, what = (lambda: np.matmul(args[0], args[1], out=out)), "np.matmul"
@@ -197,7 +213,10 @@ def torch_baseline(wl: Workload, args, expected,
     import torch.nn.functional as F
 
     torch.set_num_threads(threads)
-    if wl.kind == "matmul":
+    to_numpy = None
+    if wl.kind == "suite":
+        fn, what, to_numpy = suite.torch_call(wl.name, args, torch)
+    elif wl.kind == "matmul":
         a, b = (torch.from_numpy(x) for x in args)
         fn, what = (lambda: torch.matmul(a, b)), "torch.matmul"
     elif wl.kind == "dense":
@@ -210,7 +229,7 @@ def torch_baseline(wl: Workload, args, expected,
         w = torch.from_numpy(np.ascontiguousarray(args[1].transpose(3, 2, 0, 1)))  # OIHW
         fn, what = (lambda: F.conv2d(x, w, stride=stride, padding=pad)), "F.conv2d (channels_last)"
     with torch.no_grad():
-        got = fn().numpy()
+        got = to_numpy(fn()) if to_numpy else fn().numpy()
     if wl.kind == "conv2d":
         got = got.transpose(0, 2, 3, 1)
     check_close("torch", got, expected, reduction_length(wl))
@@ -233,6 +252,9 @@ def onnxruntime_baseline(wl: Workload, args, expected,
     import numpy as np
     from onnx import TensorProto, helper, numpy_helper
 
+    if wl.kind == "suite":
+        model, feed, what, to_numpy = suite.onnx_model(wl.name, args)
+        return _ort_session(ort, wl, model, feed, what, to_numpy, expected, threads)
     a = args[0]
     if wl.kind == "matmul":
         node = helper.make_node("MatMul", ["A", "B"], ["Y"])
@@ -254,6 +276,14 @@ def onnxruntime_baseline(wl: Workload, args, expected,
         initializer=[numpy_helper.from_array(weight, "B")])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = min(model.ir_version, 9)
+    what = {"matmul": "MatMul", "dense": "Gemm(transB=1)", "conv2d": "Conv (NCHW)"}[wl.kind]
+    to_numpy = (lambda y: y.transpose(0, 2, 3, 1)) if wl.kind == "conv2d" else (lambda y: y)
+    return _ort_session(ort, wl, model, {"A": a}, what, to_numpy, expected, threads)
+
+
+def _ort_session(ort, wl: Workload, model, feed, what: str, to_numpy, expected,
+                 threads: int) -> tuple[dict[str, Any], Timer | None]:
+    """An onnxruntime session of ``model``, checked against numpy, and its timer."""
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
@@ -262,12 +292,8 @@ def onnxruntime_baseline(wl: Workload, args, expected,
     opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     sess = ort.InferenceSession(model.SerializeToString(), opts,
                                 providers=["CPUExecutionProvider"])
-    feed = {"A": a}
-    got = sess.run(None, feed)[0]
-    if wl.kind == "conv2d":
-        got = got.transpose(0, 2, 3, 1)
+    got = to_numpy(sess.run(None, feed)[0])
     check_close("onnxruntime", got, expected, reduction_length(wl))
-    what = {"matmul": "MatMul", "dense": "Gemm(transB=1)", "conv2d": "Conv (NCHW)"}[wl.kind]
     return {"what": what, "version": ort.__version__}, python_timer(lambda: sess.run(None, feed))
 
 
@@ -346,6 +372,8 @@ def tune_metaschedule(wl: Workload, args, expected, target, trials: int, per_ite
         "failed": len(records) - len(valid), "phases": profiler.get(),
         "breakdown": breakdown(profiler.get()),
         "tuning_best_secs": best.mean_run_sec if best is not None else None,
+        "curve_best_secs": best_so_far([r.mean_run_sec if r.is_valid else None
+                                        for r in records]),
     }
     result["failures"] = failure_messages(os.path.join(work_dir, "logs", "task_0_main.log"))
     if best is None:
@@ -359,6 +387,17 @@ def tune_metaschedule(wl: Workload, args, expected, target, trials: int, per_ite
                                           reduction_length(wl))
     result["trace"] = str(sch.trace)
     return result, module_timer(lib, args, out)
+
+
+def best_so_far(secs: list[float | None]) -> list[float | None]:
+    """The tuning curve: after each trial (in measurement order), the best time so far."""
+    out: list[float | None] = []
+    best = None
+    for s in secs:
+        if s is not None and (best is None or s < best):
+            best = s
+        out.append(best)
+    return out
 
 
 def failure_messages(log_path: str) -> dict[str, int]:
@@ -416,7 +455,7 @@ def tune_tvm(wl: Workload, trials: int, per_iter: int, work_dir: str, cores: int
         with open(log_path, "w") as log:
             proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--tvm-child",
                                    json.dumps(spec)], check=False, stdout=log, stderr=subprocess.STDOUT,
-                                  timeout=timeout)
+                                  timeout=timeout, env={**os.environ, "TVM_NUM_THREADS": "1"})
     except subprocess.TimeoutExpired:
         return {"error": f"TVM tuning ran past {timeout:.0f} s (log: {log_path})"}
     if proc.returncode != 0 or not os.path.exists(out_path):
@@ -465,6 +504,8 @@ def _tvm_workload(wl: Workload):
     import tvm
     from tvm import te
 
+    if wl.kind == "suite":
+        return tvm.IRModule({"main": te.create_prim_func(suite.tvm_tensors(wl.name))})
     a, b = (te.placeholder(s, "float32", name=n) for s, n in zip(wl.input_shapes(), "AB"))
     if wl.kind == "matmul":
         k = te.reduce_axis((0, wl.dims[2]), "k")
@@ -508,21 +549,37 @@ def _tvm_child(spec: dict[str, Any]) -> None:
     # "llvm -num-cores N": TVM 0.27 takes targets as dicts; -mcpu as our "native"
     target = tvm.target.Target({"kind": "llvm", "num-cores": spec["cores"], "mcpu": mcpu})
     mod = _tvm_workload(wl)
+    cores = int(spec["cores"])
+
+    def runner_threads() -> None:
+        # TVM's runtime defaults to half the hardware threads on x86 (one here); the
+        # runner's workers measure with all the cores ours uses. The builder workers
+        # inherit TVM_NUM_THREADS=1 from this process (set by tune_tvm).
+        import os as _os
+
+        _os.environ["TVM_NUM_THREADS"] = str(cores)
+
     start = time.perf_counter()
     with tms.Profiler() as profiler:
         db = tms.tune_tir(mod, target, spec["work_dir"], spec["trials"],
                           num_trials_per_iter=spec["per_iter"], seed=spec["seed"],
-                          builder=tms.builder.LocalBuilder(f_build=_tvm_build))
+                          builder=tms.builder.LocalBuilder(f_build=_tvm_build),
+                          runner=tms.runner.LocalRunner(initializer=runner_threads))
     wall = time.perf_counter() - start
     phases = {k: float(v) for k, v in profiler.get().items()}
     records = list(db.get_all_tuning_records())
     run_secs = [[float(s) for s in r.run_secs] for r in records if r.run_secs]
     valid = [float(np.mean(s)) for s in run_secs if s and all(x < 1e9 for x in s)]
+    mean_secs = [float(np.mean([float(s) for s in r.run_secs]))
+                 if r.run_secs and all(float(x) < 1e9 for x in r.run_secs) else None
+                 for r in records]
     result: dict[str, Any] = {
         "version": tvm.__version__, "target": str(target), "wall_secs": wall,
         "trials": len(records), "valid": len(valid), "failed": len(records) - len(valid),
         "phases": phases, "tuning_best_secs": min(valid) if valid else None,
         "build_fn": "default_build without the tensor_intrin import (see _tvm_build)",
+        "threads": {"runner": cores, "builder": 1, "final_timing": cores},
+        "curve_best_secs": best_so_far(mean_secs),
     }
     sch = tms.tir_integration.compile_tir(db, mod, target)
     if sch is not None:
@@ -776,6 +833,7 @@ def main(argv: list[str] | None = None) -> int:
                                       os.path.join(root, wl.name, "tvm"), cores, args.seed,
                                       args.tvm_timeout)
                 if res["tvm"].get("library"):
+                    os.environ["TVM_NUM_THREADS"] = str(cores)  # before TVM's pool starts
                     timers["tvm"] = tvm_timer(res["tvm"]["library"], data, expected.shape)
             baselines = (("numpy", partial(numpy_baseline, wl, data)),
                          ("torch", partial(torch_baseline, wl, data, expected, cores)),
@@ -795,14 +853,29 @@ def main(argv: list[str] | None = None) -> int:
                   "rounds", flush=True)
             for name, secs in interleaved(timers, args.rounds).items():
                 res[name].update(secs)
+            for name in ("metaschedule", "tvm"):
+                curve = (res.get(name) or {}).get("curve_best_secs")
+                if curve:  # best GFLOPS against trials
+                    res[name]["curve_gflops"] = [gflops(res["flops"], s) for s in curve]
             results.append(res)
+            _write(results, info, target, peak, args, complete=False)
+            report([res], info, peak, args)  # this workload's rows now, all at the end
     finally:
         if args.work_dir is None:
             shutil.rmtree(root, ignore_errors=True)
     print()
     report(results, info, peak, args)
-    path = common.write_json("tune_ops", {
+    path = _write(results, info, target, peak, args, complete=True)
+    print(f"wrote {path}")
+    return 0
+
+
+def _write(results, info, target, peak, args, complete: bool) -> str:
+    """The JSON report; written after every workload too (``complete`` False), so a long
+    run on a busy machine leaves its finished workloads behind."""
+    return common.write_json("tune_ops", {
         "command": " ".join([os.path.basename(sys.executable), *sys.argv]),
+        "complete": complete,
         "machine": info, "target": str(target), "peak_gflops": peak,
         "peak_assumption": f"cores x GHz x {args.lanes} lanes x 2 (FMA) x "
                            f"{common.FMA_UNITS} units",
@@ -811,8 +884,6 @@ def main(argv: list[str] | None = None) -> int:
         "tvm_skipped": args.tvm_skipped,
         "loadavg_end": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
         "results": results}, args.json)
-    print(f"wrote {path}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -9,19 +9,30 @@ Loops map to C as follows:
 * ``vectorized``: GCC vector extensions, see :mod:`.c_vector`.
 * ``unroll``: ``#pragma GCC unroll <extent>``. A loop annotated with
   ``pragma_auto_unroll_max_step = S`` unrolls every loop of its nest whose total step
-  count is at most ``S``; ``pragma_unroll_explicit = 1`` replicates the body of such
-  loops (small constant extents) instead of relying on the pragma.
+  count is at most ``S`` (and at most :data:`AUTO_UNROLL_STEPS`, which bounds the
+  compiler's work); ``pragma_unroll_explicit = 1`` replicates the body of such
+  loops instead of relying on the pragma, but only while the replicated nest stays
+  within :data:`EXPLICIT_UNROLL_STEPS` statements: the source stays bounded (an
+  unroll of 512 steps is a pragma on a loop whose body holds at most that many copies,
+  not 512 copies), so a build takes the compiler a fraction of a second.
 * ``thread_binding``: rejected, it is for GPU targets.
 
 Allocations of up to :data:`STACK_ALLOC_LIMIT` bytes are stack arrays declared where
 the ``Allocate`` is (inside a loop: one per iteration, which costs nothing). Larger
 ones go on the heap, and are hoisted so that ``malloc`` never runs in a loop: those
-outside every parallel loop are allocated once per call at the top of the function,
+outside every parallel loop are taken once per call at the top of the function,
 those inside a parallel loop once per thread, in an ``omp parallel`` region that
 wraps the ``omp for``. Reusing the memory between iterations is safe because a
 lowered ``Allocate`` promises nothing about the initial contents, and lowering
 (``plan_allocations``) places a buffer used in a parallel loop inside its body, so
 each iteration's buffer is private to its thread.
+
+Heap buffers come from a workspace kept between calls (one slot per buffer and
+thread, allocated on first use, freed when the library is unloaded), as TVM's
+workspace pool does: a fresh ``malloc`` of a large buffer on every call maps new pages
+and faults them in, which costs more than a small kernel itself (a padded input of
+1 MB for a depthwise convolution of 100 us). A call that finds the workspace in use
+(the same kernel called from two host threads at once) allocates its own.
 """
 
 from __future__ import annotations
@@ -47,8 +58,13 @@ from .debug import DEBUG_C, OOB_STATUS, DebugSites
 
 #: Allocations up to this many bytes live on the stack, larger ones on the heap.
 STACK_ALLOC_LIMIT = 32 * 1024
-#: Largest extent that ``pragma_unroll_explicit`` replicates (larger ones use the pragma).
-EXPLICIT_UNROLL_LIMIT = 256
+#: Largest step count (:func:`steps`) of a loop that ``pragma_unroll_explicit`` replicates
+#: in the source; larger nests get ``#pragma GCC unroll`` (bounded source, fast builds).
+EXPLICIT_UNROLL_STEPS = 16
+#: Largest step count of a loop unrolled by ``pragma_auto_unroll_max_step`` (a larger
+#: setting unrolls the inner loops up to this many steps): GCC's complete unrolling of a
+#: 512-step nest of vector code takes it tens of seconds, LLVM's (TVM's) a fraction.
+AUTO_UNROLL_STEPS = 64
 
 _C_RESERVED = {
     "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else",
@@ -169,6 +185,8 @@ class FunctionWriter(ExprWriter):
         self.auto_unroll: int | None = None
         self.explicit_unroll = False
         self.debug: DebugSites | None = None  # set: bounds-check every access
+        self.workspace: list[tuple[str, int]] = []  # (slot array, slots) of hoisted buffers
+        self.symbol = ""
 
     # output ---------------------------------------------------------------------------
     def line(self, text: str) -> None:
@@ -190,6 +208,7 @@ class FunctionWriter(ExprWriter):
                     f"dynamic shapes are not supported: parameter {b.name} of {self.name} has "
                     f"shape {tuple(str(s) for s in b.shape)}"
                 ) from None
+        self.symbol = symbol
         head = [f"int32_t {symbol}(void** args) {{"]
         for i, b in enumerate(self.func.params):
             name = self.buf_names[b] = self.names.fresh(b.name)
@@ -200,7 +219,7 @@ class FunctionWriter(ExprWriter):
             head.append("  ms_oob_site = -1;")
         heap = _heap_allocations(self.func.body, inside_parallel=False)
         if heap:
-            ok = self.open_heap(heap)
+            ok = self.open_heap(heap, per_thread=False)
             self.line(f"if ({ok}) {{")
             self.block(self.func.body)
             self.line("} else {")
@@ -211,22 +230,52 @@ class FunctionWriter(ExprWriter):
             self.stmt(self.func.body)
         if self.debug is not None:
             self.line(f"if (ms_oob_site >= 0) ms_status = {OOB_STATUS};")
-        return "\n".join([*head, *self.lines, "  return ms_status;", "}", ""])
+        lines = self.lines
+        if self.workspace:  # take the workspace for this call, give it back at the end
+            head.append(f"  const int ms_ws_mine = !__atomic_exchange_n(&{symbol}_ws_busy, 1, "
+                        "__ATOMIC_ACQUIRE);")
+            release = f"  if (ms_ws_mine) __atomic_store_n(&{symbol}_ws_busy, 0, __ATOMIC_RELEASE);"
+            lines = [*lines, release]
+        return "\n".join([*self._workspace_globals(), *head, *lines, "  return ms_status;",
+                          "}", ""])
 
-    def open_heap(self, bufs: list[Buffer]) -> str:
-        """Declare and allocate hoisted heap buffers; returns the C test that all succeeded."""
+    def _workspace_globals(self) -> list[str]:
+        """The slot arrays of the workspace, its busy flag and the destructor that frees
+        it when the library is unloaded."""
+        if not self.workspace:
+            return []
+        sym = self.symbol
+        out = [f"static int {sym}_ws_busy = 0;"]
+        out += [f"static void* {arr}[{n}];" for arr, n in self.workspace]
+        out.append(f"__attribute__((destructor)) static void {sym}_ws_free(void) {{")
+        for arr, n in self.workspace:
+            out.append(f"  for (int i = 0; i < {n}; ++i) free({arr}[i]);")
+        out.append("}")
+        return out
+
+    def open_heap(self, bufs: list[Buffer], per_thread: bool = True) -> str:
+        """Declare hoisted heap buffers, from the workspace when this call holds it (see
+        the module docstring); returns the C test that all succeeded."""
         names = []
+        slots = self.target.num_cores if per_thread else 1
+        tid = "omp_get_thread_num()" if per_thread else "0"
+        if per_thread:
+            self.helpers.need("omp_get_thread_num", "int omp_get_thread_num(void);")
+        self.helpers.need("ms_ws_get", _WS_GET)
         for b in bufs:
             name = self.buf_names[b] = self.names.fresh(b.name)
-            t, size = c_type(b.dtype), _alloc_bytes(b)
-            self.line(f"{t}* restrict {name} = ({t}*)aligned_alloc(64, {-(-size // 64) * 64});")
+            t, size = c_type(b.dtype), -(-_alloc_bytes(b) // 64) * 64
+            arr = f"{self.symbol}_ws{len(self.workspace)}"
+            self.workspace.append((arr, slots))
+            self.line(f"{t}* restrict {name} = ({t}*)ms_ws_get(ms_ws_mine, {arr}, {slots}, "
+                      f"{tid}, {size});")
             self.hoisted.add(b)
             names.append(name)
         return " && ".join(f"{n} != NULL" for n in names)
 
     def close_heap(self, bufs: list[Buffer]) -> None:
         for b in bufs:
-            self.line(f"free({self.buf_names[b]});")
+            self.line(f"if (!ms_ws_mine) free({self.buf_names[b]});")
             self.hoisted.discard(b)
 
     # statements -----------------------------------------------------------------------
@@ -379,13 +428,22 @@ class FunctionWriter(ExprWriter):
         const_extent = isinstance(loop.extent, E.IntImm)
         wanted = loop.kind is ForKind.UNROLLED and const_extent
         if (not wanted and loop.kind is ForKind.SERIAL and self.auto_unroll and const_extent
-                and steps(loop) <= self.auto_unroll):
+                and steps(loop) <= min(self.auto_unroll, AUTO_UNROLL_STEPS)):
             wanted = True
         if not wanted:
             return None
-        if self.explicit_unroll and loop.extent.value <= EXPLICIT_UNROLL_LIMIT:
+        if self.explicit_unroll and steps(loop) <= EXPLICIT_UNROLL_STEPS:
             return "explicit"
         return "pragma"
+
+#: A workspace slot (allocated on first use) when the call holds the workspace and the
+#: thread has a slot; a fresh allocation, freed by the caller, otherwise.
+_WS_GET = """\
+static inline void* ms_ws_get(int mine, void** slots, int n, int tid, size_t size) {
+  if (!mine || tid < 0 || tid >= n) return aligned_alloc(64, size);
+  if (slots[tid] == NULL) slots[tid] = aligned_alloc(64, size);
+  return slots[tid];
+}"""
 
 
 

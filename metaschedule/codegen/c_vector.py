@@ -8,10 +8,17 @@ run lane by lane. ``n`` is split into chunks of the target's native width (writt
 out one by one up to :data:`EXPLICIT_CHUNKS` chunks, a chunked loop beyond) and a
 power-of-two tail (a single lane is scalar code).
 
-A body that cannot be written this way (a gather or strided access, an ``if`` whose
-condition depends on ``v``, an inner loop, a store that every lane would write)
-falls back to a scalar loop, marked ``#pragma GCC ivdep`` when its iterations are
-independent. The generated source says why in a comment.
+A load at a constant stride other than 1 (a transposed operand such as ``K[b, j, k]``
+vectorized over ``j``) is gathered lane by lane into a vector, so the rest of the body
+stays vector code. A loop made by fusing two loops (``v // c`` and ``v % c`` in the
+body, as RewriteParallelVectorizeUnroll's fuse-then-vectorize produces) is emitted as
+a serial loop over ``v // c`` around a vectorized loop over ``v % c``, where the
+accesses are unit-stride again.
+
+A body that cannot be written this way (a scattered store, an ``if`` whose condition
+depends on ``v``, an inner loop, a store that every lane would write) falls back to a
+scalar loop, marked ``#pragma GCC ivdep`` when its iterations are independent. The
+generated source says why in a comment.
 """
 
 from __future__ import annotations
@@ -22,17 +29,18 @@ from typing import TYPE_CHECKING
 from ..tir import expr as E
 from ..tir.buffer import Buffer
 from ..tir.dtype import c_type, is_bool, is_float, is_int, nbytes
-from ..tir.functor import Visitor, collect_vars
-from ..tir.stmt import BufferStore, Evaluate, For, IfThenElse, SeqStmt, Stmt
+from ..tir.functor import Visitor, collect_vars, substitute
+from ..tir.stmt import BufferStore, Evaluate, For, ForKind, IfThenElse, SeqStmt, Stmt
 from ..tir.transform.affine import Affine, affine, const_bounds
 from .c_expr import linear_index, strip_parens
 
 if TYPE_CHECKING:
     from .c_codegen import FunctionWriter
 
-
 #: Up to this many full-width chunks are emitted one after the other instead of as a loop.
 EXPLICIT_CHUNKS = 4
+#: A fused loop split back in two unrolls its outer part up to this many iterations.
+UNFUSE_UNROLL = 16
 
 
 class NotVectorizable(Exception):
@@ -42,6 +50,13 @@ class NotVectorizable(Exception):
 def emit_vectorized(fw: FunctionWriter, loop: For, name: str) -> None:
     """Emit ``loop`` (kind VECTORIZED) as vector code, or as a scalar fallback loop."""
     independent = False
+    split = _unfuse(loop)
+    if split is not None:
+        # v = u * c + w: a serial loop over u around a vectorized loop over w
+        fw.line(f"// {name}: a fused loop, vectorized over its inner {split.body.extent} "
+                "iterations")
+        fw.stmt(split)
+        return
     try:
         if not isinstance(loop.extent, E.IntImm):
             raise NotVectorizable("the extent is not a constant")
@@ -69,6 +84,56 @@ def emit_vectorized(fw: FunctionWriter, loop: For, name: str) -> None:
 
 
 # ----------------------------------------------------------------------------- analysis
+
+
+def _fused_divisor(loop: For) -> int | None:
+    """The ``c`` of ``v // c`` / ``v % c`` in the body (the inner extent of two fused
+    loops), when ``c`` divides the extent and the loop starts at 0; else None."""
+    v = loop.loop_var
+    if not (isinstance(loop.extent, E.IntImm) and isinstance(loop.min, E.IntImm)
+            and loop.min.value == 0):
+        return None
+    found: set[int] = set()
+
+    class _V(Visitor):
+        def visit_FloorDiv(self, e: E.FloorDiv) -> None:
+            self._hit(e)
+
+        def visit_FloorMod(self, e: E.FloorMod) -> None:
+            self._hit(e)
+
+        def _hit(self, e) -> None:
+            if isinstance(e.b, E.IntImm) and e.b.value > 1 and v in collect_vars(e.a):
+                found.add(e.b.value)
+            self.generic_visit(e)
+
+    _V().visit(loop.body)
+    extent = loop.extent.value
+    ok = [c for c in found if extent % c == 0 and c < extent]
+    return max(ok) if ok else None
+
+
+def _unfuse(loop: For) -> For | None:
+    """``loop`` as ``for u: for w (vectorized): body[v := u * c + w]`` with its indices
+    simplified, when the body divides ``v`` by a constant ``c`` (see
+    :func:`_fused_divisor`); None when it does not."""
+    from ..tir.stmt import Range
+    from ..tir.transform.simplify import _Simplify
+
+    c = _fused_divisor(loop)
+    if c is None:
+        return None
+    v = loop.loop_var
+    dt = v.dtype
+    u, w = E.Var(v.name + "_o", dt), E.Var(v.name + "_i", dt)
+    body = substitute(loop.body, {v: u * E.const(c, dt) + w})
+    inner = For(w, E.const(0, dt), E.const(c, dt), ForKind.VECTORIZED, body)
+    n_outer = loop.extent.value // c
+    outer_kind = ForKind.UNROLLED if n_outer <= UNFUSE_UNROLL else ForKind.SERIAL
+    simp = _Simplify()
+    simp.analyzer.bind(u, Range(E.const(0, dt), E.const(n_outer, dt)))
+    inner = simp.visit(inner)
+    return For(u, E.const(0, dt), E.const(n_outer, dt), outer_kind, inner)
 
 
 @dataclass
@@ -248,6 +313,13 @@ class _VectorBody:
         else:
             raise NotVectorizable(f"the body contains a {type(s).__name__}")
 
+    def _stride(self, buf: Buffer, indices) -> int:
+        """The constant element stride of an access between lanes; raises if it has none."""
+        form = affine(linear_index(buf, indices))
+        if form.without(self.v).uses(self.v):
+            raise NotVectorizable(f"access to {buf.name} is not affine in the vector lanes")
+        return form.coef(self.v)
+
     def _contiguous(self, buf: Buffer, indices) -> None:
         form = affine(linear_index(buf, indices))
         if form.coef(self.v) != 1 or form.without(self.v).uses(self.v):
@@ -267,8 +339,15 @@ class _VectorBody:
             iota = self.h.viota(e.dtype, self.lanes)
             return _Val(f"({self.fw.var_names[e]} + {iota}())", "vec", e.dtype)
         if isinstance(e, E.BufferLoad):
-            self._contiguous(e.buffer, e.indices)
+            stride = self._stride(e.buffer, e.indices)
             ptr = f"&{self.fw.buf_names[e.buffer]}[{self.fw.index(e.buffer, e.indices)}]"
+            if stride != 1 and not is_bool(e.dtype):
+                # a constant stride (a transposed operand): gather the lanes one by one
+                vt = self.h.vtype(e.dtype, self.lanes)
+                lanes = ", ".join(f"ms_p[{k * stride}]" for k in range(self.lanes))
+                return _Val(f"({{ const {c_type(e.dtype)}* ms_p = {ptr}; ({vt}){{{lanes}}}; }})",
+                            "vec", e.dtype)
+            self._contiguous(e.buffer, e.indices)
             if is_bool(e.dtype):  # bytes of 0/1 become a mask of -1/0
                 load, zero = self.h.vload("int8", self.lanes), self.h.vbroadcast("int8", self.lanes)
                 return _Val(f"({load}((const int8_t*){ptr}) != {zero}(0))", "mask", bits=8)

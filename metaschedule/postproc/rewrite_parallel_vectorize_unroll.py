@@ -29,7 +29,7 @@ from ..schedule import ScheduleError
 from ..schedule.analysis import iter_kinds_by_var
 from ..schedule.state import child_stmts
 from ..tir import BlockRealize, For, ForKind, IntImm, IterType, SeqStmt, Stmt
-from ..tir.expr import PrimExpr, Var, const
+from ..tir.expr import PrimExpr, Var, const, is_const_int
 from ..tir.functor import collect_vars, substitute
 from ..tir.transform.affine import affine
 from .base import Postproc
@@ -186,7 +186,7 @@ def _contiguous_inner_loops(realize: BlockRealize, loops: list[For]) -> int:
 
     For each access of the block, each loop's stride is its coefficient in the
     flattened offset (None where it enters non-linearly). Going outwards, unused loops
-    (stride 0) are free; the first used loop may have any stride only if it is the
+    (stride 0) and unit loops are free; the first used loop may have any stride only if it is the
     innermost one, else it needs stride 1; each further used loop needs the stride of
     the previous used loop times that loop's extent (TVM's rule).
     """
@@ -207,7 +207,7 @@ def _contiguous_inner_loops(realize: BlockRealize, loops: list[For]) -> int:
         fusible, prev = 0, None
         for i in range(len(loops) - 1, -1, -1):
             s = strides[i]
-            if s == 0:
+            if s == 0 or is_const_int(loops[i].extent, 1):  # a unit loop moves nothing
                 fusible += 1
             elif prev is None:
                 if s != 1 and fusible != 0:

@@ -233,19 +233,19 @@ def test_vectorized_masks_bools_and_invariant_selects():
 
 
 @pytest.mark.compiler
-def test_vectorize_falls_back_for_gather_and_reduction():
+def test_vectorize_gathers_strided_loads_and_falls_back_for_reduction():
     n = 24
     A = te.placeholder((n, 2 * n), name="A")
-    G = te.compute((n, n), lambda i, j: A[i, 2 * j] + 1.0, name="G")  # stride 2: gather
+    G = te.compute((n, n), lambda i, j: A[i, 2 * j] + 1.0, name="G")  # stride 2: gathered
     k = te.reduce_axis((0, n), name="k")
     S = te.compute((n,), lambda i: te.sum(G[i, k], axis=k), name="S")
     func = te.create_prim_func([A, S])
     func = schedule_loops(schedule_loops(func, "G", [None, V]), "S", [None, V])
     a = rand(n, 2 * n)
     src, (_, s) = run(func, a, np.zeros(n, "float32"))
-    assert "j: not vectorized (access to A is not unit-stride" in src
+    assert "j: not vectorized" not in src and "ms_p[2], ms_p[4]" in src
     assert "k: not vectorized (every lane would store the same element of S)" in src
-    assert src.count("#pragma GCC ivdep") == 1  # only the independent gather loop
+    assert src.count("#pragma GCC ivdep") == 0  # the reduction's iterations depend
     np.testing.assert_allclose(s, (a[:, ::2] + 1).sum(axis=1), rtol=1e-5, atol=1e-5)
 
 
@@ -309,7 +309,9 @@ def test_unroll_explicit_replicates_the_body():
     func = schedule_loops(small_matmul(), "C", annotations=[ann])
     a, b = rand(6, 5), rand(5, 4)
     src, (_, _, c) = run(func, a, b, np.zeros((6, 4), "float32"))
-    assert src.count("{ const int32_t k = ") == 20 and "#pragma GCC unroll" not in src
+    # the k loop (5 steps) is replicated; the j loop around it (20 steps, over
+    # EXPLICIT_UNROLL_STEPS) gets a pragma instead of 4 more copies in the source
+    assert src.count("{ const int32_t k = ") == 5 and "#pragma GCC unroll 4\n" in src
     np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
 
 
@@ -348,7 +350,7 @@ def test_bool_buffers_and_large_heap_allocation():
     func = te.create_prim_func([A, M])
     a = rand(n, n)
     src, (_, m) = run(func, a, np.zeros((n, n), bool))
-    assert "aligned_alloc(64, 65536)" in src and "free(T);" in src
+    assert ", 65536);" in src and "if (!ms_ws_mine) free(T);" in src
     np.testing.assert_array_equal(m, a > 0)
 
 
@@ -394,11 +396,85 @@ def test_heap_allocations_are_hoisted_out_of_loops(kind):
     a = rand(128, 128)
     src, (_, b) = run(_heap_in_loop(kind), a, np.zeros((4, 128), "float32"))
     body = src[src.index("(void** args) {"):]
-    assert body.count("aligned_alloc(64, 65536)") == 1 and body.count("free(T);") == 1
-    alloc_at, loop_at = body.index("aligned_alloc"), body.index("for (int32_t o")
+    # from the workspace kept between calls (a fresh allocation if it is in use)
+    assert body.count(", 65536);") == 1 and body.count("if (!ms_ws_mine) free(T);") == 1
+    alloc_at, loop_at = body.index("ms_ws_get("), body.index("for (int32_t o")
     assert alloc_at < loop_at  # allocated once, not once per iteration
     if kind is P:  # once per thread, in a parallel region around the omp for
         region = body.index("#pragma omp parallel num_threads(2)\n")
         assert region < alloc_at < body.index("#pragma omp for schedule(static)") < loop_at
     expected = np.stack([(a[o] + a[127 - o]) * (o + 1) for o in range(4)])
     np.testing.assert_allclose(b, expected, rtol=1e-5, atol=1e-5)
+    lib = build(_heap_in_loop(kind), CPU)
+    for _ in range(3):  # later calls reuse the workspace: same numbers
+        b2 = np.zeros((4, 128), "float32")
+        lib(a, b2)
+        np.testing.assert_allclose(b2, expected, rtol=1e-5, atol=1e-5)
+    assert "__attribute__((destructor))" in src  # the workspace is freed on unload
+
+
+# ----------------------------------------------------------------------------- no cliffs (issue 10/11)
+
+
+def _tiled_matmul(transpose_b: bool, fused: bool, n: int = 32):
+    from metaschedule import tir
+    from metaschedule.te import ops
+
+    a = te.placeholder((n, n), "float32", "A")
+    b = te.placeholder((n, n), "float32", "B")
+    sch = tir.Schedule(te.create_prim_func([a, b, ops.matmul(a, b, transpose_b=transpose_b)]))
+    block = sch.get_block("T_matmul_NT" if transpose_b else "T_matmul_NN")
+    i, j, k = sch.get_loops(block)
+    i0, i1 = sch.split(i, [None, 4])
+    j0, j1 = sch.split(j, [None, 16])
+    sch.reorder(i0, j0, k, i1, j1)
+    if fused:
+        sch.vectorize(sch.fuse(i1, j1))
+    else:
+        sch.vectorize(j1)
+    return sch.mod["main"]
+
+
+@pytest.mark.compiler
+@pytest.mark.parametrize("transpose_b", [False, True])
+def test_fused_then_vectorized_loop_keeps_vector_code(transpose_b):
+    # RewriteParallelVectorizeUnroll fuses the innermost loops and vectorizes the result:
+    # the body then indexes with v // 16 and v % 16, which must not fall back to scalars
+    func = _tiled_matmul(transpose_b, fused=True)
+    a, b = rand(32, 32), rand(32, 32)
+    src, (_, _, c) = run(func, a, b, np.zeros((32, 32), "float32"))
+    assert "not vectorized" not in src
+    assert "a fused loop, vectorized over its inner 16 iterations" in src
+    assert "ms_store_f32x16(" in src
+    np.testing.assert_allclose(c, a @ (b.T if transpose_b else b), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.compiler
+def test_transposed_operand_is_gathered_into_vectors():
+    # B[j, k] vectorized over j has stride 32: gathered lanes, the rest stays vector code
+    func = _tiled_matmul(True, fused=False)
+    a, b = rand(32, 32), rand(32, 32)
+    src, (_, _, c) = run(func, a, b, np.zeros((32, 32), "float32"))
+    assert "not vectorized" not in src
+    assert "ms_p[32]" in src and "ms_store_f32x16(" in src
+    np.testing.assert_allclose(c, a @ b.T, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.compiler
+def test_unroll_of_512_steps_gives_bounded_source():
+    # an 8x8x8 nest under auto-unroll 512 with explicit unrolling: the source holds at
+    # most EXPLICIT_UNROLL_STEPS copies of the body, the rest are compiler pragmas
+    from metaschedule.codegen.c_codegen import EXPLICIT_UNROLL_STEPS
+
+    a_t = te.placeholder((8, 8), "float32", "A")
+    b_t = te.placeholder((8, 8), "float32", "B")
+    func = te.create_prim_func([a_t, b_t, te.ops.matmul(a_t, b_t)])
+    ann = {"pragma_auto_unroll_max_step": 512, "pragma_unroll_explicit": 1}
+    func = schedule_loops(func, "T_matmul_NN", annotations=[ann])
+    a, b = rand(8, 8), rand(8, 8)
+    src, (_, _, c) = run(func, a, b, np.zeros((8, 8), "float32"))
+    body_copies = src.count("T_matmul_NN[")
+    assert body_copies <= 3 * EXPLICIT_UNROLL_STEPS, body_copies
+    assert "{ const int32_t k = " in src  # the inner loop is replicated
+    assert "for (int32_t i = 0; i < 8; ++i)" in src  # the 512-step nest stays a loop
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)

@@ -146,6 +146,21 @@ def test_vectorizes_only_contiguous_inner_loops(check):
     check(sch, func)
 
 
+def test_unit_inner_loop_does_not_stop_the_vectorized_fusion(check):
+    # a unit loop over rows (stride 16) innermost, as a sampled tile of 1 leaves it: it
+    # moves nothing, so j (stride 1) is fused with it and vectorized, not a 1-lane loop
+    func = elementwise(8, 16)
+    sch = tir.Schedule(func)
+    i, j = sch.get_loops(sch.get_block("B"))
+    i0, i1 = sch.split(i, [None, 1])
+    sch.reorder(i0, j, i1)
+    sch.annotate(i0, "keep", 1)  # not fusible: leaves j, i1 to the vectorize plan
+    annotate_root(sch, vectorize=16)
+    assert RewriteParallelVectorizeUnroll().apply(sch)
+    assert shape(loops_of(sch, "B")) == [(ForKind.SERIAL, 8), (ForKind.VECTORIZED, 16)]
+    check(sch, func)
+
+
 def test_inner_loop_wider_than_the_vector_extent_stays_serial(check):
     func = elementwise(8, 32)
     sch = tir.Schedule(func)

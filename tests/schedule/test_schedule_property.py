@@ -70,11 +70,17 @@ def conv_bias_relu():
     return te.create_prim_func([data, kernel, bias, out])
 
 
+def max_pool():
+    x = te.placeholder((1, 7, 7, 3), "float32", "x")
+    return te.create_prim_func([x, te.ops.max_pool2d(x, 3, 2, padding=1)])
+
+
 WORKLOADS: dict[str, Callable] = {
     "matmul": matmul,
     "conv2d": conv2d,
     "softmax": softmax,
     "conv_bias_relu": conv_bias_relu,
+    "max_pool": max_pool,
 }
 _FUNCS: dict[str, object] = {}
 
@@ -118,8 +124,9 @@ def mixes_spatial_and_reduction(sch, loop) -> bool:
 
 
 def affine_below(sch, loop) -> bool:
-    """Every block below ``loop`` has affine bindings (reorder/parallel/vectorize need it;
-    e.g. ``yy + ax0`` after a compute_at with a halo is not)."""
+    """Every block below ``loop`` has affine bindings (reorder and, in these random
+    schedules, vectorize need it; e.g. ``yy + ax0`` after a compute_at with a halo is not;
+    parallel does not, as in TVM)."""
     node = sch.get(loop)
     return all(
         has_affine_binding(sch.state, "main", r) for r in sch.state.child_block_realizes(node)
@@ -228,7 +235,7 @@ def move_loop_kind(data, sch):
     kind = data.draw(st.sampled_from(["parallel", "vectorize", "unroll"]), label="kind")
     if kind == "unroll":
         sch.unroll(loop)
-    elif carries_reduction(sch, loop) or not affine_below(sch, loop):
+    elif carries_reduction(sch, loop) or (kind == "vectorize" and not affine_below(sch, loop)):
         return
     elif kind == "parallel" and not has_parallel_around(sch, loop):
         sch.parallel(loop)
@@ -417,3 +424,40 @@ def test_random_schedule_builds(name, data):
         atol=1e-5,
         err_msg=f"trace:\n{sch.trace}\n{sch.mod}",
     )
+
+
+# ----------------------------------------------------------------------------- parallel anywhere
+
+
+def parallelizable(sch, loop) -> bool:
+    """What TVM's ``parallel`` asks: a serial loop that reaches the blocks below only
+    through data-parallel iter vars (plus our own: no parallel loop around or below it)."""
+    return (
+        sch.get(loop).kind is ForKind.SERIAL
+        and not carries_reduction(sch, loop)
+        and not has_parallel_around(sch, loop)
+    )
+
+
+@pytest.mark.parametrize("name", ["conv2d", "conv_bias_relu", "max_pool", "softmax"])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_random_schedule_parallel_at_any_outer_loop(name, data):
+    """Padded convolutions, pooling and softmax: after a random legal schedule (padding
+    moved under tile loops included), any loop reached only through data-parallel iter
+    vars can be parallelized, affine bindings or not, and the numbers stay the same."""
+    func = workload(name)
+    sch = random_schedule(data, func)
+    block = _pick_block(data, sch)
+    loops = [lp for lp in sch.get_loops(block) if parallelizable(sch, lp)]
+    if not loops:
+        return
+    loop = data.draw(st.sampled_from(loops), label="parallel loop")
+    event("parallel over non-affine bindings" if not affine_below(sch, loop) else "affine")
+    sch.parallel(loop)  # legal by construction: a ScheduleError is a bug
+    verify_well_formed(sch.mod)
+    got = outputs(lambda *a: interpret(sch.mod["main"], *a), func)
+    np.testing.assert_allclose(
+        got, expected(name), rtol=1e-4, atol=1e-5, err_msg=f"trace:\n{sch.trace}\n{sch.mod}"
+    )
+    check_replay(sch, func)

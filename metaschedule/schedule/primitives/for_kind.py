@@ -2,10 +2,13 @@
 
 Only a serial loop can change its kind. ``parallel``, ``vectorize`` and ``bind``
 run the iterations of a loop at once, so they check that doing so keeps the
-program's meaning: every block below has affine bindings, the loop does not carry
-a reduction (except a reduction bound to ``threadIdx``, which lowers to a
+program's meaning: the loop reaches every block below only through its data-parallel
+block iterators (a reduction bound to ``threadIdx`` is allowed too: it lowers to a
 cross-thread reduction), and no block below reads and writes one buffer at places
-that other iterations could touch. ``unroll`` changes nothing about the order of
+that other iterations could touch. As in TVM, the bindings need not be affine: a
+padding block moved under a tile loop by ``compute_at`` (bindings like ``h0 * 4 + ax0``
+under an imperfect tile) can be parallelized; iterations that write the same element
+of an intermediate buffer write the same value. ``unroll`` changes nothing about the order of
 iterations and has no such checks.
 """
 
@@ -18,7 +21,6 @@ from ...tir.expr import is_const_int
 from ...tir.functor import collect_vars
 from ...tir.stmt import BufferRegion, IterType
 from ...tir.structural import structural_equal
-from ..affine import check_affine_binding
 from ..analysis import expr_vars
 from ..base import ScheduleBase, atomic
 from ..error import ScheduleError
@@ -52,9 +54,9 @@ class ForKindMixin(ScheduleBase):
         """Run the loop's iterations in parallel (``for i in T.parallel(n)``).
 
         Raises:
-            ScheduleError: the loop is not serial, carries a reduction, has a block
-                below with non-affine bindings, or a block below has a dependence
-                between iterations.
+            ScheduleError: the loop is not serial, is bound to a block iterator below
+                that is not data-parallel, or a block below has a dependence between
+                iterations.
         """
         self._set_kind(loop, ForKind.PARALLEL, None)
         self._record("Parallel", [loop], [], [])
@@ -110,7 +112,6 @@ class ForKindMixin(ScheduleBase):
         what = _WHAT[kind] + (f" {thread!r}" if thread else "")
         for realize in self.state.child_block_realizes(node):
             block = realize.block
-            check_affine_binding(self.state, fname, realize, f"loop {name} cannot be {what}")
             for iv, value in zip(block.iter_vars, realize.iter_values):
                 if iv.iter_type is IterType.DATA_PAR or node.loop_var not in expr_vars((value,)):
                     continue
