@@ -49,8 +49,11 @@ def _read(path: str) -> str | None:
 
 def _cpuinfo_field(name: str) -> list[str]:
     text = _read("/proc/cpuinfo") or ""
-    return [ln.split(":", 1)[1].strip() for ln in text.splitlines()
-            if ln.split(":", 1)[0].strip() == name and ":" in ln]
+    return [
+        ln.split(":", 1)[1].strip()
+        for ln in text.splitlines()
+        if ln.split(":", 1)[0].strip() == name and ":" in ln
+    ]
 
 
 def cpu_ghz() -> tuple[float | None, str]:
@@ -80,7 +83,9 @@ def _lscpu() -> dict[str, str]:
     if shutil.which("lscpu") is None:
         return {}
     try:
-        out = subprocess.run(["lscpu"], check=False, capture_output=True, text=True, timeout=10).stdout
+        out = subprocess.run(
+            ["lscpu"], check=False, capture_output=True, text=True, timeout=10
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return {}
     return {k.strip(): v.strip() for k, _, v in (ln.partition(":") for ln in out.splitlines())}
@@ -93,8 +98,7 @@ def blas_info() -> list[dict[str, Any]] | str:
         from threadpoolctl import threadpool_info
     except ImportError:
         return "threadpoolctl not installed (pip install threadpoolctl)"
-    keep = ("user_api", "internal_api", "version", "num_threads", "threading_layer",
-            "architecture")
+    keep = ("user_api", "internal_api", "version", "num_threads", "threading_layer", "architecture")
     return [{k: info.get(k) for k in keep} for info in threadpool_info()]
 
 
@@ -102,7 +106,9 @@ def compiler_version() -> str | None:
     """The first line of ``$CC --version`` (or ``cc``), the compiler the tuner builds with."""
     cc = os.environ.get("CC", "cc")
     try:
-        out = subprocess.run([cc, "--version"], check=False, capture_output=True, text=True, timeout=10)
+        out = subprocess.run(
+            [cc, "--version"], check=False, capture_output=True, text=True, timeout=10
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.splitlines()[0] if out.stdout else None
@@ -150,13 +156,20 @@ def machine_lines(info: dict[str, Any]) -> list[str]:
     load = info.get("loadavg") or []
     blas = info.get("blas")
     if isinstance(blas, list):
-        blas = ", ".join(f"{b.get('internal_api')} {b.get('version')} "
-                         f"({b.get('num_threads')} threads, {b.get('architecture')})"
-                         for b in blas) or "none found"
+        blas = (
+            ", ".join(
+                f"{b.get('internal_api')} {b.get('version')} "
+                f"({b.get('num_threads')} threads, {b.get('architecture')})"
+                for b in blas
+            )
+            or "none found"
+        )
     ghz = f"{info['ghz']:.2f} GHz ({info['ghz_source']})" if info.get("ghz") else "clock unknown"
     return [
-        (f"CPU: {info['cpu_model']}, {info['physical_cores']} core(s) / "
-         f"{info['logical_cpus']} logical, {ghz}, {info['vector_width_bytes']}-byte vectors"),
+        (
+            f"CPU: {info['cpu_model']}, {info['physical_cores']} core(s) / "
+            f"{info['logical_cpus']} logical, {ghz}, {info['vector_width_bytes']}-byte vectors"
+        ),
         "load average: " + " ".join(f"{x:.2f}" for x in load) if load else "load average: n/a",
         f"numpy {info['numpy']}, BLAS: {blas}; compiler: {info.get('compiler')}",
     ]
@@ -206,8 +219,9 @@ class ForeignLoad:
         self.share = max(0.0, busy - self._busy0 - mine) / (elapsed * (os.cpu_count() or 1))
 
 
-def time_python(fn: Callable[[], Any], *, repeat: int = 5, min_repeat_ms: float = 200.0,
-                warmup: int = 1) -> list[float]:
+def time_python(
+    fn: Callable[[], Any], *, repeat: int = 5, min_repeat_ms: float = 200.0, warmup: int = 1
+) -> list[float]:
     """Seconds per call of ``fn``: one number per repeat, each the mean over enough calls
     to last ``min_repeat_ms``. Timed under :func:`measurement_lock`."""
     with measurement_lock():
@@ -246,8 +260,14 @@ def fmt(value: Any, digits: int = 1) -> str:
     return str(value)
 
 
-def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
-                notes: Sequence[str] = (), *, plain: bool = False) -> None:
+def print_table(
+    title: str,
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    notes: Sequence[str] = (),
+    *,
+    plain: bool = False,
+) -> None:
     """Print a table (cells through :func:`fmt` unless already strings); with ``rich``
     if importable and ``plain`` is False, else as aligned plain text."""
     cells = [[c if isinstance(c, str) else fmt(c) for c in row] for row in rows]
@@ -263,8 +283,7 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]
             table.add_column(col, justify="left" if i == 0 else "right")
         for row in cells:
             table.add_row(*row)
-        widths = [max(len(str(r[c])) for r in [list(columns), *cells])
-                  for c in range(len(columns))]
+        widths = [max(len(str(r[c])) for r in [list(columns), *cells]) for c in range(len(columns))]
         need = sum(widths) + 3 * len(widths) + 1  # no cell is cut when the table fits
         console = Console(width=max(need, shutil.get_terminal_size((100, 20)).columns))
         console.print(table)
@@ -274,14 +293,17 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]
     print(plain_table(title, columns, cells, notes))
 
 
-def plain_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]],
-                notes: Sequence[str] = ()) -> str:
+def plain_table(
+    title: str, columns: Sequence[str], rows: Sequence[Sequence[str]], notes: Sequence[str] = ()
+) -> str:
     """The plain-text form of :func:`print_table`."""
     widths = [max(len(str(r[c])) for r in [list(columns), *rows]) for c in range(len(columns))]
 
     def line(row):
-        return " | ".join(str(v).ljust(w) if i == 0 else str(v).rjust(w)
-                          for i, (v, w) in enumerate(zip(row, widths)))
+        return " | ".join(
+            str(v).ljust(w) if i == 0 else str(v).rjust(w)
+            for i, (v, w) in enumerate(zip(row, widths))
+        )
 
     out = [title, line(columns), "-+-".join("-" * w for w in widths)]
     out += [line(r) for r in rows]

@@ -55,8 +55,14 @@ def sample_schedules(func, target, n: int, seed: int) -> tuple[list[Any], dict[s
     from metaschedule.tir.structural import structural_hash
     from metaschedule.tune_context import TuneContext
 
-    ctx = TuneContext(func, target=target, space_generator=PostOrderApply(),
-                      search_strategy=ReplayTrace(), rand_state=seed, task_name="rank")
+    ctx = TuneContext(
+        func,
+        target=target,
+        space_generator=PostOrderApply(),
+        search_strategy=ReplayTrace(),
+        rand_state=seed,
+        task_name="rank",
+    )
     spaces = ctx.generate_design_space()
     batch = max(16, n // 2)
     ctx.pre_tuning(max_trials=20 * n, num_trials_per_iter=batch, design_spaces=spaces)
@@ -87,15 +93,22 @@ def measure(candidates: list[Any], target, repeat: int, batch: int = 32) -> list
     results: list[Any] = []
     with LocalBuilder() as builder, LocalRunner(evaluator_config=config) as runner:
         for start in range(0, len(candidates), batch):
-            chunk = candidates[start:start + batch]
+            chunk = candidates[start : start + batch]
             built = builder.build([BuilderInput(c.sch.mod, target) for c in chunk])
             ok = [i for i, b in enumerate(built) if b.error_msg is None]
-            futures = runner.run([RunnerInput(built[i].artifact_path, target.kind,
-                                              list(chunk[i].args_info)) for i in ok])
+            futures = runner.run(
+                [
+                    RunnerInput(built[i].artifact_path, target.kind, list(chunk[i].args_info))
+                    for i in ok
+                ]
+            )
             by_index = dict(zip(ok, futures))
             for i, b in enumerate(built):
-                results.append(by_index[i].result() if i in by_index
-                               else RunnerResult(None, f"build: {b.error_msg}"))
+                results.append(
+                    by_index[i].result()
+                    if i in by_index
+                    else RunnerResult(None, f"build: {b.error_msg}")
+                )
             for b in built:  # the artifacts are not needed once measured
                 if b.artifact_path and os.path.exists(b.artifact_path):
                     os.unlink(b.artifact_path)
@@ -103,16 +116,18 @@ def measure(candidates: list[Any], target, repeat: int, batch: int = 32) -> list
     return results
 
 
-def save_data(path: str, workload: str, target, candidates, results, meta,
-              again=None) -> None:
-    rows = [{"trace": c.sch.trace.as_json(), "run_secs": r.run_secs, "error": r.error_msg}
-            for c, r in zip(candidates, results)]
+def save_data(path: str, workload: str, target, candidates, results, meta, again=None) -> None:
+    rows = [
+        {"trace": c.sch.trace.as_json(), "run_secs": r.run_secs, "error": r.error_msg}
+        for c, r in zip(candidates, results)
+    ]
     for row, r in zip(rows, again or []):
         row["run_secs_again"], row["error_again"] = r.run_secs, r.error_msg
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w") as f:
-        json.dump({"workload": workload, "target": str(target), "meta": meta,
-                   "candidates": rows}, f)
+        json.dump(
+            {"workload": workload, "target": str(target), "meta": meta, "candidates": rows}, f
+        )
 
 
 def load_data(path: str):
@@ -136,8 +151,14 @@ def load_data(path: str):
         results.append(RunnerResult(row["run_secs"], row["error"]))
         if "run_secs_again" in row:
             again.append(RunnerResult(row["run_secs_again"], row["error_again"]))
-    return (data["workload"], data["target"], candidates, results, data.get("meta", {}),
-            again if len(again) == len(results) else None)
+    return (
+        data["workload"],
+        data["target"],
+        candidates,
+        results,
+        data.get("meta", {}),
+        again if len(again) == len(results) else None,
+    )
 
 
 # ----------------------------------------------------------------------------- models
@@ -174,8 +195,9 @@ def make_model(kind: str, extractor, seed: int):
     if kind == "xgb":
         return XGBModel(extractor=extractor, num_warmup_samples=1, adaptive_training=False)
     if kind == "mlp":
-        return MLPModel(extractor=extractor, num_warmup_samples=1, adaptive_training=False,
-                        seed=seed)
+        return MLPModel(
+            extractor=extractor, num_warmup_samples=1, adaptive_training=False, seed=seed
+        )
     if kind == "random":
         return RandomModel(seed=seed)
     raise ValueError(f"unknown model {kind!r}; expected xgb, mlp or random")
@@ -196,8 +218,17 @@ def score(pred, throughput, k: int) -> dict[str, float]:
     }
 
 
-def evaluate(ctx, candidates, results, kinds, splits: int, train_frac: float, seed: int,
-             extractor, again=None) -> dict[str, Any]:
+def evaluate(
+    ctx,
+    candidates,
+    results,
+    kinds,
+    splits: int,
+    train_frac: float,
+    seed: int,
+    extractor,
+    again=None,
+) -> dict[str, Any]:
     """Per model, the metrics of each split and their mean/std/min/max. With ``again``
     (a second measurement of every candidate), the row "re-measured" scores the second
     measurement as if it were a model's prediction: the ceiling that measurement noise
@@ -228,8 +259,14 @@ def evaluate(ctx, candidates, results, kinds, splits: int, train_frac: float, se
             if kind == REMEASURED:
                 pred = np.where(np.isfinite(costs_again[test]), 1.0 / costs_again[test], 0.0)
                 per_model[kind].append(
-                    {**score(pred, throughput, k), "k": k, "n_test": len(test),
-                     "train_secs": 0.0, "predict_secs": 0.0})
+                    {
+                        **score(pred, throughput, k),
+                        "k": k,
+                        "n_test": len(test),
+                        "train_secs": 0.0,
+                        "predict_secs": 0.0,
+                    }
+                )
                 continue
             model = make_model(kind, extractor, seed + split)
             start = time.perf_counter()
@@ -238,16 +275,26 @@ def evaluate(ctx, candidates, results, kinds, splits: int, train_frac: float, se
             start = time.perf_counter()
             pred = np.asarray(model.predict(ctx, [candidates[i] for i in test]), float)
             predicted = time.perf_counter() - start
-            per_model[kind].append({**score(pred, throughput, k), "k": k, "n_test": len(test),
-                                    "train_secs": trained, "predict_secs": predicted})
+            per_model[kind].append(
+                {
+                    **score(pred, throughput, k),
+                    "k": k,
+                    "n_test": len(test),
+                    "train_secs": trained,
+                    "predict_secs": predicted,
+                }
+            )
     summary = {}
     for kind, rows in per_model.items():
         summary[kind] = {"splits": rows}
-        for metric in ("spearman", "topk_recall", "best_of_topk", "train_secs",
-                       "predict_secs"):
+        for metric in ("spearman", "topk_recall", "best_of_topk", "train_secs", "predict_secs"):
             values = np.array([r[metric] for r in rows])
-            summary[kind][metric] = {"mean": float(values.mean()), "std": float(values.std()),
-                                     "min": float(values.min()), "max": float(values.max())}
+            summary[kind][metric] = {
+                "mean": float(values.mean()),
+                "std": float(values.std()),
+                "min": float(values.min()),
+                "max": float(values.max()),
+            }
     return summary
 
 
@@ -259,20 +306,33 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--splits", type=int, default=5, help="random train/test splits")
     p.add_argument("--train-frac", type=float, default=0.8)
     p.add_argument("--models", default="xgb,mlp,random")
-    p.add_argument("--repeat", type=int, default=3,
-                   help="measurements per candidate (each >= 50 ms; the mean is the cost)")
-    p.add_argument("--remeasure", action="store_true",
-                   help="measure every schedule a second time and score that as a "
-                        "'model': the ceiling measurement noise puts on any model")
+    p.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="measurements per candidate (each >= 50 ms; the mean is the cost)",
+    )
+    p.add_argument(
+        "--remeasure",
+        action="store_true",
+        help="measure every schedule a second time and score that as a "
+        "'model': the ceiling measurement noise puts on any model",
+    )
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--num-cores", type=int, default=None,
-                   help="threads of the measured code (default: physical cores)")
+    p.add_argument(
+        "--num-cores",
+        type=int,
+        default=None,
+        help="threads of the measured code (default: physical cores)",
+    )
     p.add_argument("--save-data", default=DATA_DEFAULT, help="where the measured data goes")
-    p.add_argument("--load-data", default=None,
-                   help="reuse measured data (skips sampling and measuring)")
+    p.add_argument(
+        "--load-data", default=None, help="reuse measured data (skips sampling and measuring)"
+    )
     p.add_argument("--plain", action="store_true", help="plain-text tables (no rich)")
-    p.add_argument("--json", default=None,
-                   help="output path (default benchmarks/results/cost_model_rank.json)")
+    p.add_argument(
+        "--json", default=None, help="output path (default benchmarks/results/cost_model_rank.json)"
+    )
     return p.parse_args(argv)
 
 
@@ -289,8 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.load_data:
         workload, target_str, candidates, results, meta, again = load_data(args.load_data)
         target = Target(target_str)
-        print(f"loaded {len(candidates)} measured schedules of {workload} from "
-              f"{args.load_data}")
+        print(f"loaded {len(candidates)} measured schedules of {workload} from {args.load_data}")
     else:
         workload = args.workload
         cores = args.num_cores or info["physical_cores"]
@@ -300,8 +359,11 @@ def main(argv: list[str] | None = None) -> int:
         start = time.perf_counter()
         candidates, meta = sample_schedules(func, target, args.n, args.seed)
         timings["sample_secs"] = time.perf_counter() - start
-        print(f"  {meta['distinct']} distinct of {meta['drawn']} drawn in "
-              f"{timings['sample_secs']:.1f} s; building and measuring", flush=True)
+        print(
+            f"  {meta['distinct']} distinct of {meta['drawn']} drawn in "
+            f"{timings['sample_secs']:.1f} s; building and measuring",
+            flush=True,
+        )
         start = time.perf_counter()
         results = measure(candidates, target, args.repeat)
         timings["measure_secs"] = time.perf_counter() - start
@@ -322,67 +384,111 @@ def main(argv: list[str] | None = None) -> int:
     ran = costs[np.isfinite(costs)]
     ctx = TuneContext(wl.ms_func(), target=target, task_name="rank")
     extractor = cached_extractor()
-    summary = evaluate(ctx, candidates, results, kinds, args.splits, args.train_frac,
-                       args.seed, extractor, again)
+    summary = evaluate(
+        ctx, candidates, results, kinds, args.splits, args.train_frac, args.seed, extractor, again
+    )
     if again is not None:
         kinds = [*kinds, REMEASURED]
         both = np.isfinite(costs_of(results)) & np.isfinite(costs_of(again))
         from metaschedule.cost_model.metric import rank_correlation
 
-        repeatability = rank_correlation(1.0 / costs_of(results)[both],
-                                         1.0 / costs_of(again)[both])
+        repeatability = rank_correlation(1.0 / costs_of(results)[both], 1.0 / costs_of(again)[both])
     spread = {"ran": len(ran), "failed": len(costs) - len(ran)}
     if len(ran):
-        spread.update({f"{q}_gflops": float(flops / np.percentile(ran, p) / 1e9)
-                       for q, p in (("best", 0), ("median", 50), ("worst", 100))})
+        spread.update(
+            {
+                f"{q}_gflops": float(flops / np.percentile(ran, p) / 1e9)
+                for q, p in (("best", 0), ("median", 50), ("worst", 100))
+            }
+        )
 
     for line in common.machine_lines(info):
         print(line)
     rows = []
     for kind in kinds:
         s = summary[kind]
-        rows.append([kind, *(f"{s[m]['mean']:.3f} ± {s[m]['std']:.3f}"
-                             for m in ("spearman", "topk_recall", "best_of_topk")),
-                     f"{s['spearman']['min']:.3f} .. {s['spearman']['max']:.3f}",
-                     f"{1e3 * s['train_secs']['mean']:.0f}",
-                     f"{1e3 * s['predict_secs']['mean']:.0f}"])
+        rows.append(
+            [
+                kind,
+                *(
+                    f"{s[m]['mean']:.3f} ± {s[m]['std']:.3f}"
+                    for m in ("spearman", "topk_recall", "best_of_topk")
+                ),
+                f"{s['spearman']['min']:.3f} .. {s['spearman']['max']:.3f}",
+                f"{1e3 * s['train_secs']['mean']:.0f}",
+                f"{1e3 * s['predict_secs']['mean']:.0f}",
+            ]
+        )
     first = summary[kinds[0]]["splits"][0]
     notes = [
-        (f"{len(candidates)} distinct schedules of {workload} ({spread['ran']} ran, "
-         f"{spread['failed']} failed to build or run); held-out per split: "
-         f"{first['n_test']} that ran, k = {first['k']}; mean ± std over {args.splits} "
-         f"random {args.train_frac:.0%}/{1 - args.train_frac:.0%} splits."),
+        (
+            f"{len(candidates)} distinct schedules of {workload} ({spread['ran']} ran, "
+            f"{spread['failed']} failed to build or run); held-out per split: "
+            f"{first['n_test']} that ran, k = {first['k']}; mean ± std over {args.splits} "
+            f"random {args.train_frac:.0%}/{1 - args.train_frac:.0%} splits."
+        ),
     ]
     if len(ran):
-        notes.append(f"measured speeds: best {spread['best_gflops']:.1f}, median "
-                     f"{spread['median_gflops']:.1f}, worst {spread['worst_gflops']:.2f} "
-                     "GFLOPS")
-    notes.append(f"feature extraction: {extractor.extracted} candidates in "
-                 f"{extractor.secs:.1f} s ({1e3 * extractor.secs / max(1, extractor.extracted):.0f}"
-                 " ms each), once, shared by the models (not in the train/predict times)")
+        notes.append(
+            f"measured speeds: best {spread['best_gflops']:.1f}, median "
+            f"{spread['median_gflops']:.1f}, worst {spread['worst_gflops']:.2f} "
+            "GFLOPS"
+        )
+    notes.append(
+        f"feature extraction: {extractor.extracted} candidates in "
+        f"{extractor.secs:.1f} s ({1e3 * extractor.secs / max(1, extractor.extracted):.0f}"
+        " ms each), once, shared by the models (not in the train/predict times)"
+    )
     if timings:
-        notes.append(f"sampling {timings['sample_secs']:.1f} s, building + measuring "
-                     f"{timings['measure_secs']:.1f} s"
-                     + (f", again {timings['remeasure_secs']:.1f} s"
-                        if "remeasure_secs" in timings else ""))
+        notes.append(
+            f"sampling {timings['sample_secs']:.1f} s, building + measuring "
+            f"{timings['measure_secs']:.1f} s"
+            + (f", again {timings['remeasure_secs']:.1f} s" if "remeasure_secs" in timings else "")
+        )
     if again is not None:
-        notes.append(f"'{REMEASURED}': the second measurement of the same schedules used as "
-                     "the prediction (what measurement noise leaves for any model); over all "
-                     f"{int(both.sum())} schedules that ran twice, Spearman = "
-                     f"{repeatability:.3f}")
+        notes.append(
+            f"'{REMEASURED}': the second measurement of the same schedules used as "
+            "the prediction (what measurement noise leaves for any model); over all "
+            f"{int(both.sum())} schedules that ran twice, Spearman = "
+            f"{repeatability:.3f}"
+        )
     common.print_table(
         f"Cost-model ranking on held-out schedules of {workload}",
-        ["model", "Spearman", "top-k recall", "best of top-k", "Spearman range",
-         "train ms", "predict ms"], rows, notes, plain=args.plain)
-    path = common.write_json("cost_model_rank", {
-        "command": " ".join([os.path.basename(sys.executable), *sys.argv]),
-        "machine": info, "workload": workload, "target": str(target), "n": len(candidates),
-        "splits": args.splits, "train_frac": args.train_frac, "seed": args.seed,
-        "repeat": args.repeat, "data": args.load_data or args.save_data, "sampling": meta,
-        "timings": timings, "measured": spread,
-        "feature_extraction": {"candidates": extractor.extracted, "secs": extractor.secs},
-        "repeatability_spearman": repeatability if again is not None else None,
-        "models": summary}, args.json)
+        [
+            "model",
+            "Spearman",
+            "top-k recall",
+            "best of top-k",
+            "Spearman range",
+            "train ms",
+            "predict ms",
+        ],
+        rows,
+        notes,
+        plain=args.plain,
+    )
+    path = common.write_json(
+        "cost_model_rank",
+        {
+            "command": " ".join([os.path.basename(sys.executable), *sys.argv]),
+            "machine": info,
+            "workload": workload,
+            "target": str(target),
+            "n": len(candidates),
+            "splits": args.splits,
+            "train_frac": args.train_frac,
+            "seed": args.seed,
+            "repeat": args.repeat,
+            "data": args.load_data or args.save_data,
+            "sampling": meta,
+            "timings": timings,
+            "measured": spread,
+            "feature_extraction": {"candidates": extractor.extracted, "secs": extractor.secs},
+            "repeatability_spearman": repeatability if again is not None else None,
+            "models": summary,
+        },
+        args.json,
+    )
     print(f"wrote {path}")
     return 0
 

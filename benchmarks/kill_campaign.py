@@ -4,14 +4,14 @@
     python benchmarks/kill_campaign.py --kills 8 --signal INT --trials 128
 
 Each round starts ``tests/faults/tuning_child.py`` on the same work_dir, sends the
-signal at a random moment (after 0-4 new records, plus a random 0-0.5 s:
-mid-build, mid-measurement, mid-commit or mid-search), then checks the JSON database: records the tuner had
-committed but that are missing (lost), schedules stored twice (duplicates), records
-whose trace does not replay onto their workload, lines the database had to skip (torn
-by the kill), build folders left in the child's private TMPDIR, and worker processes
-that outlived it. After the kills, one more run must finish the budget. Prints a table
-and writes JSON (``--out``). The goal is 0 in every column but "torn lines" (a kill
-in the middle of an append leaves a torn line, which the database skips and repairs).
+signal at a random moment (after 0-4 new records, plus a random 0-0.5 s: mid-build, mid-
+measurement, mid-commit or mid-search), then checks the JSON database: records the tuner
+had committed but that are missing (lost), schedules stored twice (duplicates), records
+whose trace does not replay onto their workload, lines the database had to skip (torn by
+the kill), build folders left in the child's private TMPDIR, and worker processes that
+outlived it. After the kills, one more run must finish the budget. Prints a table and
+writes JSON (``--out``). The goal is 0 in every column but "torn lines" (a kill in the
+middle of an append leaves a torn line, which the database skips and repairs).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "faults"))
 
-from check_database import check_work_dir
+from check_database import check_work_dir  # noqa: E402 (found through sys.path above)
 
 CHILD = os.path.join(ROOT, "tests", "faults", "tuning_child.py")
 

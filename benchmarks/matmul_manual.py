@@ -47,8 +47,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--vectors", type=int, default=None, help="register tile vectors per row")
     p.add_argument("--row-block", type=int, default=512, help="rows per parallel task")
     p.add_argument("--col-block", type=int, default=128, help="columns per parallel task")
-    p.add_argument("--json", default=os.path.join(os.path.dirname(__file__), "results",
-                                                  "matmul_manual.json"))
+    p.add_argument(
+        "--json", default=os.path.join(os.path.dirname(__file__), "results", "matmul_manual.json")
+    )
     return p.parse_args(argv)
 
 
@@ -74,8 +75,12 @@ def main(argv: list[str] | None = None) -> int:
     A = te.placeholder((n, n), "float32", "A")
     B = te.placeholder((n, n), "float32", "B")
     func = te.create_prim_func([A, B, ops.matmul(A, B)])
-    recipe = {"rows": args.rows, "vectors": args.vectors, "row_block": args.row_block,
-              "col_block": args.col_block}
+    recipe = {
+        "rows": args.rows,
+        "vectors": args.vectors,
+        "row_block": args.row_block,
+        "col_block": args.col_block,
+    }
 
     t0 = time.perf_counter()
     sch = Schedule(func)
@@ -105,35 +110,52 @@ def main(argv: list[str] | None = None) -> int:
                 ref.append(time.perf_counter() - s)
 
     flops = 2.0 * n**3
-    gf = {name: (flops / min(ts) / 1e9, flops / float(np.median(ts)) / 1e9)
-          for name, ts in (("metaschedule", ours), ("numpy", ref))}
+    gf = {
+        name: (flops / min(ts) / 1e9, flops / float(np.median(ts)) / 1e9)
+        for name, ts in (("metaschedule", ours), ("numpy", ref))
+    }
     lanes = target.vector_lanes("float32")
     ghz, ghz_source = _cpu_ghz()
     peak = threads * ghz * lanes * 2 * 2 if ghz else None  # 2 FMA units, 2 flops per FMA
-    tiles = matmul_tiles(target, n, n, rows=args.rows, vectors=args.vectors,
-                         row_block=args.row_block, col_block=args.col_block)
+    tiles = matmul_tiles(
+        target,
+        n,
+        n,
+        rows=args.rows,
+        vectors=args.vectors,
+        row_block=args.row_block,
+        col_block=args.col_block,
+    )
     load = os.getloadavg()
 
     print(f"{n}x{n}x{n} float32 matmul, {threads} thread(s), target: {target}")
-    print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs; "
-          f"numbers are the best of {len(ours)} calls (median in parentheses)")
-    print(f"register tile {tiles.rows}x{tiles.cols} ({tiles.vectors} x {tiles.lanes} lanes), "
-          f"block {tiles.row_block}x{tiles.col_block}; schedule {1e3 * (t1 - t0):.0f} ms, "
-          f"build {1e3 * (t2 - t1):.0f} ms; correct: {ok} (max abs error {max_err:.1e})")
+    print(
+        f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs; "
+        f"numbers are the best of {len(ours)} calls (median in parentheses)"
+    )
+    print(
+        f"register tile {tiles.rows}x{tiles.cols} ({tiles.vectors} x {tiles.lanes} lanes), "
+        f"block {tiles.row_block}x{tiles.col_block}; schedule {1e3 * (t1 - t0):.0f} ms, "
+        f"build {1e3 * (t2 - t1):.0f} ms; correct: {ok} (max abs error {max_err:.1e})"
+    )
     head = f"{'':14s}{'GFLOPS':>9s}{'(median)':>11s}{'ms':>9s}{'vs numpy':>10s}"
     if peak:
         head += f"{'% of peak':>11s}"
     print(head)
     for name, ts in (("metaschedule", ours), ("numpy", ref)):
         best, med = gf[name]
-        row = (f"{name:14s}{best:9.1f}{f'({med:.1f})':>11s}{1e3 * min(ts):9.3f}"
-               f"{best / gf['numpy'][0]:10.2f}")
+        row = (
+            f"{name:14s}{best:9.1f}{f'({med:.1f})':>11s}{1e3 * min(ts):9.3f}"
+            f"{best / gf['numpy'][0]:10.2f}"
+        )
         if peak:
             row += f"{100 * best / peak:10.1f}%"
         print(row)
     if peak:
-        print(f"FMA peak {peak:.0f} GFLOPS = {threads} cores x {ghz:.2f} GHz ({ghz_source}) x "
-              f"{lanes} lanes x 2 FMA units x 2")
+        print(
+            f"FMA peak {peak:.0f} GFLOPS = {threads} cores x {ghz:.2f} GHz ({ghz_source}) x "
+            f"{lanes} lanes x 2 FMA units x 2"
+        )
 
     result = {
         "benchmark": "matmul_manual",
@@ -143,16 +165,23 @@ def main(argv: list[str] | None = None) -> int:
         "target": str(target),
         "host": platform.processor() or platform.machine(),
         "loadavg": list(load),
-        "recipe": {"rows": tiles.rows, "vectors": tiles.vectors, "lanes": tiles.lanes,
-                   "row_block": tiles.row_block, "col_block": tiles.col_block},
+        "recipe": {
+            "rows": tiles.rows,
+            "vectors": tiles.vectors,
+            "lanes": tiles.lanes,
+            "row_block": tiles.row_block,
+            "col_block": tiles.col_block,
+        },
         "correct": ok,
         "max_abs_error": max_err,
         "schedule_ms": 1e3 * (t1 - t0),
         "build_ms": 1e3 * (t2 - t1),
-        "metaschedule": {"gflops_best": gf["metaschedule"][0],
-                         "gflops_median": gf["metaschedule"][1], "seconds": ours},
-        "numpy": {"gflops_best": gf["numpy"][0], "gflops_median": gf["numpy"][1],
-                  "seconds": ref},
+        "metaschedule": {
+            "gflops_best": gf["metaschedule"][0],
+            "gflops_median": gf["metaschedule"][1],
+            "seconds": ours,
+        },
+        "numpy": {"gflops_best": gf["numpy"][0], "gflops_median": gf["numpy"][1], "seconds": ref},
         "ratio_vs_numpy": gf["metaschedule"][0] / gf["numpy"][0],
         "peak_gflops": peak,
         "peak_ghz_source": ghz_source,

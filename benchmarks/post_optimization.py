@@ -57,8 +57,10 @@ def run(name: str, trials: int, post_trials: int, seed: int) -> dict:
     opt.run()
     post_secs = time.perf_counter() - start
     droplet = opt.results[0].droplet if opt.results else None
-    timers = {"without": best_timer(base, func, target, args, expected, wl),
-              "with": best_timer(post, func, target, args, expected, wl)}
+    timers = {
+        "without": best_timer(base, func, target, args, expected, wl),
+        "with": best_timer(post, func, target, args, expected, wl),
+    }
     samples: dict[str, list[float]] = {k: [] for k in timers}
     for _ in range(3):  # interleaved rounds
         for key, timer in timers.items():
@@ -66,9 +68,13 @@ def run(name: str, trials: int, post_trials: int, seed: int) -> dict:
     gflops = {k: wl.analytic_flops / min(v) / 1e9 for k, v in samples.items()}
     shutil.rmtree(root, ignore_errors=True)
     return {
-        "workload": name, "trials": trials, "post_trials": post_trials,
-        "gflops_without": gflops["without"], "gflops_with": gflops["with"],
-        "wall_without": tune_secs, "wall_with": tune_secs + post_secs,
+        "workload": name,
+        "trials": trials,
+        "post_trials": post_trials,
+        "gflops_without": gflops["without"],
+        "gflops_with": gflops["with"],
+        "wall_without": tune_secs,
+        "wall_with": tune_secs + post_secs,
         "neighbours_measured": None if droplet is None else droplet.measured,
         "moves": None if droplet is None else droplet.moves,
         "droplet_speedup": None if droplet is None else droplet.speedup,
@@ -76,12 +82,17 @@ def run(name: str, trials: int, post_trials: int, seed: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--workloads", default="gmm,c2d", help="comma-separated workloads")
     parser.add_argument("--trials", type=int, default=64, help="trials of the main search")
-    parser.add_argument("--post-trials", type=int, default=100,
-                        help="neighbours Droplet measures at most, per workload")
+    parser.add_argument(
+        "--post-trials",
+        type=int,
+        default=100,
+        help="neighbours Droplet measures at most, per workload",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the main search")
     parser.add_argument("--plain", action="store_true", help="plain-text table")
     ns = parser.parse_args(argv)
@@ -91,11 +102,29 @@ def main(argv: list[str] | None = None) -> None:
     rows = [run(n, ns.trials, ns.post_trials, ns.seed) for n in ns.workloads.split(",")]
     common.print_table(
         f"Droplet post-optimization ({ns.trials} trials + up to {ns.post_trials})",
-        ["workload", "GFLOPS without", "GFLOPS with", "wall s without", "wall s with",
-         "neighbours", "moves"],
-        [[r["workload"], r["gflops_without"], r["gflops_with"], r["wall_without"],
-          r["wall_with"], r["neighbours_measured"], r["moves"]] for r in rows],
-        plain=ns.plain)
+        [
+            "workload",
+            "GFLOPS without",
+            "GFLOPS with",
+            "wall s without",
+            "wall s with",
+            "neighbours",
+            "moves",
+        ],
+        [
+            [
+                r["workload"],
+                r["gflops_without"],
+                r["gflops_with"],
+                r["wall_without"],
+                r["wall_with"],
+                r["neighbours_measured"],
+                r["moves"],
+            ]
+            for r in rows
+        ],
+        plain=ns.plain,
+    )
     print("JSON:", common.write_json("post_optimization", {"machine": info, "rows": rows}))
 
 

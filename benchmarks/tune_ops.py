@@ -134,14 +134,15 @@ def parse_workload(name: str) -> Workload:
     m = re.fullmatch(r"dense-(\d+)x(\d+)x(\d+)", name)
     if m:
         return Workload(name, "dense", (int(m[1]), int(m[2]), int(m[3])))
-    m = re.fullmatch(r"conv2d-(\d+)x(\d+)x(\d+)x(\d+)-f(\d+)-k(\d+)(?:-s(\d+))?(?:-p(\d+))?",
-                     name)
+    m = re.fullmatch(r"conv2d-(\d+)x(\d+)x(\d+)x(\d+)-f(\d+)-k(\d+)(?:-s(\d+))?(?:-p(\d+))?", name)
     if m:
         n, h, w, c, f, k = (int(x) for x in m.groups()[:6])
         return Workload(name, "conv2d", (n, h, w, c, f, k, int(m[7] or 1), int(m[8] or 0)))
-    raise ValueError(f"unknown workload {name!r}; expected matmul-N, matmul-MxNxK, "
-                     f"dense-BxIxO, conv2d-NxHxWxC-fF-kK[-sS][-pP] or one of "
-                     f"{', '.join(_CONV_PRESETS)}")
+    raise ValueError(
+        f"unknown workload {name!r}; expected matmul-N, matmul-MxNxK, "
+        f"dense-BxIxO, conv2d-NxHxWxC-fF-kK[-sS][-pP] or one of "
+        f"{', '.join(_CONV_PRESETS)}"
+    )
 
 
 def conv2d_nhwc_numpy(x, w, stride: int, pad: int):
@@ -204,8 +205,9 @@ def numpy_baseline(wl: Workload, args) -> tuple[dict[str, Any], Timer | None]:
     return {"what": what}, python_timer(fn)
 
 
-def torch_baseline(wl: Workload, args, expected,
-                   threads: int) -> tuple[dict[str, Any], Timer | None]:
+def torch_baseline(
+    wl: Workload, args, expected, threads: int
+) -> tuple[dict[str, Any], Timer | None]:
     torch, why = common.optional_import("torch")
     if torch is None:
         return {"skipped": why}, None
@@ -241,8 +243,9 @@ def torch_baseline(wl: Workload, args, expected,
     return {"what": what, "version": torch.__version__}, python_timer(no_grad_call)
 
 
-def onnxruntime_baseline(wl: Workload, args, expected,
-                         threads: int) -> tuple[dict[str, Any], Timer | None]:
+def onnxruntime_baseline(
+    wl: Workload, args, expected, threads: int
+) -> tuple[dict[str, Any], Timer | None]:
     ort, why = common.optional_import("onnxruntime")
     if ort is None:
         return {"skipped": why}, None
@@ -266,14 +269,17 @@ def onnxruntime_baseline(wl: Workload, args, expected,
         n, h, w_, _, f, k, s, p = wl.dims
         a = np.ascontiguousarray(args[0].transpose(0, 3, 1, 2))  # NCHW, as ONNX wants
         weight = np.ascontiguousarray(args[1].transpose(3, 2, 0, 1))  # OIHW
-        node = helper.make_node("Conv", ["A", "B"], ["Y"], kernel_shape=[k, k],
-                                strides=[s, s], pads=[p, p, p, p])
+        node = helper.make_node(
+            "Conv", ["A", "B"], ["Y"], kernel_shape=[k, k], strides=[s, s], pads=[p, p, p, p]
+        )
         out_shape = [n, f, (h + 2 * p - k) // s + 1, (w_ + 2 * p - k) // s + 1]
     graph = helper.make_graph(
-        [node], wl.name,
+        [node],
+        wl.name,
         [helper.make_tensor_value_info("A", TensorProto.FLOAT, list(a.shape))],
         [helper.make_tensor_value_info("Y", TensorProto.FLOAT, out_shape)],
-        initializer=[numpy_helper.from_array(weight, "B")])
+        initializer=[numpy_helper.from_array(weight, "B")],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = min(model.ir_version, 9)
     what = {"matmul": "MatMul", "dense": "Gemm(transB=1)", "conv2d": "Conv (NCHW)"}[wl.kind]
@@ -281,8 +287,9 @@ def onnxruntime_baseline(wl: Workload, args, expected,
     return _ort_session(ort, wl, model, {"A": a}, what, to_numpy, expected, threads)
 
 
-def _ort_session(ort, wl: Workload, model, feed, what: str, to_numpy, expected,
-                 threads: int) -> tuple[dict[str, Any], Timer | None]:
+def _ort_session(
+    ort, wl: Workload, model, feed, what: str, to_numpy, expected, threads: int
+) -> tuple[dict[str, Any], Timer | None]:
     """An onnxruntime session of ``model``, checked against numpy, and its timer."""
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
@@ -290,8 +297,7 @@ def _ort_session(ort, wl: Workload, model, feed, what: str, to_numpy, expected,
     # idle pool threads sleep instead of spinning: on a 2-core machine a spinning pool
     # steals a core from whatever is timed next (the other contenders)
     opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    sess = ort.InferenceSession(model.SerializeToString(), opts,
-                                providers=["CPUExecutionProvider"])
+    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
     got = to_numpy(sess.run(None, feed)[0])
     check_close("onnxruntime", got, expected, reduction_length(wl))
     return {"what": what, "version": ort.__version__}, python_timer(lambda: sess.run(None, feed))
@@ -299,9 +305,14 @@ def _ort_session(ort, wl: Workload, model, feed, what: str, to_numpy, expected,
 
 # ----------------------------------------------------------------------------- tuning
 #: the engine's top-level phases (disjoint in time): what the breakdown adds up
-_TOP_LEVEL = ("GenerateDesignSpace", "SearchStrategy/PreTuning",
-              "SearchStrategy/GenerateCandidates", "SearchStrategy/NotifyRunnerResults",
-              "Builder", "Runner")
+_TOP_LEVEL = (
+    "GenerateDesignSpace",
+    "SearchStrategy/PreTuning",
+    "SearchStrategy/GenerateCandidates",
+    "SearchStrategy/NotifyRunnerResults",
+    "Builder",
+    "Runner",
+)
 
 
 def breakdown(phases: dict[str, float]) -> dict[str, float]:
@@ -344,9 +355,17 @@ def module_timer(lib, args, out) -> Timer:
     return timer
 
 
-def tune_metaschedule(wl: Workload, args, expected, target, trials: int, per_iter: int,
-                      work_dir: str, seed: int | None,
-                      cost_model: str) -> tuple[dict[str, Any], Timer | None]:
+def tune_metaschedule(
+    wl: Workload,
+    args,
+    expected,
+    target,
+    trials: int,
+    per_iter: int,
+    work_dir: str,
+    seed: int | None,
+    cost_model: str,
+) -> tuple[dict[str, Any], Timer | None]:
     """Tune with ``ms.tune_tir``; the result and a timer of the best schedule found."""
     import numpy as np
 
@@ -356,24 +375,35 @@ def tune_metaschedule(wl: Workload, args, expected, target, trials: int, per_ite
     from metaschedule.tir.function import IRModule
 
     func = wl.ms_func()
-    model = {"xgb": lambda: XGBModel(),  # times "FeatureExtractor" itself
-             "mlp": lambda: MLPModel(),
-             "random": lambda: RandomModel(seed=seed)}[cost_model]()
+    model = {
+        "xgb": lambda: XGBModel(),  # times "FeatureExtractor" itself
+        "mlp": lambda: MLPModel(),
+        "random": lambda: RandomModel(seed=seed),
+    }[cost_model]()
     start = time.perf_counter()
     with ms.Profiler() as profiler:
-        db = ms.tune_tir(func, target, work_dir, trials, num_trials_per_iter=per_iter,
-                         cost_model=model, seed=seed)
+        db = ms.tune_tir(
+            func,
+            target,
+            work_dir,
+            trials,
+            num_trials_per_iter=per_iter,
+            cost_model=model,
+            seed=seed,
+        )
     wall = time.perf_counter() - start
-    records = [r for r in db.get_all_tuning_records()]
+    records = list(db.get_all_tuning_records())
     valid = [r for r in records if r.is_valid]
     best = db.query_tuning_record(IRModule({"main": func}), target)
     result: dict[str, Any] = {
-        "wall_secs": wall, "trials": len(records), "valid": len(valid),
-        "failed": len(records) - len(valid), "phases": profiler.get(),
+        "wall_secs": wall,
+        "trials": len(records),
+        "valid": len(valid),
+        "failed": len(records) - len(valid),
+        "phases": profiler.get(),
         "breakdown": breakdown(profiler.get()),
         "tuning_best_secs": best.mean_run_sec if best is not None else None,
-        "curve_best_secs": best_so_far([r.mean_run_sec if r.is_valid else None
-                                        for r in records]),
+        "curve_best_secs": best_so_far([r.mean_run_sec if r.is_valid else None for r in records]),
     }
     result["failures"] = failure_messages(os.path.join(work_dir, "logs", "task_0_main.log"))
     if best is None:
@@ -383,8 +413,7 @@ def tune_metaschedule(wl: Workload, args, expected, target, trials: int, per_ite
     lib = build(sch.mod, target)
     out = np.zeros(expected.shape, np.float32)
     lib(*args, out)
-    result["max_abs_error"] = check_close("metaschedule", out, expected,
-                                          reduction_length(wl))
+    result["max_abs_error"] = check_close("metaschedule", out, expected, reduction_length(wl))
     result["trace"] = str(sch.trace)
     return result, module_timer(lib, args, out)
 
@@ -442,20 +471,39 @@ def tvm_available() -> str | None:
     return f"tvm {getattr(tvm, '__version__', '?')} has no meta_schedule.tune_tir"
 
 
-def tune_tvm(wl: Workload, trials: int, per_iter: int, work_dir: str, cores: int,
-             seed: int | None, timeout: float) -> dict[str, Any]:
+def tune_tvm(
+    wl: Workload,
+    trials: int,
+    per_iter: int,
+    work_dir: str,
+    cores: int,
+    seed: int | None,
+    timeout: float,
+) -> dict[str, Any]:
     """Run :func:`_tvm_child` in a fresh interpreter (TVM installs its own signal
     handlers and worker pools; keeping it out of this process keeps the two apart)."""
     out_path = os.path.join(work_dir, "tvm_result.json")
     log_path = os.path.join(work_dir, "tvm_console.log")
-    spec = {"workload": wl.name, "trials": trials, "per_iter": per_iter, "work_dir": work_dir,
-            "cores": cores, "seed": seed, "out": out_path}
+    spec = {
+        "workload": wl.name,
+        "trials": trials,
+        "per_iter": per_iter,
+        "work_dir": work_dir,
+        "cores": cores,
+        "seed": seed,
+        "out": out_path,
+    }
     os.makedirs(work_dir, exist_ok=True)
     try:
         with open(log_path, "w") as log:
-            proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--tvm-child",
-                                   json.dumps(spec)], check=False, stdout=log, stderr=subprocess.STDOUT,
-                                  timeout=timeout, env={**os.environ, "TVM_NUM_THREADS": "1"})
+            proc = subprocess.run(
+                [sys.executable, os.path.abspath(__file__), "--tvm-child", json.dumps(spec)],
+                check=False,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                timeout=timeout,
+                env={**os.environ, "TVM_NUM_THREADS": "1"},
+            )
     except subprocess.TimeoutExpired:
         return {"error": f"TVM tuning ran past {timeout:.0f} s (log: {log_path})"}
     if proc.returncode != 0 or not os.path.exists(out_path):
@@ -509,12 +557,14 @@ def _tvm_workload(wl: Workload):
     a, b = (te.placeholder(s, "float32", name=n) for s, n in zip(wl.input_shapes(), "AB"))
     if wl.kind == "matmul":
         k = te.reduce_axis((0, wl.dims[2]), "k")
-        out = te.compute((wl.dims[0], wl.dims[1]),
-                         lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
+        out = te.compute(
+            (wl.dims[0], wl.dims[1]), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C"
+        )
     elif wl.kind == "dense":
         k = te.reduce_axis((0, wl.dims[1]), "k")
-        out = te.compute((wl.dims[0], wl.dims[2]),
-                         lambda i, j: te.sum(a[i, k] * b[j, k], axis=k), name="T_dense")
+        out = te.compute(
+            (wl.dims[0], wl.dims[2]), lambda i, j: te.sum(a[i, k] * b[j, k], axis=k), name="T_dense"
+        )
     else:
         n, h, w, c, f, kk, s, p = wl.dims
         data = a
@@ -522,14 +572,21 @@ def _tvm_workload(wl: Workload):
             data = te.compute(
                 (n, h + 2 * p, w + 2 * p, c),
                 lambda i, y, x, ch: te.if_then_else(
-                    te.all(y >= p, y < h + p, x >= p, x < w + p), a[i, y - p, x - p, ch],
-                    tvm.tirx.const(0.0, "float32")), name="PaddedInput")
+                    te.all(y >= p, y < h + p, x >= p, x < w + p),
+                    a[i, y - p, x - p, ch],
+                    tvm.tirx.const(0.0, "float32"),
+                ),
+                name="PaddedInput",
+            )
         oh, ow = (h + 2 * p - kk) // s + 1, (w + 2 * p - kk) // s + 1
         ry, rx, rc = (te.reduce_axis((0, e), nm) for e, nm in ((kk, "ry"), (kk, "rx"), (c, "rc")))
         out = te.compute(
             (n, oh, ow, f),
-            lambda i, y, x, ff: te.sum(data[i, y * s + ry, x * s + rx, rc] * b[ry, rx, rc, ff],
-                                       axis=[ry, rx, rc]), name="conv2d_nhwc")
+            lambda i, y, x, ff: te.sum(
+                data[i, y * s + ry, x * s + rx, rc] * b[ry, rx, rc, ff], axis=[ry, rx, rc]
+            ),
+            name="conv2d_nhwc",
+        )
     return tvm.IRModule({"main": te.create_prim_func([a, b, out])})
 
 
@@ -561,22 +618,36 @@ def _tvm_child(spec: dict[str, Any]) -> None:
 
     start = time.perf_counter()
     with tms.Profiler() as profiler:
-        db = tms.tune_tir(mod, target, spec["work_dir"], spec["trials"],
-                          num_trials_per_iter=spec["per_iter"], seed=spec["seed"],
-                          builder=tms.builder.LocalBuilder(f_build=_tvm_build),
-                          runner=tms.runner.LocalRunner(initializer=runner_threads))
+        db = tms.tune_tir(
+            mod,
+            target,
+            spec["work_dir"],
+            spec["trials"],
+            num_trials_per_iter=spec["per_iter"],
+            seed=spec["seed"],
+            builder=tms.builder.LocalBuilder(f_build=_tvm_build),
+            runner=tms.runner.LocalRunner(initializer=runner_threads),
+        )
     wall = time.perf_counter() - start
     phases = {k: float(v) for k, v in profiler.get().items()}
     records = list(db.get_all_tuning_records())
     run_secs = [[float(s) for s in r.run_secs] for r in records if r.run_secs]
     valid = [float(np.mean(s)) for s in run_secs if s and all(x < 1e9 for x in s)]
-    mean_secs = [float(np.mean([float(s) for s in r.run_secs]))
-                 if r.run_secs and all(float(x) < 1e9 for x in r.run_secs) else None
-                 for r in records]
+    mean_secs = [
+        float(np.mean([float(s) for s in r.run_secs]))
+        if r.run_secs and all(float(x) < 1e9 for x in r.run_secs)
+        else None
+        for r in records
+    ]
     result: dict[str, Any] = {
-        "version": tvm.__version__, "target": str(target), "wall_secs": wall,
-        "trials": len(records), "valid": len(valid), "failed": len(records) - len(valid),
-        "phases": phases, "tuning_best_secs": min(valid) if valid else None,
+        "version": tvm.__version__,
+        "target": str(target),
+        "wall_secs": wall,
+        "trials": len(records),
+        "valid": len(valid),
+        "failed": len(records) - len(valid),
+        "phases": phases,
+        "tuning_best_secs": min(valid) if valid else None,
         "build_fn": "default_build without the tensor_intrin import (see _tvm_build)",
         "threads": {"runner": cores, "builder": 1, "final_timing": cores},
         "curve_best_secs": best_so_far(mean_secs),
@@ -587,11 +658,11 @@ def _tvm_child(spec: dict[str, Any]) -> None:
         dev = tvm.cpu()
         args = wl.inputs()
         expected = wl.reference(args)
-        arrays = [tvm.runtime.tensor(x, dev) for x in (*args, np.zeros(expected.shape,
-                                                                       np.float32))]
+        arrays = [tvm.runtime.tensor(x, dev) for x in (*args, np.zeros(expected.shape, np.float32))]
         lib.mod["main"](*arrays)
-        result["max_abs_error"] = check_close("tvm", arrays[-1].numpy(), expected,
-                                              reduction_length(wl))
+        result["max_abs_error"] = check_close(
+            "tvm", arrays[-1].numpy(), expected, reduction_length(wl)
+        )
         result["library"] = os.path.join(spec["work_dir"], "tvm_best.so")
         lib.export_library(result["library"])  # the parent times it with the others
     with open(spec["out"], "w") as f:
@@ -603,10 +674,15 @@ def tvm_breakdown(phases: dict[str, float]) -> dict[str, float | None]:
     not time feature extraction apart."""
     get = phases.get
     evo = [k for k in phases if k.startswith("EvoSearch/")]
-    search = sum(phases[k] for k in evo  # nested phases are inside their parent
-                 if not any(k.startswith(p + "/") for p in evo if p != k))
-    top = search + sum(get(k, 0.0) for k in ("InitializeTask", "SendToBuilder", "SendToRunner",
-                                             "JoinRunnerFutures"))
+    search = sum(
+        phases[k]
+        for k in evo  # nested phases are inside their parent
+        if not any(k.startswith(p + "/") for p in evo if p != k)
+    )
+    top = search + sum(
+        get(k, 0.0)
+        for k in ("InitializeTask", "SendToBuilder", "SendToRunner", "JoinRunnerFutures")
+    )
     top += sum(v for k, v in phases.items() if k.startswith("MeasureCallback/"))
     return {
         "space_generation": get("InitializeTask", 0.0),
@@ -625,8 +701,9 @@ def tvm_breakdown(phases: dict[str, float]) -> dict[str, float | None]:
 
 
 # ----------------------------------------------------------------------------- timing
-def interleaved(timers: dict[str, Timer], rounds: int,
-                pause: float = 0.3) -> dict[str, dict[str, Any]]:
+def interleaved(
+    timers: dict[str, Timer], rounds: int, pause: float = 0.3
+) -> dict[str, dict[str, Any]]:
     """Time every contender once per round, in turn, so that a burst of load on a shared
     machine hits them alike; ``pause`` seconds between contenders let the thread pools of
     the one before (OpenBLAS, onnxruntime, TVM, OpenMP) go idle. ``secs`` holds every
@@ -635,7 +712,8 @@ def interleaved(timers: dict[str, Timer], rounds: int,
     import numpy as np
 
     out: dict[str, dict[str, Any]] = {
-        n: {"secs": [], "round_best": [], "foreign_load": []} for n in timers}
+        n: {"secs": [], "round_best": [], "foreign_load": []} for n in timers
+    }
     for _ in range(rounds):
         for name, timer in timers.items():
             time.sleep(pause)
@@ -673,12 +751,24 @@ def speed_cell(res: dict[str, Any] | None, flops: float) -> str:
     return f"{best:.1f} ({median:.1f})" if median else f"{best:.1f}"
 
 
-def report(results: list[dict[str, Any]], info: dict[str, Any], peak: float | None,
-           args: argparse.Namespace) -> None:
+def report(
+    results: list[dict[str, Any]],
+    info: dict[str, Any],
+    peak: float | None,
+    args: argparse.Namespace,
+) -> None:
     for line in common.machine_lines(info):
         print(line)
-    perf_cols = ["workload", "MFLOP", "unscheduled", "ms tuned", "ms (tuning)", "numpy",
-                 "torch", "onnxruntime"]
+    perf_cols = [
+        "workload",
+        "MFLOP",
+        "unscheduled",
+        "ms tuned",
+        "ms (tuning)",
+        "numpy",
+        "torch",
+        "onnxruntime",
+    ]
     if args.tvm:
         perf_cols += ["TVM", "TVM (tuning)"]
     perf_cols += ["ms % peak", "ms / numpy", "other load"]
@@ -688,21 +778,35 @@ def report(results: list[dict[str, Any]], info: dict[str, Any], peak: float | No
         ours = r["metaschedule"]
         best = gflops(flops, ours.get("secs"))
         numpy_g = gflops(flops, r["numpy"].get("secs"))
-        row = [r["workload"], f"{flops / 1e6:.4g}",
-               common.fmt(gflops(flops, r["unscheduled"]["secs"]), 2), speed_cell(ours, flops),
-               common.fmt(gflops(flops, ours.get("tuning_best_secs"))),
-               speed_cell(r["numpy"], flops), speed_cell(r["torch"], flops),
-               speed_cell(r["onnxruntime"], flops)]
+        row = [
+            r["workload"],
+            f"{flops / 1e6:.4g}",
+            common.fmt(gflops(flops, r["unscheduled"]["secs"]), 2),
+            speed_cell(ours, flops),
+            common.fmt(gflops(flops, ours.get("tuning_best_secs"))),
+            speed_cell(r["numpy"], flops),
+            speed_cell(r["torch"], flops),
+            speed_cell(r["onnxruntime"], flops),
+        ]
         if args.tvm:
             t = r.get("tvm", {})
-            row += ["error" if "error" in t else speed_cell(t, flops),
-                    common.fmt(gflops(flops, t.get("tuning_best_secs")))]
-        loads = [x for name in ("metaschedule", "tvm", "numpy", "torch", "onnxruntime")
-                 for x in (r.get(name) or {}).get("foreign_load", []) if x is not None]
-        row += [f"{100 * best / peak:.1f}%" if best and peak else "n/a",
-                f"{best / numpy_g:.2f}x" if best and numpy_g else "n/a",
-                f"{100 * sorted(loads)[len(loads) // 2]:.0f}% ({100 * max(loads):.0f}%)"
-                if loads else "n/a"]
+            row += [
+                "error" if "error" in t else speed_cell(t, flops),
+                common.fmt(gflops(flops, t.get("tuning_best_secs"))),
+            ]
+        loads = [
+            x
+            for name in ("metaschedule", "tvm", "numpy", "torch", "onnxruntime")
+            for x in (r.get(name) or {}).get("foreign_load", [])
+            if x is not None
+        ]
+        row += [
+            f"{100 * best / peak:.1f}%" if best and peak else "n/a",
+            f"{best / numpy_g:.2f}x" if best and numpy_g else "n/a",
+            f"{100 * sorted(loads)[len(loads) // 2]:.0f}% ({100 * max(loads):.0f}%)"
+            if loads
+            else "n/a",
+        ]
         perf_rows.append(row)
         b = ours["breakdown"]
         wall = ours["wall_secs"]
@@ -710,86 +814,164 @@ def report(results: list[dict[str, Any]], info: dict[str, Any], peak: float | No
         def cell(secs, total=wall):
             return "n/a" if secs is None else f"{secs:.1f} ({100 * secs / total:.0f}%)"
 
-        time_rows.append([r["workload"], f"{ours['valid']}/{ours['trials']}", f"{wall:.1f}",
-                          cell(b["space_generation"]), cell(b["search"]),
-                          cell(b["search_sampling_mutation"]),
-                          cell(b["search_cost_model_predict"]), cell(b["feature_extraction"]),
-                          cell(b["cost_model_update"]), cell(b["build"]), cell(b["run"]),
-                          cell(b["other"])])
+        time_rows.append(
+            [
+                r["workload"],
+                f"{ours['valid']}/{ours['trials']}",
+                f"{wall:.1f}",
+                cell(b["space_generation"]),
+                cell(b["search"]),
+                cell(b["search_sampling_mutation"]),
+                cell(b["search_cost_model_predict"]),
+                cell(b["feature_extraction"]),
+                cell(b["cost_model_update"]),
+                cell(b["build"]),
+                cell(b["run"]),
+                cell(b["other"]),
+            ]
+        )
         t = r.get("tvm")
         if t and "wall_secs" in t:
             tb = tvm_breakdown(t["phases"])
             tw = t["wall_secs"]
-            time_rows.append(["  TVM", f"{t['valid']}/{t['trials']}",
-                              f"{tw:.1f}", *(cell(tb[k], tw) for k in (
-                                  "space_generation", "search", "search_sampling_mutation",
-                                  "search_cost_model_predict", "feature_extraction",
-                                  "cost_model_update", "build", "run", "other"))])
+            time_rows.append(
+                [
+                    "  TVM",
+                    f"{t['valid']}/{t['trials']}",
+                    f"{tw:.1f}",
+                    *(
+                        cell(tb[k], tw)
+                        for k in (
+                            "space_generation",
+                            "search",
+                            "search_sampling_mutation",
+                            "search_cost_model_predict",
+                            "feature_extraction",
+                            "cost_model_update",
+                            "build",
+                            "run",
+                            "other",
+                        )
+                    ),
+                ]
+            )
     notes = [
-        (f"GFLOPS = estimate_flops(func) / seconds per call. 'ms tuned' (metaschedule's "
-         f"best schedule), TVM's and the baselines: best over {args.rounds} interleaved "
-         "rounds of 3 repeats of >= 100 ms, each under the host measurement lock (median of "
-         "the rounds' bests in parentheses); '(tuning)': the runner's mean for that schedule "
-         "during tuning; 'unscheduled': best of 3 calls. 'other load': the share of the "
-         "machine's CPU time other processes used while those were timed, median (max)."),
+        (
+            f"GFLOPS = estimate_flops(func) / seconds per call. 'ms tuned' (metaschedule's "
+            f"best schedule), TVM's and the baselines: best over {args.rounds} interleaved "
+            "rounds of 3 repeats of >= 100 ms, each under the host measurement lock (median of "
+            "the rounds' bests in parentheses); '(tuning)': the runner's mean for that schedule "
+            "during tuning; 'unscheduled': best of 3 calls. 'other load': the share of the "
+            "machine's CPU time other processes used while those were timed, median (max)."
+        ),
         "numpy for conv2d: an im2col window view + np.tensordot (one BLAS GEMM).",
     ]
     if peak:
-        notes.append(f"peak {peak:.0f} GFLOPS = {info['physical_cores']} cores x "
-                     f"{info['ghz']:.2f} GHz ({info['ghz_source']}) x {args.lanes} float32 "
-                     f"lanes x 2 (FMA) x {common.FMA_UNITS} FMA units/core (assumed; nominal "
-                     "clock, no turbo or AVX-512 down-clocking)")
+        notes.append(
+            f"peak {peak:.0f} GFLOPS = {info['physical_cores']} cores x "
+            f"{info['ghz']:.2f} GHz ({info['ghz_source']}) x {args.lanes} float32 "
+            f"lanes x 2 (FMA) x {common.FMA_UNITS} FMA units/core (assumed; nominal "
+            "clock, no turbo or AVX-512 down-clocking)"
+        )
     skipped = {r["torch"].get("skipped") for r in results} | {
-        r["onnxruntime"].get("skipped") for r in results}
+        r["onnxruntime"].get("skipped") for r in results
+    }
     notes += [f"skipped: {s}" for s in sorted(x for x in skipped if x)]
     if args.tvm and not args.tvm_skipped:
-        errors = [f"TVM on {r['workload']}: {r['tvm']['error']}" for r in results
-                  if "error" in r.get("tvm", {})]
+        errors = [
+            f"TVM on {r['workload']}: {r['tvm']['error']}"
+            for r in results
+            if "error" in r.get("tvm", {})
+        ]
         tvm0 = results[0].get("tvm", {})
-        notes += errors or [(f"TVM {tvm0.get('version')}: {tvm0.get('target')}, same trials and "
-                             "trials/iter, default space, evolutionary search, xgb; build "
-                             "function without the tensor_intrin import (see _tvm_build)")]
+        notes += errors or [
+            (
+                f"TVM {tvm0.get('version')}: {tvm0.get('target')}, same trials and "
+                "trials/iter, default space, evolutionary search, xgb; build "
+                "function without the tensor_intrin import (see _tvm_build)"
+            )
+        ]
     if args.tvm_skipped:
         notes.append(f"--tvm skipped: {args.tvm_skipped}")
     for r in results:
         for msg, count in r["metaschedule"].get("failures", {}).items():
             notes.append(f"failed candidates of {r['workload']}: {count} x {msg}")
-    common.print_table(f"Best GFLOPS (float32, {args.trials} trials)", perf_cols, perf_rows,
-                       notes, plain=args.plain)
+    common.print_table(
+        f"Best GFLOPS (float32, {args.trials} trials)",
+        perf_cols,
+        perf_rows,
+        notes,
+        plain=args.plain,
+    )
     common.print_table(
         "Tuning wall time, seconds (share of the wall time)",
-        ["workload", "valid/trials", "wall s", "space gen", "search", "..sample+mutate",
-         "..predict", "features", "model update", "build", "run", "other"], time_rows,
-        [("search = candidate generation, incl. the cost model's predictions; features are "
-          "counted inside predict and model update; run = submitting + waiting for "
-          "measurements; other = outside the engine's phases (start-up, scheduler, logs).")],
-        plain=args.plain)
+        [
+            "workload",
+            "valid/trials",
+            "wall s",
+            "space gen",
+            "search",
+            "..sample+mutate",
+            "..predict",
+            "features",
+            "model update",
+            "build",
+            "run",
+            "other",
+        ],
+        time_rows,
+        [
+            (
+                "search = candidate generation, incl. the cost model's predictions; features are "
+                "counted inside predict and model update; run = submitting + waiting for "
+                "measurements; other = outside the engine's phases (start-up, scheduler, logs)."
+            )
+        ],
+        plain=args.plain,
+    )
 
 
 # ----------------------------------------------------------------------------- main
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--workloads", default="matmul-512,conv2d-resnet-3x3",
-                   help="comma-separated workloads (see the module docstring)")
+    p.add_argument(
+        "--workloads",
+        default="matmul-512,conv2d-resnet-3x3",
+        help="comma-separated workloads (see the module docstring)",
+    )
     p.add_argument("--trials", type=int, default=64, help="max_trials_global per workload")
     p.add_argument("--num-trials-per-iter", type=int, default=64)
-    p.add_argument("--work-dir", default=None,
-                   help="tuning records and logs go to WORK_DIR/<workload> (kept; tuning "
-                        "again there resumes); default: a temporary folder, removed")
+    p.add_argument(
+        "--work-dir",
+        default=None,
+        help="tuning records and logs go to WORK_DIR/<workload> (kept; tuning "
+        "again there resumes); default: a temporary folder, removed",
+    )
     p.add_argument("--cost-model", default="xgb", choices=("xgb", "mlp", "random"))
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--num-cores", type=int, default=None,
-                   help="threads of tuned code and baselines (default: physical cores)")
-    p.add_argument("--tvm", action="store_true",
-                   help="also tune with TVM MetaSchedule (apache-tvm) with the same budget")
+    p.add_argument(
+        "--num-cores",
+        type=int,
+        default=None,
+        help="threads of tuned code and baselines (default: physical cores)",
+    )
+    p.add_argument(
+        "--tvm",
+        action="store_true",
+        help="also tune with TVM MetaSchedule (apache-tvm) with the same budget",
+    )
     p.add_argument("--tvm-timeout", type=float, default=1800, help="seconds per TVM workload")
-    p.add_argument("--rounds", type=int, default=5,
-                   help="interleaved timing rounds of the tuned results and baselines")
-    p.add_argument("--no-baselines", action="store_true",
-                   help="skip numpy/torch/onnxruntime")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=5,
+        help="interleaved timing rounds of the tuned results and baselines",
+    )
+    p.add_argument("--no-baselines", action="store_true", help="skip numpy/torch/onnxruntime")
     p.add_argument("--plain", action="store_true", help="plain-text tables (no rich)")
-    p.add_argument("--json", default=None,
-                   help="output path (default benchmarks/results/tune_ops.json)")
+    p.add_argument(
+        "--json", default=None, help="output path (default benchmarks/results/tune_ops.json)"
+    )
     p.add_argument("--tvm-child", default=None, help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
@@ -817,28 +999,47 @@ def main(argv: list[str] | None = None) -> int:
             func = wl.ms_func()
             data = wl.inputs()
             expected = wl.reference(data)
-            res: dict[str, Any] = {"workload": wl.name, "kind": wl.kind, "dims": wl.dims,
-                                   "flops": estimate_flops(func),
-                                   "analytic_flops": wl.analytic_flops}
+            res: dict[str, Any] = {
+                "workload": wl.name,
+                "kind": wl.kind,
+                "dims": wl.dims,
+                "flops": estimate_flops(func),
+                "analytic_flops": wl.analytic_flops,
+            }
             res["unscheduled"] = unscheduled(wl, data, expected, target)
             timers: dict[str, Timer] = {}
             res["metaschedule"], timer = tune_metaschedule(
-                wl, data, expected, target, args.trials, args.num_trials_per_iter,
-                os.path.join(root, wl.name, "metaschedule"), args.seed, args.cost_model)
+                wl,
+                data,
+                expected,
+                target,
+                args.trials,
+                args.num_trials_per_iter,
+                os.path.join(root, wl.name, "metaschedule"),
+                args.seed,
+                args.cost_model,
+            )
             if timer:
                 timers["metaschedule"] = timer
             if args.tvm and not args.tvm_skipped:
                 print(f"== {wl.name}: tuning with TVM ({args.trials} trials)", flush=True)
-                res["tvm"] = tune_tvm(wl, args.trials, args.num_trials_per_iter,
-                                      os.path.join(root, wl.name, "tvm"), cores, args.seed,
-                                      args.tvm_timeout)
+                res["tvm"] = tune_tvm(
+                    wl,
+                    args.trials,
+                    args.num_trials_per_iter,
+                    os.path.join(root, wl.name, "tvm"),
+                    cores,
+                    args.seed,
+                    args.tvm_timeout,
+                )
                 if res["tvm"].get("library"):
                     os.environ["TVM_NUM_THREADS"] = str(cores)  # before TVM's pool starts
                     timers["tvm"] = tvm_timer(res["tvm"]["library"], data, expected.shape)
-            baselines = (("numpy", partial(numpy_baseline, wl, data)),
-                         ("torch", partial(torch_baseline, wl, data, expected, cores)),
-                         ("onnxruntime",
-                          partial(onnxruntime_baseline, wl, data, expected, cores)))
+            baselines = (
+                ("numpy", partial(numpy_baseline, wl, data)),
+                ("torch", partial(torch_baseline, wl, data, expected, cores)),
+                ("onnxruntime", partial(onnxruntime_baseline, wl, data, expected, cores)),
+            )
             for name, make in baselines:
                 if args.no_baselines:
                     res[name] = {"skipped": "--no-baselines"}
@@ -849,8 +1050,10 @@ def main(argv: list[str] | None = None) -> int:
                     res[name], timer = {"error": f"{type(err).__name__}: {err}"}, None
                 if timer:
                     timers[name] = timer
-            print(f"== {wl.name}: timing {', '.join(timers)} in {args.rounds} interleaved "
-                  "rounds", flush=True)
+            print(
+                f"== {wl.name}: timing {', '.join(timers)} in {args.rounds} interleaved rounds",
+                flush=True,
+            )
             for name, secs in interleaved(timers, args.rounds).items():
                 res[name].update(secs)
             for name in ("metaschedule", "tvm"):
@@ -873,17 +1076,26 @@ def main(argv: list[str] | None = None) -> int:
 def _write(results, info, target, peak, args, complete: bool) -> str:
     """The JSON report; written after every workload too (``complete`` False), so a long
     run on a busy machine leaves its finished workloads behind."""
-    return common.write_json("tune_ops", {
-        "command": " ".join([os.path.basename(sys.executable), *sys.argv]),
-        "complete": complete,
-        "machine": info, "target": str(target), "peak_gflops": peak,
-        "peak_assumption": f"cores x GHz x {args.lanes} lanes x 2 (FMA) x "
-                           f"{common.FMA_UNITS} units",
-        "trials": args.trials, "num_trials_per_iter": args.num_trials_per_iter,
-        "cost_model": args.cost_model, "seed": args.seed,
-        "tvm_skipped": args.tvm_skipped,
-        "loadavg_end": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
-        "results": results}, args.json)
+    return common.write_json(
+        "tune_ops",
+        {
+            "command": " ".join([os.path.basename(sys.executable), *sys.argv]),
+            "complete": complete,
+            "machine": info,
+            "target": str(target),
+            "peak_gflops": peak,
+            "peak_assumption": f"cores x GHz x {args.lanes} lanes x 2 (FMA) x "
+            f"{common.FMA_UNITS} units",
+            "trials": args.trials,
+            "num_trials_per_iter": args.num_trials_per_iter,
+            "cost_model": args.cost_model,
+            "seed": args.seed,
+            "tvm_skipped": args.tvm_skipped,
+            "loadavg_end": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+            "results": results,
+        },
+        args.json,
+    )
 
 
 if __name__ == "__main__":

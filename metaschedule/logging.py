@@ -80,8 +80,9 @@ class TuningLogs:
         console: bool = True,
     ) -> None:
         if task_parents is not None and len(task_parents) != len(task_names):
-            raise ValueError(f"TuningLogs: {len(task_names)} task names but "
-                             f"{len(task_parents)} parent loggers")
+            raise ValueError(
+                f"TuningLogs: {len(task_names)} task names but {len(task_parents)} parent loggers"
+            )
         self.log_dir = os.path.join(work_dir, LOG_DIR)
         os.makedirs(self.log_dir, exist_ok=True)
         self._handlers: list[tuple[logging.Logger, logging.Handler]] = []

@@ -17,11 +17,11 @@ from __future__ import annotations
 import json
 import os
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from types import MappingProxyType
 from typing import Any
-from collections.abc import Mapping
 
 from .tir.dtype import check_dtype, nbytes
 
@@ -63,19 +63,60 @@ _CUDA_DEFAULTS = {
 # Programming Guide, "Technical Specifications per Compute Capability"); static
 # __shared__ arrays are limited to 48 KB on every architecture.
 _CUDA_SHARED_OPTIN = {
-    50: 49152, 52: 49152, 53: 49152, 60: 49152, 61: 49152, 62: 49152, 70: 98304, 72: 98304,
-    75: 65536, 80: 166912, 86: 101376, 87: 166912, 89: 101376, 90: 232448, 100: 232448,
-    103: 232448, 110: 232448, 120: 101376, 121: 101376,
+    50: 49152,
+    52: 49152,
+    53: 49152,
+    60: 49152,
+    61: 49152,
+    62: 49152,
+    70: 98304,
+    72: 98304,
+    75: 65536,
+    80: 166912,
+    86: 101376,
+    87: 166912,
+    89: 101376,
+    90: 232448,
+    100: 232448,
+    103: 232448,
+    110: 232448,
+    120: 101376,
+    121: 101376,
 }
 # vector width (bytes) of a few named CPUs, for targets that are not the host
 _MCPU_VECTOR_WIDTH = {
     **dict.fromkeys(
-        ("skylake-avx512", "cascadelake", "cooperlake", "icelake-server", "icelake-client",
-         "tigerlake", "sapphirerapids", "graniterapids", "emeraldrapids", "znver4", "znver5",
-         "x86-64-v4"), 64),
+        (
+            "skylake-avx512",
+            "cascadelake",
+            "cooperlake",
+            "icelake-server",
+            "icelake-client",
+            "tigerlake",
+            "sapphirerapids",
+            "graniterapids",
+            "emeraldrapids",
+            "znver4",
+            "znver5",
+            "x86-64-v4",
+        ),
+        64,
+    ),
     **dict.fromkeys(
-        ("haswell", "broadwell", "skylake", "alderlake", "raptorlake", "znver1", "znver2",
-         "znver3", "x86-64-v3", "core-avx2"), 32),
+        (
+            "haswell",
+            "broadwell",
+            "skylake",
+            "alderlake",
+            "raptorlake",
+            "znver1",
+            "znver2",
+            "znver3",
+            "x86-64-v3",
+            "core-avx2",
+        ),
+        32,
+    ),
     **dict.fromkeys(("sandybridge", "ivybridge", "corei7-avx", "btver2", "bdver1"), 32),
     **dict.fromkeys(("x86-64", "x86-64-v2", "nehalem", "westmere", "core2", "generic"), 16),
 }
@@ -331,8 +372,7 @@ def _check_attrs(kind: str, attrs: dict[str, Any]) -> dict[str, Any]:
         key = name.replace("-", "_")
         if key not in schema:
             raise ValueError(
-                f"unknown attribute {name!r} for target kind {kind}; accepted: "
-                f"{', '.join(schema)}"
+                f"unknown attribute {name!r} for target kind {kind}; accepted: {', '.join(schema)}"
             )
         typ = schema[key][0]
         out[key] = _convert(kind, key, typ, value)

@@ -25,15 +25,19 @@ def compile_tir(database: Database, mod: IRModule | PrimFunc, target: Target | s
     """
     mod = as_module(mod)
     if len(mod) != 1:
-        raise ValueError(f"compile_tir compiles one function at a time; the module has "
-                         f"{len(mod)}: {', '.join(mod)}. Call it on each function")
+        raise ValueError(
+            f"compile_tir compiles one function at a time; the module has "
+            f"{len(mod)}: {', '.join(mod)}. Call it on each function"
+        )
     func = mod[next(iter(mod))]
     workload = IRModule({"main": func})  # as tune_tir stores it
     target = target if isinstance(target, Target) else Target(target)
     sch = database.query_schedule(workload, target, workload_name="main")
     if sch is None:
-        raise ValueError(f"compile_tir: {database!r} has no valid tuning record of this "
-                         f"workload (function {next(iter(mod))!r}); tune it first with "
-                         "ms.tune_tir(mod, target, work_dir, max_trials_global) and pass the "
-                         "database it returns")
+        raise ValueError(
+            f"compile_tir: {database!r} has no valid tuning record of this "
+            f"workload (function {next(iter(mod))!r}); tune it first with "
+            "ms.tune_tir(mod, target, work_dir, max_trials_global) and pass the "
+            "database it returns"
+        )
     return sch

@@ -70,9 +70,7 @@ def schedule_using_anchor_trace(sch: Schedule, anchor_trace: Trace, target: Targ
 # ------------------------------------------------------------------------------ steps
 def _fetched_block_names(trace: Trace) -> set[str]:
     return {
-        str(inst.attrs[0])
-        for inst in trace.insts
-        if inst.kind.name == "GetBlock" and inst.attrs
+        str(inst.attrs[0]) for inst in trace.insts if inst.kind.name == "GetBlock" and inst.attrs
     }
 
 
@@ -112,8 +110,9 @@ def _replay_tolerantly(sch: Schedule, trace: Trace, anchor: str) -> None:
         )
         inputs = [rv_map[id(x)] if isinstance(x, RV) else x for x in inst.inputs]
         try:
-            outputs = inst.kind.apply_to_schedule(sch, inputs, list(inst.attrs),
-                                                  trace.decisions.get(inst))
+            outputs = inst.kind.apply_to_schedule(
+                sch, inputs, list(inst.attrs), trace.decisions.get(inst)
+            )
         except ScheduleError as err:
             if touches_anchor:
                 raise ValueError(

@@ -38,6 +38,7 @@ from .tune_context import TuneContext, _normalize_threads
 
 __all__ = ["tune_tasks", "tune_tir"]
 
+
 def tune_tasks(
     *,
     tasks: list[TuneContext],
@@ -126,22 +127,33 @@ def tune_tasks(
         builder = _component(builder, Builder, "builder", owned)
         runner = _component(runner, Runner, "runner", owned)
         records_before = _count(database)
-        with TuningLogs(work_dir, [t.task_name for t in tasks],
-                        [t.logger for t in tasks]) as logs:
+        with TuningLogs(work_dir, [t.task_name for t in tasks], [t.logger for t in tasks]) as logs:
             try:
-                _run_scheduler(scheduler, logs, tasks, task_weights, max_trials_global,
-                               max_trials_per_task, num_trials_per_iter, builder, runner,
-                               callbacks, database, cost_model, work_dir,
-                               bool(post_optimization))
+                _run_scheduler(
+                    scheduler,
+                    logs,
+                    tasks,
+                    task_weights,
+                    max_trials_global,
+                    max_trials_per_task,
+                    num_trials_per_iter,
+                    builder,
+                    runner,
+                    callbacks,
+                    database,
+                    cost_model,
+                    work_dir,
+                    bool(post_optimization),
+                )
             except KeyboardInterrupt:
-                msg = _interrupted_message(database, work_dir,
-                                           _count(database) - records_before)
+                msg = _interrupted_message(database, work_dir, _count(database) - records_before)
                 logs.scheduler.warning("%s", msg)
                 interrupted = KeyboardInterrupt(msg)
     except KeyboardInterrupt:  # while starting: nothing was tuned yet
         interrupted = KeyboardInterrupt(
             "Tuning interrupted while starting; nothing new was measured. To resume, run "
-            "the same call again with the same work_dir")
+            "the same call again with the same work_dir"
+        )
         print(interrupted, file=sys.stderr, flush=True)
     finally:
         for component in owned:
@@ -151,9 +163,22 @@ def tune_tasks(
     return database
 
 
-def _run_scheduler(scheduler, logs, tasks, task_weights, max_trials_global, max_trials_per_task,
-                   num_trials_per_iter, builder, runner, callbacks, database, cost_model,
-                   work_dir, post_optimization: bool = False) -> None:
+def _run_scheduler(
+    scheduler,
+    logs,
+    tasks,
+    task_weights,
+    max_trials_global,
+    max_trials_per_task,
+    num_trials_per_iter,
+    builder,
+    runner,
+    callbacks,
+    database,
+    cost_model,
+    work_dir,
+    post_optimization: bool = False,
+) -> None:
     """Run the scheduler with the run's loggers in place; the loggers are restored."""
     saved_loggers = [t.logger for t in tasks]
     had_logger = "logger" in scheduler.__dict__
@@ -164,12 +189,29 @@ def _run_scheduler(scheduler, logs, tasks, task_weights, max_trials_global, max_
         scheduler.logger = logs.scheduler
         logs.scheduler.info(
             "Tuning %d task(s) with %s: max_trials_global=%d, max_trials_per_task=%d, "
-            "num_trials_per_iter=%d, database=%s, cost_model=%s, work_dir=%s", len(tasks),
-            scheduler, max_trials_global, max_trials_per_task, num_trials_per_iter,
-            type(database).__name__, type(cost_model).__name__, work_dir,
-            extra={"progress": (0, max_trials_global)})
-        scheduler.tune(tasks, task_weights, max_trials_global, max_trials_per_task,
-                       num_trials_per_iter, builder, runner, callbacks, database, cost_model)
+            "num_trials_per_iter=%d, database=%s, cost_model=%s, work_dir=%s",
+            len(tasks),
+            scheduler,
+            max_trials_global,
+            max_trials_per_task,
+            num_trials_per_iter,
+            type(database).__name__,
+            type(cost_model).__name__,
+            work_dir,
+            extra={"progress": (0, max_trials_global)},
+        )
+        scheduler.tune(
+            tasks,
+            task_weights,
+            max_trials_global,
+            max_trials_per_task,
+            num_trials_per_iter,
+            builder,
+            runner,
+            callbacks,
+            database,
+            cost_model,
+        )
         if post_optimization:
             _post_optimize(tasks, database, builder, runner, work_dir, logs.scheduler)
     finally:
@@ -183,9 +225,11 @@ def _run_scheduler(scheduler, logs, tasks, task_weights, max_trials_global, max_
 
 def check_budgets(max_trials_global, max_trials_per_task, num_trials_per_iter) -> None:
     """ValueError naming the first budget that is not a positive int."""
-    for name, value in (("max_trials_global", max_trials_global),
-                        ("max_trials_per_task", max_trials_per_task),
-                        ("num_trials_per_iter", num_trials_per_iter)):
+    for name, value in (
+        ("max_trials_global", max_trials_global),
+        ("max_trials_per_task", max_trials_per_task),
+        ("num_trials_per_iter", num_trials_per_iter),
+    ):
         if value is None and name == "max_trials_per_task":
             continue
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -212,12 +256,15 @@ def check_work_dir(work_dir: str) -> None:
             if os.path.exists(probe):
                 os.remove(probe)
     except OSError as err:
-        raise type(err)(err.errno, f"cannot write to work_dir {work_dir!r}: "
-                        f"{err.strerror}; {what}") from None
+        raise type(err)(
+            err.errno, f"cannot write to work_dir {work_dir!r}: {err.strerror}; {what}"
+        ) from None
     free = shutil.disk_usage(work_dir).free
     if free < MIN_FREE_BYTES:
-        raise OSError(f"work_dir {work_dir!r} has only {free >> 20} MiB free; tuning needs at "
-                      f"least {MIN_FREE_BYTES >> 20} MiB for its records and logs")
+        raise OSError(
+            f"work_dir {work_dir!r} has only {free >> 20} MiB free; tuning needs at "
+            f"least {MIN_FREE_BYTES >> 20} MiB for its records and logs"
+        )
 
 
 def _count(database: Database) -> int:
@@ -228,11 +275,16 @@ def _count(database: Database) -> int:
 
 
 def _interrupted_message(database: Database, work_dir: str, new_records: int) -> str:
-    where = (f"saved in {work_dir}" if isinstance(database, JSONDatabase)
-             else f"in the {type(database).__name__} returned by this call (not on disk)")
-    return (f"Tuning interrupted: {new_records} new record(s) {where}; the workers are "
-            "stopped and the temporary build folders removed. To resume, run the same call "
-            "again with the same work_dir")
+    where = (
+        f"saved in {work_dir}"
+        if isinstance(database, JSONDatabase)
+        else f"in the {type(database).__name__} returned by this call (not on disk)"
+    )
+    return (
+        f"Tuning interrupted: {new_records} new record(s) {where}; the workers are "
+        "stopped and the temporary build folders removed. To resume, run the same call "
+        "again with the same work_dir"
+    )
 
 
 def _named(name: str, make, value, *args):
@@ -258,7 +310,8 @@ def tune_tir(
     measure_callbacks: list[MeasureCallback] | MeasureCallback | Literal["default"] = "default",
     task_scheduler: TaskScheduler | Literal["gradient", "round-robin"] = "gradient",
     space: SpaceGenerator.SpaceGeneratorType = "post-order-apply",
-    strategy: SearchStrategy | Literal["replay-func", "replay-trace", "evolutionary"] = "evolutionary",
+    strategy: SearchStrategy
+    | Literal["replay-func", "replay-trace", "evolutionary"] = "evolutionary",
     num_tuning_cores: Literal["physical", "logical"] | int = "physical",
     seed: int | None = None,
     module_equality: str = "structural",
@@ -299,8 +352,10 @@ def tune_tir(
     special_space = dict(special_space or {})
     unknown = sorted(set(special_space) - set(mod))
     if unknown:
-        raise ValueError(f"tune_tir: special_space names {', '.join(unknown)}, which the module "
-                         f"does not have; its functions: {', '.join(mod)}")
+        raise ValueError(
+            f"tune_tir: special_space names {', '.join(unknown)}, which the module "
+            f"does not have; its functions: {', '.join(mod)}"
+        )
     if task_scheduler == "gradient" and seed is not None:  # reproducible tie-breaking too
         task_scheduler = TaskScheduler.create("gradient", seed=seed)
     used: set[int] = set()
@@ -315,27 +370,45 @@ def tune_tir(
     tasks = []
     for name, func in mod.items():
         if not isinstance(func, PrimFunc):
-            raise TypeError(f"tune_tir: function {name!r} is a {type(func).__name__}, not a "
-                            "PrimFunc")
+            raise TypeError(
+                f"tune_tir: function {name!r} is a {type(func).__name__}, not a PrimFunc"
+            )
         space_arg = "special_space" if name in special_space else "space"
         space_value = special_space.get(name, space)
-        for arg, value, make in ((space_arg, space_value, SpaceGenerator.create),
-                                 ("strategy", strategy, SearchStrategy.create),
-                                 ("num_tuning_cores", num_tuning_cores, _normalize_threads)):
+        for arg, value, make in (
+            (space_arg, space_value, SpaceGenerator.create),
+            ("strategy", strategy, SearchStrategy.create),
+            ("num_tuning_cores", num_tuning_cores, _normalize_threads),
+        ):
             if isinstance(value, str) or arg == "num_tuning_cores":
                 _named(arg, make, value)
-        tasks.append(TuneContext(
-            IRModule({"main": func}), target=target,
-            space_generator=fresh(space_value),
-            search_strategy=fresh(strategy), task_name=name,
-            rand_state=-1 if seed is None else seed, num_threads=num_tuning_cores))
+        tasks.append(
+            TuneContext(
+                IRModule({"main": func}),
+                target=target,
+                space_generator=fresh(space_value),
+                search_strategy=fresh(strategy),
+                task_name=name,
+                rand_state=-1 if seed is None else seed,
+                num_threads=num_tuning_cores,
+            )
+        )
     return tune_tasks(
-        tasks=tasks, task_weights=[1.0] * len(tasks), work_dir=work_dir,
-        max_trials_global=max_trials_global, max_trials_per_task=max_trials_per_task,
-        num_trials_per_iter=num_trials_per_iter, builder=builder, runner=runner,
-        database=database, cost_model=cost_model, measure_callbacks=measure_callbacks,
-        task_scheduler=task_scheduler, module_equality=module_equality,
-        post_optimization=post_optimization)
+        tasks=tasks,
+        task_weights=[1.0] * len(tasks),
+        work_dir=work_dir,
+        max_trials_global=max_trials_global,
+        max_trials_per_task=max_trials_per_task,
+        num_trials_per_iter=num_trials_per_iter,
+        builder=builder,
+        runner=runner,
+        database=database,
+        cost_model=cost_model,
+        measure_callbacks=measure_callbacks,
+        task_scheduler=task_scheduler,
+        module_equality=module_equality,
+        post_optimization=post_optimization,
+    )
 
 
 # --------------------------------------------------------------------------- components
@@ -347,10 +420,16 @@ def _post_optimize(tasks, database, builder, runner, work_dir, logger) -> None:
     from .post_optimization import post_optimize  # above the tuner's layer: built on it
 
     for task in tasks:
-        post_optimize(database, [task.mod], task.target, POST_OPTIMIZATION_TRIALS,
-                      builder=builder, runner=runner,
-                      log_dir=os.path.join(work_dir, "logs", f"droplet_{task.task_name}"),
-                      logger=logger)
+        post_optimize(
+            database,
+            [task.mod],
+            task.target,
+            POST_OPTIMIZATION_TRIALS,
+            builder=builder,
+            runner=runner,
+            log_dir=os.path.join(work_dir, "logs", f"droplet_{task.task_name}"),
+            logger=logger,
+        )
 
 
 def _check_gpu_reachable(tasks: list[TuneContext] | list[Target], runner) -> None:
@@ -383,8 +462,7 @@ def _cost_model(cost_model) -> CostModel | None:
         return cost_model
     if isinstance(cost_model, str):
         return CostModel.create(cost_model)
-    raise TypeError(f"cost_model must be a CostModel or 'xgb', 'mlp', 'random', got "
-                    f"{cost_model!r}")
+    raise TypeError(f"cost_model must be a CostModel or 'xgb', 'mlp', 'random', got {cost_model!r}")
 
 
 def _task_scheduler(task_scheduler) -> TaskScheduler:
@@ -392,8 +470,10 @@ def _task_scheduler(task_scheduler) -> TaskScheduler:
         return task_scheduler
     if isinstance(task_scheduler, str):
         return TaskScheduler.create(task_scheduler)
-    raise TypeError("task_scheduler must be a TaskScheduler or 'gradient', 'round-robin', got "
-                    f"{task_scheduler!r}")
+    raise TypeError(
+        "task_scheduler must be a TaskScheduler or 'gradient', 'round-robin', got "
+        f"{task_scheduler!r}"
+    )
 
 
 def _component(value, cls: type, what: str, owned: list):

@@ -14,7 +14,8 @@ message is an 8-byte length and a pickled tuple.
 
 - parent -> child ``("init", sys_path, preload, pickled_initializer)``; the child
   extends its ``sys.path`` with the parent's (so functions shipped by reference import
-  as they do in the parent), imports the ``preload`` modules, runs the initializer, and answers ``("ready",)`` or
+  as they do in the parent), imports the ``preload`` modules, runs the initializer,
+  and answers ``("ready",)`` or
   ``("init_error", text)`` and exits;
 - parent -> child ``("call", payload)``; the child acknowledges ``("taken",)`` (a
   worker that dies before that did not start the task, which goes to a new worker),
@@ -253,7 +254,9 @@ class _PoolState:
         try:
             worker = _Worker(self.env)
         except OSError as err:
-            raise WorkerStartError(f"cannot start a worker process ({sys.executable}): {err}")
+            raise WorkerStartError(
+                f"cannot start a worker process ({sys.executable}): {err}"
+            ) from err
         with self.lock:
             self.workers.add(worker)
         deadline = time.monotonic() + self.start_timeout

@@ -22,8 +22,9 @@ def test_files_per_task_and_for_the_scheduler(tmp_path):
     spy = ListHandler()
     parent.addHandler(spy)
     try:
-        with TuningLogs(str(tmp_path), ["matmul", "conv 2d/x"], [parent, parent],
-                        console=False) as logs:
+        with TuningLogs(
+            str(tmp_path), ["matmul", "conv 2d/x"], [parent, parent], console=False
+        ) as logs:
             logs.scheduler.info("scheduler says %d", 1)
             logs.tasks[0].info("task zero")
             logs.tasks[1].warning("task one")

@@ -43,8 +43,9 @@ def _tiled_record(n: int = 32, inner=(1, 1, 1, 32), run_secs=(1.0,)) -> TuningRe
     sch.split(j, factors)
     unroll = sch.sample_categorical([0, 16, 64], [1 / 3] * 3, decision=0)
     sch.annotate(sch.get_block("root"), "meta_schedule.unroll_explicit", unroll)
-    return TuningRecord(sch.trace, Workload(ms.tir.IRModule({"main": func})), list(run_secs),
-                        TARGET)
+    return TuningRecord(
+        sch.trace, Workload(ms.tir.IRModule({"main": func})), list(run_secs), TARGET
+    )
 
 
 class LandscapeMeasurer(Measurer):
@@ -86,7 +87,8 @@ def test_space_grid_round_trips_and_reproduces_the_record():
     assert names == ["SamplePerfectTile", "SampleCategorical"]
     tiles = space.knobs[0].values
     assert all(int(np.prod(t)) == 32 for t in tiles) and len(tiles) == len(
-        {tuple(t) for t in tiles})
+        {tuple(t) for t in tiles}
+    )
     assert space.dims[1] == 3
     for point in range(0, space.size, 7):
         assert space.knob2point(space.point2knob(point)) == point
@@ -121,7 +123,8 @@ def test_droplet_keeps_the_start_when_nothing_is_significantly_better():
             rng = np.random.default_rng(self.calls)
             self.calls += 1
             return [None if m is None else list(1 + 0.2 * rng.random(repeat)) for m in mods], [
-                None] * len(mods)
+                None
+            ] * len(mods)
 
     droplet = Droplet(_tiled_record(), None, TARGET, None, measurer=Flat())
     result = droplet.tune(n_trial=20)
@@ -138,8 +141,9 @@ def test_post_optimize_commits_only_improvements():
     workload = db.commit_workload(record.workload.mod)
     db.commit_tuning_record(TuningRecord(record.trace, workload, [6.0], TARGET))
     mod = record.workload.mod
-    results = post_optimize(db, [mod], TARGET, trials=40, builder=DummyBuilder(),
-                            runner=DummyRunner())
+    results = post_optimize(
+        db, [mod], TARGET, trials=40, builder=DummyBuilder(), runner=DummyRunner()
+    )
     assert len(results) == 1 and results[0].droplet is not None
     assert results[0].droplet.measured > 0
     best = db.query_tuning_record(mod, TARGET)
@@ -178,10 +182,20 @@ def test_tune_tir_with_post_optimization(tmp_path):
         loop = sch.get_loops(sch.get_block(BLOCK))[1]
         sch.split(loop, sch.sample_perfect_tile(loop, n=2))
 
-    db = ms.tune_tir(_matmul(16), "cpu", str(tmp_path), 4, num_trials_per_iter=4,
-                     builder=DummyBuilder(), runner=DummyRunner(), space=template,
-                     strategy="replay-trace", cost_model="random", database="memory",
-                     post_optimization=True)
+    db = ms.tune_tir(
+        _matmul(16),
+        "cpu",
+        str(tmp_path),
+        4,
+        num_trials_per_iter=4,
+        builder=DummyBuilder(),
+        runner=DummyRunner(),
+        space=template,
+        strategy="replay-trace",
+        cost_model="random",
+        database="memory",
+        post_optimization=True,
+    )
     assert len(db) >= 4  # the search's records, plus an improvement if one was found
     logs = os.listdir(tmp_path / "logs" / "droplet_main")
     assert logs == ["droplet_0.jsonl"]

@@ -71,8 +71,9 @@ def test_threads_add_up_when_they_run_in_the_callers_context():
                 pass
 
     with Profiler() as p:
-        threads = [threading.Thread(target=contextvars.copy_context().run, args=(work,))
-                   for _ in range(4)]
+        threads = [
+            threading.Thread(target=contextvars.copy_context().run, args=(work,)) for _ in range(4)
+        ]
         threads.append(threading.Thread(target=work))  # a bare thread: not in the profiler
         for t in threads:
             t.start()
@@ -94,8 +95,13 @@ def test_table_is_sorted_slowest_first():
         with Profiler.timeit("Slow"):
             time.sleep(0.02)
     lines = p.table().splitlines()
-    assert [c.strip() for c in lines[0].split("|")] == ["ID", "Name", "Calls", "Time (s)",
-                                                        "Percentage"]
+    assert [c.strip() for c in lines[0].split("|")] == [
+        "ID",
+        "Name",
+        "Calls",
+        "Time (s)",
+        "Percentage",
+    ]
     names = [line.split("|")[1].strip() for line in lines[2:]]
     assert names == ["Total", "Slow", "Fast"]
     assert lines[2].split("|")[-1].strip() == "100.00"

@@ -166,9 +166,18 @@ def test_anchor_block_tasks_share_one_tuned_trace(tmp_path):
     assert len(ri.extract_tasks(f, "llvm")) == 2
     (task,) = ri.extract_tasks(f, "llvm", module_equality="anchor-block")
     assert task.weight == 3 and len(task.dispatched) == 2
-    db = ri.tune_relax(f, None, "llvm", str(tmp_path), max_trials_global=4,
-                       database="memory", module_equality="anchor-block",
-                       builder=DummyBuilder(), runner=DummyRunner(), **_quick())
+    db = ri.tune_relax(
+        f,
+        None,
+        "llvm",
+        str(tmp_path),
+        max_trials_global=4,
+        database="memory",
+        module_equality="anchor-block",
+        builder=DummyBuilder(),
+        runner=DummyRunner(),
+        **_quick(),
+    )
     exe = ri.compile_relax(db, f, "llvm", None)
     assert set(exe.sources.values()) == {"database"} and len(exe.sources) == 2
     x = rng.standard_normal((4, 16)).astype("float32")

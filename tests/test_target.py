@@ -47,8 +47,12 @@ def test_dict_spec_and_json_round_trip():
 def test_cuda_defaults_and_overrides():
     t = Target("cuda")
     assert t.kind == "cuda"
-    assert (t.arch, t.max_threads_per_block, t.max_shared_memory_per_block,
-            t.thread_warp_size) == ("sm_80", 1024, 49152, 32)
+    assert (t.arch, t.max_threads_per_block, t.max_shared_memory_per_block, t.thread_warp_size) == (
+        "sm_80",
+        1024,
+        49152,
+        32,
+    )
     assert Target("cuda -arch=sm_86").arch == "sm_86"
     assert str(Target("cuda")).startswith("cuda -arch=sm_80")
     with pytest.raises(ValueError, match="cpu"):

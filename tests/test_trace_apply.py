@@ -36,8 +36,14 @@ def _conv(epilogue: str):
 def _anchor_traces(n: int) -> list:
     """Post-processed traces of the default llvm space for conv2d + relu."""
     func = _conv("relu")
-    ctx = ms.TuneContext(mod=func, target=TARGET, space_generator="post-order-apply",
-                         search_strategy="replay-trace", task_name="anchor", rand_state=0)
+    ctx = ms.TuneContext(
+        mod=func,
+        target=TARGET,
+        space_generator="post-order-apply",
+        search_strategy="replay-trace",
+        task_name="anchor",
+        rand_state=0,
+    )
     spaces = ctx.space_generator.generate_design_space(ctx.mod)
     replayer = TraceReplayer(ctx.mod, ctx.space_generator.postprocs)
     traces = []
@@ -57,13 +63,14 @@ def _reference(args: list[np.ndarray], relu: bool = True) -> np.ndarray:
     out = np.zeros((1, 6, 6, 8), "float32")
     for ry in range(3):
         for rx in range(3):
-            out += np.einsum("nhwc,cf->nhwf", padded[:, ry:ry + 6, rx:rx + 6, :], w[ry, rx])
+            out += np.einsum("nhwc,cf->nhwf", padded[:, ry : ry + 6, rx : rx + 6, :], w[ry, rx])
     return np.maximum(out + bias, 0) if relu else out + bias
 
 
 def _inputs(rng) -> list[np.ndarray]:
-    return [rng.standard_normal(s).astype("float32") for s in ((1, 6, 6, 8), (3, 3, 8, 8),
-                                                                (1, 6, 6, 8))]
+    return [
+        rng.standard_normal(s).astype("float32") for s in ((1, 6, 6, 8), (3, 3, 8, 8), (1, 6, 6, 8))
+    ]
 
 
 def test_anchor_trace_transfers_to_another_epilogue():

@@ -99,19 +99,35 @@ def record_hashes(db):
 @pytest.mark.compiler
 @pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["replay-func", "replay-trace", "evolutionary"])
-def test_each_strategy_finds_a_fast_correct_schedule(strategy, tmp_path, builder, runner,
-                                                     unscheduled_secs):
+def test_each_strategy_finds_a_fast_correct_schedule(
+    strategy, tmp_path, builder, runner, unscheduled_secs
+):
     work_dir = str(tmp_path)
     with Profiler() as profiler:
-        db = tune_tir(matmul(N), "cpu", work_dir, 8, num_trials_per_iter=4, space=template,
-                      strategy=tiny_evolutionary() if strategy == "evolutionary" else strategy,
-                      cost_model="random", builder=builder, runner=runner, seed=0)
+        db = tune_tir(
+            matmul(N),
+            "cpu",
+            work_dir,
+            8,
+            num_trials_per_iter=4,
+            space=template,
+            strategy=tiny_evolutionary() if strategy == "evolutionary" else strategy,
+            cost_model="random",
+            builder=builder,
+            runner=runner,
+            seed=0,
+        )
     assert isinstance(db, JSONDatabase) and len(db) == 8
     assert all(r.is_valid for r in db.get_all_tuning_records())
     check_best(db, unscheduled_secs)
     # the engine times its phases
-    for phase in ("GenerateDesignSpace", "SearchStrategy/GenerateCandidates", "Builder",
-                  "Runner", "MeasureCallback/AddToDatabase"):
+    for phase in (
+        "GenerateDesignSpace",
+        "SearchStrategy/GenerateCandidates",
+        "Builder",
+        "Runner",
+        "MeasureCallback/AddToDatabase",
+    ):
         assert profiler.get()[phase] > 0
     # logs: the scheduler's file and one per task
     logs = sorted(os.listdir(os.path.join(work_dir, "logs")))
@@ -126,13 +142,25 @@ def test_each_strategy_finds_a_fast_correct_schedule(strategy, tmp_path, builder
 @pytest.mark.compiler
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["xgb", "mlp"])
-def test_learned_cost_models_train_during_tuning(kind, tmp_path, builder, runner,
-                                                 unscheduled_secs):
-    model = (XGBModel(num_warmup_samples=4, early_stopping_rounds=5) if kind == "xgb"
-             else MLPModel(num_warmup_samples=4, epochs=10, hidden_sizes=(16,)))
-    db = tune_tir(matmul(N), "cpu", str(tmp_path), 12, num_trials_per_iter=4, space=template,
-                  strategy=tiny_evolutionary(), cost_model=model, builder=builder,
-                  runner=runner, seed=1)
+def test_learned_cost_models_train_during_tuning(kind, tmp_path, builder, runner, unscheduled_secs):
+    model = (
+        XGBModel(num_warmup_samples=4, early_stopping_rounds=5)
+        if kind == "xgb"
+        else MLPModel(num_warmup_samples=4, epochs=10, hidden_sizes=(16,))
+    )
+    db = tune_tir(
+        matmul(N),
+        "cpu",
+        str(tmp_path),
+        12,
+        num_trials_per_iter=4,
+        space=template,
+        strategy=tiny_evolutionary(),
+        cost_model=model,
+        builder=builder,
+        runner=runner,
+        seed=1,
+    )
     assert len(db) == 12
     assert model.data_size == sum(r.is_valid for r in db.get_all_tuning_records()) >= 8
     trained = model.booster if kind == "xgb" else model.params
@@ -145,18 +173,21 @@ def test_learned_cost_models_train_during_tuning(kind, tmp_path, builder, runner
 @pytest.mark.slow
 def test_resuming_does_not_measure_again(tmp_path, builder, runner):
     work_dir = str(tmp_path)
-    kwargs = {"num_trials_per_iter": 4, "space": template, "cost_model": "random",
-              "builder": builder, "runner": runner}
+    kwargs = {
+        "num_trials_per_iter": 4,
+        "space": template,
+        "cost_model": "random",
+        "builder": builder,
+        "runner": runner,
+    }
     db = tune_tir(matmul(N), "cpu", work_dir, 8, strategy=tiny_evolutionary(), seed=2, **kwargs)
     first = record_hashes(db)
     assert len(first) == 8
     # the same call again: the budget is spent, nothing is measured
-    db2 = tune_tir(matmul(N), "cpu", work_dir, 8, strategy=tiny_evolutionary(), seed=2,
-                   **kwargs)
+    db2 = tune_tir(matmul(N), "cpu", work_dir, 8, strategy=tiny_evolutionary(), seed=2, **kwargs)
     assert record_hashes(db2) == first
     # a larger budget tunes only the difference
-    db3 = tune_tir(matmul(N), "cpu", work_dir, 16, strategy=tiny_evolutionary(), seed=2,
-                   **kwargs)
+    db3 = tune_tir(matmul(N), "cpu", work_dir, 16, strategy=tiny_evolutionary(), seed=2, **kwargs)
     hashes = record_hashes(db3)
     assert len(hashes) == 16 and hashes[:8] == first
     assert len(set(hashes)) == 16  # same seed, yet nothing measured twice
@@ -166,11 +197,24 @@ def test_resuming_does_not_measure_again(tmp_path, builder, runner):
 @pytest.mark.slow
 def test_two_tasks_under_gradient_based_both_get_trials(tmp_path, builder, runner):
     mod = IRModule({"big": matmul(N), "small": matmul(32)})
-    db = tune_tir(mod, "cpu", str(tmp_path), 12, num_trials_per_iter=4, space=template,
-                  strategy="replay-trace", cost_model="random",
-                  task_scheduler=GradientBased(seed=0), builder=builder, runner=runner, seed=3)
-    per_task = {name: len(db.get_top_k(db.commit_workload(IRModule({"main": mod[name]})), 99))
-                for name in mod}
+    db = tune_tir(
+        mod,
+        "cpu",
+        str(tmp_path),
+        12,
+        num_trials_per_iter=4,
+        space=template,
+        strategy="replay-trace",
+        cost_model="random",
+        task_scheduler=GradientBased(seed=0),
+        builder=builder,
+        runner=runner,
+        seed=3,
+    )
+    per_task = {
+        name: len(db.get_top_k(db.commit_workload(IRModule({"main": mod[name]})), 99))
+        for name in mod
+    }
     assert sum(per_task.values()) == 12 and min(per_task.values()) >= 4
     logs = sorted(os.listdir(tmp_path / "logs"))
     assert logs == ["task_0_big.log", "task_1_small.log", "task_scheduler.log"]
@@ -224,8 +268,9 @@ class RankedRandom(PySearchStrategy):
     def _initialize_with_tune_context(self, context):
         self.context = context
 
-    def pre_tuning(self, max_trials, num_trials_per_iter, design_spaces, database=None,
-                   cost_model=None):
+    def pre_tuning(
+        self, max_trials, num_trials_per_iter, design_spaces, database=None, cost_model=None
+    ):
         self.left, self.per_iter = max_trials, num_trials_per_iter
         self.spaces = [Trace(s.trace.insts, {}) for s in design_spaces]
         self.cost_model = cost_model
@@ -254,12 +299,22 @@ class RankedRandom(PySearchStrategy):
 
 @pytest.mark.compiler
 @pytest.mark.slow
-def test_user_cost_model_and_search_strategy_plug_in(tmp_path, builder, runner,
-                                                     unscheduled_secs):
+def test_user_cost_model_and_search_strategy_plug_in(tmp_path, builder, runner, unscheduled_secs):
     model, strategy = VectorWidthModel(), RankedRandom()
-    db = tune_tir(matmul(N), "cpu", str(tmp_path), 8, num_trials_per_iter=4, space=template,
-                  strategy=strategy, cost_model=model, builder=builder, runner=runner,
-                  seed=4, task_scheduler="round-robin")
+    db = tune_tir(
+        matmul(N),
+        "cpu",
+        str(tmp_path),
+        8,
+        num_trials_per_iter=4,
+        space=template,
+        strategy=strategy,
+        cost_model=model,
+        builder=builder,
+        runner=runner,
+        seed=4,
+        task_scheduler="round-robin",
+    )
     assert strategy.notified == 8 and model.predictions == 24 and model.updates == 8
     widths = [_vector_width(compile_tir(db, matmul(N), "cpu").mod["main"].body)]
     assert widths[0] >= 8  # the model's preference shows in what was measured
@@ -276,13 +331,20 @@ def dummy_tune(tmp_path, mod, **kwargs):
     kwargs.setdefault("space", split_template)
     kwargs.setdefault("strategy", "replay-trace")
     kwargs.setdefault("cost_model", "random")
-    return tune_tir(mod, "cpu", str(tmp_path), kwargs.pop("trials", 8), num_trials_per_iter=4,
-                    builder=DummyBuilder(), runner=DummyRunner(), **kwargs)
+    return tune_tir(
+        mod,
+        "cpu",
+        str(tmp_path),
+        kwargs.pop("trials", 8),
+        num_trials_per_iter=4,
+        builder=DummyBuilder(),
+        runner=DummyRunner(),
+        **kwargs,
+    )
 
 
 def test_plumbing_with_dummies(tmp_path):
-    db = dummy_tune(tmp_path, matmul(8), database="memory", task_scheduler="round-robin",
-                    seed=5)
+    db = dummy_tune(tmp_path, matmul(8), database="memory", task_scheduler="round-robin", seed=5)
     assert isinstance(db, MemoryDatabase) and len(db) == 8
     assert not os.path.exists(tmp_path / "database_workload.json")
     assert sorted(os.listdir(tmp_path / "logs")) == ["task_0_main.log", "task_scheduler.log"]
@@ -304,11 +366,18 @@ def test_special_space_and_per_task_limit(tmp_path):
         sch.fuse(i, j)
 
     mod = IRModule({"a": matmul(8), "b": matmul(4)})
-    db = dummy_tune(tmp_path, mod, trials=100, max_trials_per_task=4,
-                    special_space={"b": fuse_template}, task_scheduler=RoundRobin())
+    db = dummy_tune(
+        tmp_path,
+        mod,
+        trials=100,
+        max_trials_per_task=4,
+        special_space={"b": fuse_template},
+        task_scheduler=RoundRobin(),
+    )
     assert len(db) == 8  # each task stops at max_trials_per_task
-    kinds = {name: {i.kind.name for i in compile_tir(db, mod[name], "cpu").trace.insts}
-             for name in mod}
+    kinds = {
+        name: {i.kind.name for i in compile_tir(db, mod[name], "cpu").trace.insts} for name in mod
+    }
     assert "Split" in kinds["a"] and "Fuse" not in kinds["a"]
     assert "Fuse" in kinds["b"] and "Split" not in kinds["b"]
     with pytest.raises(ValueError, match="special_space names c, which the module does not"):
@@ -320,28 +389,45 @@ def test_a_single_callback_and_task_loggers_are_restored(tmp_path):
 
     @derived_object
     class Count(PyMeasureCallback):
-        def apply(self, task_scheduler, task_id, measure_candidates, builder_results,
-                  runner_results):
+        def apply(
+            self, task_scheduler, task_id, measure_candidates, builder_results, runner_results
+        ):
             seen.append(len(runner_results))
 
-    ctx = TuneContext(matmul(8), target="cpu", space_generator=split_template,
-                      search_strategy="replay-trace", rand_state=0)
+    ctx = TuneContext(
+        matmul(8),
+        target="cpu",
+        space_generator=split_template,
+        search_strategy="replay-trace",
+        rand_state=0,
+    )
     own_logger = ctx.logger
     scheduler = RoundRobin()
-    db = tune_tasks(tasks=[ctx], task_weights=[1.0], work_dir=str(tmp_path),
-                    max_trials_global=8, num_trials_per_iter=4, builder=DummyBuilder(),
-                    runner=DummyRunner(), database="memory", cost_model="random",
-                    measure_callbacks=Count(), task_scheduler=scheduler)
+    db = tune_tasks(
+        tasks=[ctx],
+        task_weights=[1.0],
+        work_dir=str(tmp_path),
+        max_trials_global=8,
+        num_trials_per_iter=4,
+        builder=DummyBuilder(),
+        runner=DummyRunner(),
+        database="memory",
+        cost_model="random",
+        measure_callbacks=Count(),
+        task_scheduler=scheduler,
+    )
     assert seen == [4, 4] and len(db) == 0  # no AddToDatabase among the callbacks
     assert ctx.logger is own_logger and "logger" not in scheduler.__dict__
 
 
 def test_errors_at_the_boundary(tmp_path):
-    ctx = TuneContext(matmul(8), target="cpu", space_generator=split_template,
-                      search_strategy="replay-trace")
+    ctx = TuneContext(
+        matmul(8), target="cpu", space_generator=split_template, search_strategy="replay-trace"
+    )
     with pytest.raises(ValueError, match="1 tasks but 2 task_weights"):
-        tune_tasks(tasks=[ctx], task_weights=[1.0, 2.0], work_dir=str(tmp_path),
-                   max_trials_global=4)
+        tune_tasks(
+            tasks=[ctx], task_weights=[1.0, 2.0], work_dir=str(tmp_path), max_trials_global=4
+        )
     with pytest.raises(ValueError, match="unknown task scheduler kind 'fifo'"):
         dummy_tune(tmp_path, matmul(8), task_scheduler="fifo")
     with pytest.raises(ValueError, match="database must be a Database, 'json' or 'memory'"):
@@ -354,4 +440,7 @@ def test_errors_at_the_boundary(tmp_path):
 
 def test_callbacks_default_kind_is_the_seeds():
     assert [type(c).__name__ for c in MeasureCallback.create("default")] == [
-        "AddToDatabase", "RemoveBuildArtifact", "UpdateCostModel"]
+        "AddToDatabase",
+        "RemoveBuildArtifact",
+        "UpdateCostModel",
+    ]

@@ -54,8 +54,11 @@ class Builder(ABC):
         """Build every input; one result per input, in order. Failures are results too."""
 
     @staticmethod
-    def create(kind: Literal["local", "dask"] | str = "local", *args: Any, **kwargs: Any) -> Builder:
-        """Create a builder of a registered kind ("local", "dask"; see :mod:`metaschedule.registry`).
+    def create(
+        kind: Literal["local", "dask"] | str = "local", *args: Any, **kwargs: Any
+    ) -> Builder:
+        """Create a builder of a registered kind ("local", "dask"; see
+        :mod:`metaschedule.registry`).
 
         Raises:
             ValueError: an unknown kind (the message lists the known ones).

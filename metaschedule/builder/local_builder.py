@@ -226,8 +226,12 @@ class LocalBuilder(PyBuilder):
     def build(self, build_inputs: list[BuilderInput]) -> list[BuilderResult]:
         if self._pool is None:
             remove_stale_build_dirs()
-            self._pool = WorkerPool(self.max_workers, self.initializer, preload=_PRELOAD,
-                                    env={OWNER_ENV: str(os.getpid())})
+            self._pool = WorkerPool(
+                self.max_workers,
+                self.initializer,
+                preload=_PRELOAD,
+                env={OWNER_ENV: str(os.getpid())},
+            )
         futures = [
             self._pool.schedule(
                 _worker_build,

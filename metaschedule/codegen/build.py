@@ -58,8 +58,10 @@ def build(
         _check_static(name, func)
     if target.kind == "cuda":
         if debug:
-            raise ValueError("build: debug=True (bounds-checked C) is for cpu targets; "
-                             "check a GPU schedule with ms.tir.interpreter.interpret instead")
+            raise ValueError(
+                "build: debug=True (bounds-checked C) is for cpu targets; "
+                "check a GPU schedule with ms.tir.interpreter.interpret instead"
+            )
         return _build_cuda(mod, target, cache_dir)
     lowered = IRModule({name: lower(func) for name, func in mod.items()})
     sites = DebugSites() if debug else None
@@ -88,8 +90,9 @@ def build(
         return Module(path)
     except OSError as err:  # e.g. a symbol the loader cannot resolve
         os.unlink(path)
-        raise BuildError(f"the built library cannot be loaded: {err}", library, str(err),
-                         []) from None
+        raise BuildError(
+            f"the built library cannot be loaded: {err}", library, str(err), []
+        ) from None
 
 
 def _build_cuda(mod: IRModule, target: Target, cache_dir: str | None) -> CudaModule:
@@ -103,12 +106,21 @@ def _build_cuda(mod: IRModule, target: Target, cache_dir: str | None) -> CudaMod
         "functions": [
             {
                 "name": f.name,
-                "params": [{"name": p.name, "dtype": p.dtype, "shape": list(p.shape),
-                            "written": p.written} for p in f.params],
+                "params": [
+                    {"name": p.name, "dtype": p.dtype, "shape": list(p.shape), "written": p.written}
+                    for p in f.params
+                ],
                 "workspace": [list(w) for w in f.workspace],
-                "kernels": [{"symbol": k.symbol, "grid": list(k.grid), "block": list(k.block),
-                             "args": list(k.args), "shared_bytes": k.shared_bytes}
-                            for k in f.kernels],
+                "kernels": [
+                    {
+                        "symbol": k.symbol,
+                        "grid": list(k.grid),
+                        "block": list(k.block),
+                        "args": list(k.args),
+                        "shared_bytes": k.shared_bytes,
+                    }
+                    for k in f.kernels
+                ],
             }
             for f in src.functions
         ],

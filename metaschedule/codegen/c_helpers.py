@@ -15,8 +15,15 @@ from ..tir.dtype import c_type, nbytes
 
 #: Short names used in helper and vector type names.
 SHORT = {
-    "bool": "b8", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64", "uint8": "u8",
-    "float16": "f16", "float32": "f32", "float64": "f64",
+    "bool": "b8",
+    "int8": "i8",
+    "int16": "i16",
+    "int32": "i32",
+    "int64": "i64",
+    "uint8": "u8",
+    "float16": "f16",
+    "float32": "f32",
+    "float64": "f64",
 }
 _INT_OF_BITS = {8: "int8", 16: "int16", 32: "int32", 64: "int64"}
 
@@ -103,9 +110,7 @@ class Helpers:
         # an initializer list: GCC turns it into one vbroadcast, whereas a lane-by-lane
         # loop into a vector variable becomes one masked insert per lane
         xs = ", ".join(["x"] * lanes)
-        return self.need(
-            name, f"static inline {vt} {name}({t} x) {{ return ({vt}){{{xs}}}; }}\n"
-        )
+        return self.need(name, f"static inline {vt} {name}({t} x) {{ return ({vt}){{{xs}}}; }}\n")
 
     def viota(self, dtype: str, lanes: int) -> str:
         vt = self.vtype(dtype, lanes)
@@ -152,9 +157,21 @@ class Helpers:
 # ----------------------------------------------------------------------------- scalars
 
 _MATH = {
-    "exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "erf": "erf", "fabs": "fabs",
-    "floor": "floor", "ceil": "ceil", "round": "nearbyint", "sin": "sin", "cos": "cos",
-    "exp2": "exp2", "log2": "log2", "trunc": "trunc", "pow": "pow",
+    "exp": "exp",
+    "log": "log",
+    "sqrt": "sqrt",
+    "tanh": "tanh",
+    "erf": "erf",
+    "fabs": "fabs",
+    "floor": "floor",
+    "ceil": "ceil",
+    "round": "nearbyint",
+    "sin": "sin",
+    "cos": "cos",
+    "exp2": "exp2",
+    "log2": "log2",
+    "trunc": "trunc",
+    "pow": "pow",
 }
 
 

@@ -53,8 +53,9 @@ def emit_vectorized(fw: FunctionWriter, loop: For, name: str) -> None:
     split = _unfuse(loop)
     if split is not None:
         # v = u * c + w: a serial loop over u around a vectorized loop over w
-        fw.line(f"// {name}: a fused loop, vectorized over its inner {split.body.extent} "
-                "iterations")
+        fw.line(
+            f"// {name}: a fused loop, vectorized over its inner {split.body.extent} iterations"
+        )
         fw.stmt(split)
         return
     try:
@@ -90,8 +91,9 @@ def _fused_divisor(loop: For) -> int | None:
     """The ``c`` of ``v // c`` / ``v % c`` in the body (the inner extent of two fused
     loops), when ``c`` divides the extent and the loop starts at 0; else None."""
     v = loop.loop_var
-    if not (isinstance(loop.extent, E.IntImm) and isinstance(loop.min, E.IntImm)
-            and loop.min.value == 0):
+    if not (
+        isinstance(loop.extent, E.IntImm) and isinstance(loop.min, E.IntImm) and loop.min.value == 0
+    ):
         return None
     found: set[int] = set()
 
@@ -345,8 +347,11 @@ class _VectorBody:
                 # a constant stride (a transposed operand): gather the lanes one by one
                 vt = self.h.vtype(e.dtype, self.lanes)
                 lanes = ", ".join(f"ms_p[{k * stride}]" for k in range(self.lanes))
-                return _Val(f"({{ const {c_type(e.dtype)}* ms_p = {ptr}; ({vt}){{{lanes}}}; }})",
-                            "vec", e.dtype)
+                return _Val(
+                    f"({{ const {c_type(e.dtype)}* ms_p = {ptr}; ({vt}){{{lanes}}}; }})",
+                    "vec",
+                    e.dtype,
+                )
             self._contiguous(e.buffer, e.indices)
             if is_bool(e.dtype):  # bytes of 0/1 become a mask of -1/0
                 load, zero = self.h.vload("int8", self.lanes), self.h.vbroadcast("int8", self.lanes)
@@ -367,8 +372,9 @@ class _VectorBody:
             a, b = self.expr(e.a), self.expr(e.b)
             bits = a.bits or b.bits or 32
             op = "&" if isinstance(e, E.And) else "|"
-            return _Val(f"({self.as_mask(a, bits)} {op} {self.as_mask(b, bits)})", "mask",
-                        bits=bits)
+            return _Val(
+                f"({self.as_mask(a, bits)} {op} {self.as_mask(b, bits)})", "mask", bits=bits
+            )
         if isinstance(e, E.Not):
             a = self.expr(e.a)
             bits = a.bits or 32
@@ -390,8 +396,7 @@ class _VectorBody:
         raise NotVectorizable(f"{type(e).__name__} on vector lanes")
 
     def _operands(self, e: E.BinaryOp) -> str:
-        return (f"{self.as_vec(self.expr(e.a), e.dtype)}, "
-                f"{self.as_vec(self.expr(e.b), e.dtype)}")
+        return f"{self.as_vec(self.expr(e.a), e.dtype)}, {self.as_vec(self.expr(e.b), e.dtype)}"
 
     def _cast(self, e: E.Cast) -> _Val:
         x = self.expr(e.value)
@@ -399,13 +404,17 @@ class _VectorBody:
             if x.kind == "mask":
                 return x
             zero = self.h.vbroadcast(e.value.dtype, self.lanes)
-            return _Val(f"({self.as_vec(x, e.value.dtype)} != {zero}(0))", "mask",
-                        bits=nbytes(e.value.dtype) * 8)
+            return _Val(
+                f"({self.as_vec(x, e.value.dtype)} != {zero}(0))",
+                "mask",
+                bits=nbytes(e.value.dtype) * 8,
+            )
         vt = self.h.vtype(e.dtype, self.lanes)
         if x.kind == "mask":  # true lanes are -1: negate to get 1
             return _Val(f"__builtin_convertvector(-{x.code}, {vt})", "vec", e.dtype)
-        return _Val(f"__builtin_convertvector({self.as_vec(x, e.value.dtype)}, {vt})", "vec",
-                    e.dtype)
+        return _Val(
+            f"__builtin_convertvector({self.as_vec(x, e.value.dtype)}, {vt})", "vec", e.dtype
+        )
 
     def _select(self, e: E.Select) -> _Val:
         if is_bool(e.dtype):
@@ -416,8 +425,9 @@ class _VectorBody:
             return _Val(f"({self.fw.expr(e.condition)} ? {t} : {f})", "vec", e.dtype)
         if self._unsafe_loads(e.true_value) or self._unsafe_loads(e.false_value):
             # the select may guard loads (padding): evaluating both sides must stay in bounds
-            raise NotVectorizable("a select with a lane-dependent condition guards loads "
-                                  "that may be out of bounds")
+            raise NotVectorizable(
+                "a select with a lane-dependent condition guards loads that may be out of bounds"
+            )
         mask = self.as_mask(self.expr(e.condition), nbytes(e.dtype) * 8)
         fn = self.h.vselect(e.dtype, self.lanes)
         return _Val(f"{fn}({mask}, {t}, {f})", "vec", e.dtype)
@@ -465,5 +475,3 @@ class _VectorBody:
             int_t = {8: "int8", 16: "int16", 32: "int32", 64: "int64"}[bits]
             return f"{self.h.vbroadcast(int_t, self.lanes)}(({x.code}) ? -1 : 0)"
         raise NotVectorizable("a number used as a lane mask")
-
-

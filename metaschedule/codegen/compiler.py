@@ -52,8 +52,14 @@ def compiler_command() -> list[str]:
 def compiler_flags(target: Target) -> list[str]:
     """Flags for ``target``; unknown functions and unresolved symbols are build errors."""
     flags = [
-        "-O3", f"-march={target.mcpu}", "-fopenmp", "-shared", "-fPIC", "-std=gnu11",
-        *SAFE_FLOAT_FLAGS, "-Werror=implicit-function-declaration",
+        "-O3",
+        f"-march={target.mcpu}",
+        "-fopenmp",
+        "-shared",
+        "-fPIC",
+        "-std=gnu11",
+        *SAFE_FLOAT_FLAGS,
+        "-Werror=implicit-function-declaration",
     ]
     if sys.platform.startswith("linux"):
         flags.append("-Wl,-z,defs")
@@ -119,8 +125,7 @@ def compile_shared(source: str, flags: list[str], cache_dir: str | None = None) 
         return final
     # The writer's pid in the name: files of a build killed mid-way (kill -9 cannot be
     # cleaned up after) are recognised and removed by the next LocalBuilder.
-    fd, src_path = tempfile.mkstemp(dir=cache_dir, prefix=f".ms-build-{os.getpid()}-",
-                                    suffix=".c")
+    fd, src_path = tempfile.mkstemp(dir=cache_dir, prefix=f".ms-build-{os.getpid()}-", suffix=".c")
     with os.fdopen(fd, "w") as f:
         f.write(source)
     out_path = src_path[:-2] + ".so"
@@ -131,7 +136,9 @@ def compile_shared(source: str, flags: list[str], cache_dir: str | None = None) 
         except OSError as err:
             raise BuildError(
                 f"cannot run the C compiler {cmd[0]!r} ({err.strerror}); install one or set $CC",
-                source, str(err), full,
+                source,
+                str(err),
+                full,
             ) from None
         output = (proc.stdout + proc.stderr).strip()
         if proc.returncode != 0 or not os.path.exists(out_path):
@@ -139,7 +146,9 @@ def compile_shared(source: str, flags: list[str], cache_dir: str | None = None) 
             raise BuildError(
                 f"C compilation failed (exit code {proc.returncode}) running: "
                 f"{' '.join(shlex.quote(c) for c in full)}\n{shown}",
-                source, output, full,
+                source,
+                output,
+                full,
             )
         os.replace(out_path, final)
     finally:

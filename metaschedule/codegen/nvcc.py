@@ -81,8 +81,9 @@ def parse_ptxas(log: str) -> dict[str, KernelResources]:
             continue
         m = _PROPS.search(line)
         if m:
-            out[current].update(stack_bytes=int(m[1]), spill_stores=int(m[2]),
-                                spill_loads=int(m[3]))
+            out[current].update(
+                stack_bytes=int(m[1]), spill_stores=int(m[2]), spill_loads=int(m[3])
+            )
         m = _USED.search(line)
         if m:
             out[current]["registers"] = int(m[1])
@@ -103,8 +104,9 @@ def compile_cuda(source: str, arch: str, cache_dir: str | None = None) -> CudaBi
     """
     nvcc = nvcc_path()
     if nvcc is None:
-        raise BuildError("nvcc not found: install the CUDA toolkit or set $NVCC", source, "",
-                         ["nvcc"])
+        raise BuildError(
+            "nvcc not found: install the CUDA toolkit or set $NVCC", source, "", ["nvcc"]
+        )
     key = hashlib.sha256("\0".join([source, arch, _nvcc_version(nvcc)]).encode()).hexdigest()[:32]
     cache_dir = cache_dir or kernel_cache_dir()
     os.makedirs(cache_dir, exist_ok=True)
@@ -117,8 +119,9 @@ def compile_cuda(source: str, arch: str, cache_dir: str | None = None) -> CudaBi
         with open(src, "w", encoding="utf-8") as f:
             f.write(source)
         cubin_path, ptx_path = os.path.join(tmp, "kernel.cubin"), os.path.join(tmp, "kernel.ptx")
-        log = _run([nvcc, f"-arch={arch}", "-cubin", "-Xptxas", "-v", "-o", cubin_path, src],
-                   source)
+        log = _run(
+            [nvcc, f"-arch={arch}", "-cubin", "-Xptxas", "-v", "-o", cubin_path, src], source
+        )
         _run([nvcc, f"-arch={arch}", "-ptx", "-o", ptx_path, src], source)
         with open(cubin_path, "rb") as f:
             cubin = f.read()
@@ -144,15 +147,29 @@ def _run(cmd: list[str], source: str) -> str:
         shown = "\n".join(output.splitlines()[:60]) or "(no output)"
         raise BuildError(
             f"CUDA compilation failed (exit code {proc.returncode}) running: "
-            f"{' '.join(shlex.quote(c) for c in cmd)}\n{shown}", source, output, cmd)
+            f"{' '.join(shlex.quote(c) for c in cmd)}\n{shown}",
+            source,
+            output,
+            cmd,
+        )
     return output
 
 
 def _to_json(b: CudaBinary) -> dict:
-    return {"arch": b.arch, "ptx": b.ptx, "cubin": b.cubin.hex(), "log": b.log,
-            "resources": {k: vars(v) for k, v in b.resources.items()}}
+    return {
+        "arch": b.arch,
+        "ptx": b.ptx,
+        "cubin": b.cubin.hex(),
+        "log": b.log,
+        "resources": {k: vars(v) for k, v in b.resources.items()},
+    }
 
 
 def _from_json(obj: dict) -> CudaBinary:
-    return CudaBinary(obj["arch"], obj["ptx"], bytes.fromhex(obj["cubin"]),
-                      {k: KernelResources(**v) for k, v in obj["resources"].items()}, obj["log"])
+    return CudaBinary(
+        obj["arch"],
+        obj["ptx"],
+        bytes.fromhex(obj["cubin"]),
+        {k: KernelResources(**v) for k, v in obj["resources"].items()},
+        obj["log"],
+    )

@@ -16,7 +16,6 @@ if TYPE_CHECKING:
 __all__ = ["CostModel", "PyCostModel"]
 
 
-
 class CostModel(ABC):
     """Scores measure candidates (higher is better) and learns from runner results."""
 
@@ -29,8 +28,9 @@ class CostModel(ABC):
         """Save the model to ``path``."""
 
     @abstractmethod
-    def update(self, context: Any, candidates: list[MeasureCandidate],
-               results: list[RunnerResult]) -> None:
+    def update(
+        self, context: Any, candidates: list[MeasureCandidate], results: list[RunnerResult]
+    ) -> None:
         """Learn from measured ``candidates`` (``results`` in the same order)."""
 
     @abstractmethod

@@ -49,8 +49,9 @@ class LearnedCostModel(CostModel):
         """Number of measured candidates learned from."""
         return len(self.data)
 
-    def update(self, context: Any, candidates: list[MeasureCandidate],
-               results: list[RunnerResult]) -> None:
+    def update(
+        self, context: Any, candidates: list[MeasureCandidate], results: list[RunnerResult]
+    ) -> None:
         """Add the measured candidates to the training data and retrain when due.
 
         Training starts once ``num_warmup_samples`` are known; with adaptive training

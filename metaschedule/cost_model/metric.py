@@ -23,8 +23,13 @@ if TYPE_CHECKING:
     from ..runner import RunnerResult
 
 __all__ = [
-    "TrainingData", "average_peak_score", "costs_of", "rank_correlation", "read_archive",
-    "workload_key", "write_archive",
+    "TrainingData",
+    "average_peak_score",
+    "costs_of",
+    "rank_correlation",
+    "read_archive",
+    "workload_key",
+    "write_archive",
 ]
 
 
@@ -93,11 +98,19 @@ class TrainingData:
         """The data as a numpy ``.npz`` archive (no pickles)."""
         rows = np.array([len(f) for f in self.features], dtype=np.int64)
         width = self.width() or 0
-        feats = (np.concatenate(self.features) if self.features
-                 else np.zeros((0, width), dtype=np.float32))
+        feats = (
+            np.concatenate(self.features)
+            if self.features
+            else np.zeros((0, width), dtype=np.float32)
+        )
         buf = io.BytesIO()
-        np.savez(buf, features=feats, rows=rows, costs=np.asarray(self.costs, dtype=np.float64),
-                 keys=np.asarray(self.keys, dtype=str))
+        np.savez(
+            buf,
+            features=feats,
+            rows=rows,
+            costs=np.asarray(self.costs, dtype=np.float64),
+            keys=np.asarray(self.keys, dtype=str),
+        )
         return buf.getvalue()
 
     @staticmethod
@@ -106,7 +119,9 @@ class TrainingData:
             feats, rows, costs, keys = z["features"], z["rows"], z["costs"], z["keys"]
         data = TrainingData()
         splits = np.cumsum(rows)[:-1] if len(rows) else []
-        data.features = [np.ascontiguousarray(f) for f in np.split(feats, splits)] if len(rows) else []
+        data.features = (
+            [np.ascontiguousarray(f) for f in np.split(feats, splits)] if len(rows) else []
+        )
         data.costs = [float(c) for c in costs]
         data.keys = [str(k) for k in keys]
         return data
@@ -171,4 +186,6 @@ def read_archive(path: str, who: str) -> dict[str, bytes]:
                     out[m.name] = f.read()
             return out
     except (tarfile.TarError, OSError) as err:
-        raise ValueError(f"{who}.load: cannot read {path!r} as a saved model archive: {err}") from err
+        raise ValueError(
+            f"{who}.load: cannot read {path!r} as a saved model archive: {err}"
+        ) from err

@@ -37,8 +37,8 @@ def pool_features(features: list[np.ndarray], width: int) -> np.ndarray:
     for i, f in enumerate(features):
         if len(f):
             out[i, :width] = f.sum(axis=0)
-            out[i, width:2 * width] = f.mean(axis=0)
-            out[i, 2 * width:3 * width] = f.max(axis=0)
+            out[i, width : 2 * width] = f.mean(axis=0)
+            out[i, 2 * width : 3 * width] = f.max(axis=0)
         out[i, -1] = np.log2(1.0 + len(f))
     return out
 
@@ -75,12 +75,15 @@ class MLPModel(LearnedCostModel):
         if isinstance(extractor, str):
             extractor = FeatureExtractor.create(extractor)
         if not isinstance(extractor, FeatureExtractor):
-            raise TypeError(f"MLPModel: extractor must be a FeatureExtractor or a kind, "
-                            f"got {type(extractor).__name__}")
+            raise TypeError(
+                f"MLPModel: extractor must be a FeatureExtractor or a kind, "
+                f"got {type(extractor).__name__}"
+            )
         if not hidden_sizes or any(h < 1 for h in hidden_sizes) or epochs < 1 or batch_size < 1:
             raise ValueError(
                 "MLPModel: hidden_sizes must be positive widths and epochs, batch_size >= 1; "
-                f"got hidden_sizes={hidden_sizes}, epochs={epochs}, batch_size={batch_size}")
+                f"got hidden_sizes={hidden_sizes}, epochs={epochs}, batch_size={batch_size}"
+            )
         self.extractor = extractor
         self.hidden_sizes = tuple(int(h) for h in hidden_sizes)
         self.learning_rate = learning_rate
@@ -100,13 +103,18 @@ class MLPModel(LearnedCostModel):
 
     def save(self, path: str) -> None:
         """Write settings, training data and weights to the tar file ``path``."""
-        meta = {"format": "metaschedule.MLPModel/1", "last_train_size": self.last_train_size,
-                "hidden_sizes": list(self.hidden_sizes), "rng": self.rng.bit_generator.state}
+        meta = {
+            "format": "metaschedule.MLPModel/1",
+            "last_train_size": self.last_train_size,
+            "hidden_sizes": list(self.hidden_sizes),
+            "rng": self.rng.bit_generator.state,
+        }
         members = {"meta.json": json.dumps(meta).encode(), "data.npz": self.data.to_bytes()}
         if self.params is not None:
             buf = io.BytesIO()
-            np.savez(buf, mean=self.mean, std=self.std,
-                     **{f"p{i}": p for i, p in enumerate(self.params)})
+            np.savez(
+                buf, mean=self.mean, std=self.std, **{f"p{i}": p for i, p in enumerate(self.params)}
+            )
             members["model.npz"] = buf.getvalue()
         write_archive(path, members)
 
@@ -114,8 +122,10 @@ class MLPModel(LearnedCostModel):
         """Restore what :meth:`save` wrote to ``path``."""
         members = read_archive(path, "MLPModel")
         if "meta.json" not in members or "data.npz" not in members:
-            raise ValueError(f"MLPModel.load: {path!r} lacks meta.json/data.npz; it was not "
-                             f"written by MLPModel.save (members: {sorted(members)})")
+            raise ValueError(
+                f"MLPModel.load: {path!r} lacks meta.json/data.npz; it was not "
+                f"written by MLPModel.save (members: {sorted(members)})"
+            )
         meta = json.loads(members["meta.json"])
         self.data = TrainingData.from_bytes(members["data.npz"])
         self.last_train_size = int(meta["last_train_size"])
@@ -136,8 +146,10 @@ class MLPModel(LearnedCostModel):
     def predict_features(self, features: list[np.ndarray]) -> np.ndarray:
         """Network outputs for per-candidate feature matrices."""
         if self.params is None:
-            raise RuntimeError("MLPModel.predict_features: the model is not trained yet; "
-                               f"it trains once {self.num_warmup_samples} samples are added")
+            raise RuntimeError(
+                "MLPModel.predict_features: the model is not trained yet; "
+                f"it trains once {self.num_warmup_samples} samples are added"
+            )
         x = (pool_features(features, len(self.mean) // 3) - self.mean) / self.std
         return self._forward(x)[0]
 
@@ -163,14 +175,16 @@ class MLPModel(LearnedCostModel):
         sizes = [x.shape[1], *self.hidden_sizes, 1]
         self.params = []
         for fan_in, fan_out in itertools.pairwise(sizes):
-            self.params += [self.rng.normal(0.0, np.sqrt(2.0 / fan_in), (fan_in, fan_out)),
-                            np.zeros(fan_out)]
+            self.params += [
+                self.rng.normal(0.0, np.sqrt(2.0 / fan_in), (fan_in, fan_out)),
+                np.zeros(fan_out),
+            ]
         adam = _Adam(self.params, self.learning_rate)
         n = len(ys)
         for _ in range(self.epochs):
             order = self.rng.permutation(n)
             for start in range(0, n, self.batch_size):
-                idx = order[start:start + self.batch_size]
+                idx = order[start : start + self.batch_size]
                 adam.step(self._gradients(x[idx], ys[idx], weights[idx]))
         self.last_train_size = self.data_size
 
@@ -191,8 +205,13 @@ class MLPModel(LearnedCostModel):
 class _Adam:
     """Adam updates applied in place to a list of arrays."""
 
-    def __init__(self, params: list[np.ndarray], lr: float,
-                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:
+    def __init__(
+        self,
+        params: list[np.ndarray],
+        lr: float,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+    ) -> None:
         self.params, self.lr, self.betas, self.eps = params, lr, betas, eps
         self.m = [np.zeros_like(p) for p in params]
         self.v = [np.zeros_like(p) for p in params]
@@ -201,7 +220,7 @@ class _Adam:
     def step(self, grads: list[np.ndarray]) -> None:
         self.t += 1
         b1, b2 = self.betas
-        c1, c2 = 1 - b1 ** self.t, 1 - b2 ** self.t
+        c1, c2 = 1 - b1**self.t, 1 - b2**self.t
         for p, g, m, v in zip(self.params, grads, self.m, self.v):
             m *= b1
             m += (1 - b1) * g

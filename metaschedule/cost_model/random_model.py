@@ -30,8 +30,9 @@ class RandomModel(CostModel):
     :meth:`save` writes its bit-generator state as JSON.
     """
 
-    def __init__(self, *, seed: int | None = None, path: str | None = None,
-                 max_range: int | None = 100) -> None:
+    def __init__(
+        self, *, seed: int | None = None, path: str | None = None, max_range: int | None = 100
+    ) -> None:
         self.max_range = 100 if max_range is None else max_range
         if not self.max_range > 0:
             raise ValueError(f"RandomModel: max_range must be positive, got {max_range!r}")
@@ -54,8 +55,9 @@ class RandomModel(CostModel):
         with open(path, "w", encoding="utf-8") as f:
             json.dump(self.rng.bit_generator.state, f)
 
-    def update(self, context: Any, candidates: list[MeasureCandidate],
-               results: list[RunnerResult]) -> None:
+    def update(
+        self, context: Any, candidates: list[MeasureCandidate], results: list[RunnerResult]
+    ) -> None:
         """Nothing to learn."""
 
     def predict(self, context: Any, candidates: list[MeasureCandidate]) -> np.ndarray:

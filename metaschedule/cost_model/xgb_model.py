@@ -60,8 +60,11 @@ class XGBConfig(NamedTuple):
     def to_dict(self) -> dict[str, Any]:
         """Parameters for ``xgboost.train`` (``gpu_hist`` becomes ``hist`` on ``cuda``)."""
         out: dict[str, Any] = {
-            "max_depth": self.max_depth, "gamma": self.gamma,
-            "min_child_weight": self.min_child_weight, "eta": self.eta, "seed": self.seed,
+            "max_depth": self.max_depth,
+            "gamma": self.gamma,
+            "min_child_weight": self.min_child_weight,
+            "eta": self.eta,
+            "seed": self.seed,
         }
         if self.nthread is not None:
             out["nthread"] = self.nthread
@@ -113,15 +116,19 @@ class XGBModel(LearnedCostModel):
         if isinstance(extractor, str):
             extractor = FeatureExtractor.create(extractor)
         if not isinstance(extractor, FeatureExtractor):
-            raise TypeError(f"XGBModel: extractor must be a FeatureExtractor or a kind, "
-                            f"got {type(extractor).__name__}")
+            raise TypeError(
+                f"XGBModel: extractor must be a FeatureExtractor or a kind, "
+                f"got {type(extractor).__name__}"
+            )
         if num_tuning_cores is not None:
             config = config._replace(nthread=num_tuning_cores)
         if tree_method is not None:
             config = config._replace(tree_method=tree_method)
         if early_stopping_rounds < 1 or average_peak_n < 1:
-            raise ValueError("XGBModel: early_stopping_rounds and average_peak_n must be >= 1, "
-                             f"got {early_stopping_rounds} and {average_peak_n}")
+            raise ValueError(
+                "XGBModel: early_stopping_rounds and average_peak_n must be >= 1, "
+                f"got {early_stopping_rounds} and {average_peak_n}"
+            )
         self.extractor = extractor
         self.config = config
         self.num_warmup_samples = num_warmup_samples
@@ -138,8 +145,11 @@ class XGBModel(LearnedCostModel):
 
     def save(self, path: str) -> None:
         """Write the booster, the training data and the counters to the tar file ``path``."""
-        meta = {"format": "metaschedule.XGBModel/1", "last_train_size": self.last_train_size,
-                "rng": self.rng.bit_generator.state}
+        meta = {
+            "format": "metaschedule.XGBModel/1",
+            "last_train_size": self.last_train_size,
+            "rng": self.rng.bit_generator.state,
+        }
         members = {"meta.json": json.dumps(meta).encode(), "data.npz": self.data.to_bytes()}
         if self.booster is not None:
             members["model.json"] = bytes(self.booster.save_raw("json"))
@@ -155,8 +165,10 @@ class XGBModel(LearnedCostModel):
 
         members = read_archive(path, "XGBModel")
         if "meta.json" not in members or "data.npz" not in members:
-            raise ValueError(f"XGBModel.load: {path!r} lacks meta.json/data.npz; it was not "
-                             f"written by XGBModel.save (members: {sorted(members)})")
+            raise ValueError(
+                f"XGBModel.load: {path!r} lacks meta.json/data.npz; it was not "
+                f"written by XGBModel.save (members: {sorted(members)})"
+            )
         meta = json.loads(members["meta.json"])
         self.data = TrainingData.from_bytes(members["data.npz"])
         self.last_train_size = int(meta["last_train_size"])
@@ -177,19 +189,26 @@ class XGBModel(LearnedCostModel):
         import xgboost as xgb
 
         if self.booster is None:
-            raise RuntimeError("XGBModel.predict_features: the model is not trained yet; "
-                               f"it trains once {self.num_warmup_samples} samples are added")
+            raise RuntimeError(
+                "XGBModel.predict_features: the model is not trained yet; "
+                f"it trains once {self.num_warmup_samples} samples are added"
+            )
         rows = np.array([len(f) for f in features], dtype=np.int64)
         if rows.sum() == 0:
             return np.zeros(len(features))
         x = np.concatenate(features).astype(np.float32, copy=False)
-        margin = self.booster.predict(xgb.DMatrix(x, nthread=self.config.nthread or -1),
-                                      output_margin=True)
+        margin = self.booster.predict(
+            xgb.DMatrix(x, nthread=self.config.nthread or -1), output_margin=True
+        )
         return pooled(margin.astype(np.float64), rows)
 
     def _params(self) -> dict[str, Any]:
-        return {**self.config.to_dict(), "base_score": 0.0, "verbosity": 0,
-                "disable_default_eval_metric": 1}
+        return {
+            **self.config.to_dict(),
+            "base_score": 0.0,
+            "verbosity": 0,
+            "disable_default_eval_metric": 1,
+        }
 
     def _train(self) -> None:
         import xgboost as xgb
@@ -211,17 +230,31 @@ class XGBModel(LearnedCostModel):
         def metric(preds: np.ndarray, _: Any) -> list[tuple[str, float]]:
             pred = pooled(preds.astype(np.float64), rows)
             rmse = float(np.sqrt(np.mean((pred - ys) ** 2)))
-            return [("p-rmse", rmse), (peak_name, average_peak_score(pred, ys, self.average_peak_n))]
+            return [
+                ("p-rmse", rmse),
+                (peak_name, average_peak_score(pred, ys, self.average_peak_n)),
+            ]
 
         stop = _peak_early_stopping(peak_name, self.early_stopping_rounds, self.verbose_eval)
         self.booster = xgb.train(
-            self._params(), dtrain, num_boost_round=MAX_BOOST_ROUNDS, obj=objective,
-            evals=[(dtrain, "tr")], custom_metric=metric, verbose_eval=False,
+            self._params(),
+            dtrain,
+            num_boost_round=MAX_BOOST_ROUNDS,
+            obj=objective,
+            evals=[(dtrain, "tr")],
+            custom_metric=metric,
+            verbose_eval=False,
             callbacks=[stop],
         )
         self.last_train_size = self.data_size
-        logger.debug("XGBModel: trained on %d samples, %d rounds, best %s=%.4f at round %d",
-                     self.data_size, stop.rounds, peak_name, stop.best, stop.best_round)
+        logger.debug(
+            "XGBModel: trained on %d samples, %d rounds, best %s=%.4f at round %d",
+            self.data_size,
+            stop.rounds,
+            peak_name,
+            stop.best,
+            stop.best_round,
+        )
 
 
 def _peak_early_stopping(metric: str, patience: int, verbose_eval: int) -> Any:
@@ -241,8 +274,13 @@ def _peak_early_stopping(metric: str, patience: int, verbose_eval: int) -> Any:
             if peak > self.best + 1e-12:
                 self.best, self.best_round = peak, epoch
             if verbose_eval and epoch % verbose_eval == 0:
-                logger.debug("XGBModel round %d: tr-p-rmse=%.6f tr-%s=%.6f", epoch,
-                             log["p-rmse"][-1], metric, peak)
+                logger.debug(
+                    "XGBModel round %d: tr-p-rmse=%.6f tr-%s=%.6f",
+                    epoch,
+                    log["p-rmse"][-1],
+                    metric,
+                    peak,
+                )
             return epoch - self.best_round >= patience
 
     return PeakEarlyStopping()

@@ -143,8 +143,9 @@ class _LinesFile:
         self.close()
         self.fd, self.writable = fd, True
 
-    def read_new(self, parse: Callable[[int, Any], None], report: _Report,
-                 at_load: bool = False) -> None:
+    def read_new(
+        self, parse: Callable[[int, Any], None], report: _Report, at_load: bool = False
+    ) -> None:
         """Parse every complete line appended since the last call, in order.
 
         ``parse(line_number, obj)`` receives each well-formed line; malformed lines are
@@ -179,8 +180,9 @@ class _LinesFile:
         self.offset += end
         if at_load and end < len(data) and self.offset != self._warned_torn_at:
             self._warned_torn_at = self.offset
-            report.add(self.path, "torn last line", self.lines,
-                       "no newline: its writer was interrupted")
+            report.add(
+                self.path, "torn last line", self.lines, "no newline: its writer was interrupted"
+            )
 
     def append(self, obj: Any, report: _Report) -> int:
         """Append one line (the caller holds the exclusive lock, has read everything
@@ -189,8 +191,9 @@ class _LinesFile:
         if size > self.offset:  # a torn fragment: end it, so it stays a line of its own
             os.write(self.fd, b"\n")
             if self._warned_torn_at != self.offset:
-                report.add(self.path, "torn line", self.lines,
-                           "no newline: its writer was interrupted")
+                report.add(
+                    self.path, "torn line", self.lines, "no newline: its writer was interrupted"
+                )
             self.offset = size + 1
             self.lines += 1
         data = (json.dumps(obj, separators=(",", ":")) + "\n").encode("utf-8")
@@ -327,8 +330,9 @@ class JSONDatabase(PyDatabase):
         try:
             mod = Workload.from_json(obj).mod
         except Exception as err:  # noqa: BLE001 - bad content is skipped, never a crash
-            self._report.add(self.path_workload, "malformed workload", line,
-                             f"{type(err).__name__}: {err}")
+            self._report.add(
+                self.path_workload, "malformed workload", line, f"{type(err).__name__}: {err}"
+            )
             return
         workload = self._store.get_or_add(mod)
         self._workload_at_line[line] = workload
@@ -339,8 +343,9 @@ class JSONDatabase(PyDatabase):
         recovered = None
         try:
             if not isinstance(obj, list) or len(obj) not in (2, 3):
-                raise ValueError("expected [workload_line, record] or "
-                                 "[workload_line, record, workload]")
+                raise ValueError(
+                    "expected [workload_line, record] or [workload_line, record, workload]"
+                )
             workload_line, record_json = obj[0], obj[1]
             carried = obj[2] if len(obj) == 3 else None
             workload = None
@@ -351,9 +356,12 @@ class JSONDatabase(PyDatabase):
                 workload = self._recover(carried)
             if workload is None:
                 self._report.add(
-                    path, "record whose workload is missing", line,
+                    path,
+                    "record whose workload is missing",
+                    line,
                     f"it refers to workload line {workload_line}, which is not a workload, "
-                    "and carries no copy of its workload (an older file)")
+                    "and carries no copy of its workload (an older file)",
+                )
                 return
             record = TuningRecord.from_json(record_json, workload)
         except Exception as err:  # noqa: BLE001 - bad content is skipped, never a crash
@@ -361,9 +369,13 @@ class JSONDatabase(PyDatabase):
             return
         if recovered is not None:
             self._report.add(
-                path, "record whose workload line is lost", line,
+                path,
+                "record whose workload line is lost",
+                line,
                 f"workload line {recovered} is missing or differs; used the copy the record "
-                "carries", verb="recovered")
+                "carries",
+                verb="recovered",
+            )
         stored = self._store.add_record(record, workload)
         self._origin[id(stored)] = line
 
@@ -419,7 +431,8 @@ class JSONDatabase(PyDatabase):
                 workload = self._store.get_or_add(workload.mod)
             line = self._workload_line_locked(workload)
             rec_line = self._record_file.append(
-                [line, record.as_json(), self._carried_of(workload)], self._report)
+                [line, record.as_json(), self._carried_of(workload)], self._report
+            )
             stored = self._store.add_record(record, workload)
             self._origin[id(stored)] = rec_line
         self._report.flush()

@@ -15,7 +15,6 @@ if TYPE_CHECKING:
 __all__ = ["FeatureExtractor", "PyFeatureExtractor"]
 
 
-
 class FeatureExtractor(ABC):
     """Extracts features from measure candidates for a cost model.
 
@@ -24,9 +23,7 @@ class FeatureExtractor(ABC):
     """
 
     @abstractmethod
-    def extract_from(
-        self, context: Any, candidates: list[MeasureCandidate]
-    ) -> list[np.ndarray]:
+    def extract_from(self, context: Any, candidates: list[MeasureCandidate]) -> list[np.ndarray]:
         """One feature matrix per candidate, in order.
 
         Args:

@@ -94,20 +94,27 @@ class PerStoreFeature(FeatureExtractor):
         extract_workload: append features of the unscheduled workload (``context.mod``).
     """
 
-    def __init__(self, buffers_per_store: int = 5, arith_intensity_curve_num_samples: int = 10,
-                 cache_line_bytes: int = 64, extract_workload: bool = False) -> None:
-        for name, value, low in (("buffers_per_store", buffers_per_store, 0),
-                                 ("arith_intensity_curve_num_samples",
-                                  arith_intensity_curve_num_samples, 0),
-                                 ("cache_line_bytes", cache_line_bytes, 1)):
+    def __init__(
+        self,
+        buffers_per_store: int = 5,
+        arith_intensity_curve_num_samples: int = 10,
+        cache_line_bytes: int = 64,
+        extract_workload: bool = False,
+    ) -> None:
+        for name, value, low in (
+            ("buffers_per_store", buffers_per_store, 0),
+            ("arith_intensity_curve_num_samples", arith_intensity_curve_num_samples, 0),
+            ("cache_line_bytes", cache_line_bytes, 1),
+        ):
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise ValueError(f"PerStoreFeature: {name} must be an int >= {low}, got {value!r}")
         self.buffers_per_store = buffers_per_store
         self.arith_intensity_curve_num_samples = arith_intensity_curve_num_samples
         self.cache_line_bytes = cache_line_bytes
         self.extract_workload = bool(extract_workload)
-        self.layout = Layout(slot_table(buffers_per_store, arith_intensity_curve_num_samples,
-                                        self.extract_workload))
+        self.layout = Layout(
+            slot_table(buffers_per_store, arith_intensity_curve_num_samples, self.extract_workload)
+        )
         self.feature_names = self.layout.names
         self._workload_cache: tuple[Any, np.ndarray] | None = None
         # id(mod) -> (mod, is_gpu, workload, features): modules are immutable, and the
@@ -146,8 +153,9 @@ class PerStoreFeature(FeatureExtractor):
             self._cache.popitem(last=False)
         return feats
 
-    def extract_mod(self, mod: IRModule | PrimFunc, *, is_gpu: bool = False,
-                    workload: np.ndarray | None = None) -> np.ndarray:
+    def extract_mod(
+        self, mod: IRModule | PrimFunc, *, is_gpu: bool = False, workload: np.ndarray | None = None
+    ) -> np.ndarray:
         """Features of every store of every function of ``mod`` (scheduled, not lowered)."""
         funcs = [mod] if isinstance(mod, PrimFunc) else list(mod.functions.values())
         rows: list[np.ndarray] = []
@@ -155,23 +163,30 @@ class PerStoreFeature(FeatureExtractor):
             lowered = lower(func, FEATURE_LOWER_PASSES)
             walker = LoopNestWalker()
             walker.walk(lowered.body)
-            gpu = is_gpu or any(lp.kind is ForKind.THREAD_BINDING
-                                for st in walker.stores for lp in st.loops)
+            gpu = is_gpu or any(
+                lp.kind is ForKind.THREAD_BINDING for st in walker.stores for lp in st.loops
+            )
             maker = StoreFeatures(
-                self.layout, buffers_per_store=self.buffers_per_store,
+                self.layout,
+                buffers_per_store=self.buffers_per_store,
                 curve_samples=self.arith_intensity_curve_num_samples,
-                cache_line=self.cache_line_bytes, is_gpu=gpu,
-                func_unroll=unroll_of_blocks(func.body))
+                cache_line=self.cache_line_bytes,
+                is_gpu=gpu,
+                func_unroll=unroll_of_blocks(func.body),
+            )
             counted = [count_store(st.store) for st in walker.stores]
             serial: dict[tuple[int, Any], int] = {}
             for st, (_, loads) in zip(walker.stores, counted):
                 key = id(st.loops[-1].node) if st.loops else 0
                 for b in [st.store.buffer] + [ld.buffer for ld in loads]:
                     serial[(key, b)] = serial.get((key, b), 0) + 1
-            rows += [maker.row(st, serial, ops, loads)
-                     for st, (ops, loads) in zip(walker.stores, counted)]
-        out = (np.stack(rows) if rows
-               else np.zeros((0, self.feature_vector_length), dtype=np.float32))
+            rows += [
+                maker.row(st, serial, ops, loads)
+                for st, (ops, loads) in zip(walker.stores, counted)
+            ]
+        out = (
+            np.stack(rows) if rows else np.zeros((0, self.feature_vector_length), dtype=np.float32)
+        )
         if workload is not None and len(out):
             out[:, self.layout.span("workload")] = workload
         return out
@@ -181,7 +196,8 @@ class PerStoreFeature(FeatureExtractor):
         if mod is None:
             raise ValueError(
                 "PerStoreFeature(extract_workload=True) needs context.mod (the workload); "
-                f"got a context without one: {context!r}")
+                f"got a context without one: {context!r}"
+            )
         if self._workload_cache is not None and self._workload_cache[0] is mod:
             return self._workload_cache[1]
         funcs = [mod] if isinstance(mod, PrimFunc) else list(mod.functions.values())
@@ -199,8 +215,9 @@ class PerStoreFeature(FeatureExtractor):
             for p in func.params:
                 shape = [const_int(d, 0) for d in p.shape]
                 param_bytes += math.prod(shape) * nbytes(p.dtype)
-        vec = np.array([slog(v) for v in ops] + [slog(num_stores), slog(param_bytes)],
-                       dtype=np.float32)
+        vec = np.array(
+            [slog(v) for v in ops] + [slog(num_stores), slog(param_bytes)], dtype=np.float32
+        )
         self._workload_cache = (mod, vec)
         return vec
 

@@ -8,6 +8,12 @@ from .task_view import TaskView
 from .update_cost_model import UpdateCostModel
 
 __all__ = [
-    "AddToDatabase", "MeasureCallback", "PyMeasureCallback", "RemoveBuildArtifact", "TaskView",
-    "UpdateCostModel", "create", "default_callbacks",
+    "AddToDatabase",
+    "MeasureCallback",
+    "PyMeasureCallback",
+    "RemoveBuildArtifact",
+    "TaskView",
+    "UpdateCostModel",
+    "create",
+    "default_callbacks",
 ]

@@ -46,6 +46,12 @@ class AddToDatabase(MeasureCallback):
         for cand, built, ran in zip(measure_candidates, builder_results, runner_results):
             failed = built.error_msg is not None or ran.run_secs is None
             run_secs = [MAX_RUN_SEC] if failed or ran.run_secs is None else list(ran.run_secs)
-            database.commit_tuning_record(TuningRecord(
-                trace=cand.sch.trace, workload=workload, run_secs=run_secs, target=ctx.target,
-                args_info=list(cand.args_info)))
+            database.commit_tuning_record(
+                TuningRecord(
+                    trace=cand.sch.trace,
+                    workload=workload,
+                    run_secs=run_secs,
+                    target=ctx.target,
+                    args_info=list(cand.args_info),
+                )
+            )

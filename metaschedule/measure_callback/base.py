@@ -84,5 +84,7 @@ def normalize_callbacks(callbacks: MeasureCallback.CallbackListType) -> list[Mea
         if bad:
             raise TypeError(f"measure_callbacks must hold MeasureCallback objects, got {bad[0]!r}")
         return list(callbacks)
-    raise TypeError("measure_callbacks must be 'default', a MeasureCallback or a list of them, "
-                    f"got {callbacks!r}")
+    raise TypeError(
+        "measure_callbacks must be 'default', a MeasureCallback or a list of them, "
+        f"got {callbacks!r}"
+    )

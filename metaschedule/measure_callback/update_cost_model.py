@@ -37,7 +37,9 @@ class UpdateCostModel(MeasureCallback):
         kept = [
             (cand, ran)
             for cand, built, ran in zip(measure_candidates, builder_results, runner_results)
-            if built.error_msg is None and ran.error_msg is None and ran.run_secs
+            if built.error_msg is None
+            and ran.error_msg is None
+            and ran.run_secs
             and sum(ran.run_secs) > 0
         ]
         if not kept:

@@ -84,9 +84,9 @@ class Mutator(ABC):
         return self._mod
 
     @staticmethod
-    def create(kind: Literal["llvm", "cuda", "cuda-tensorcore", "hexagon"] | str) -> dict[
-        Mutator, float
-    ]:
+    def create(
+        kind: Literal["llvm", "cuda", "cuda-tensorcore", "hexagon"] | str,
+    ) -> dict[Mutator, float]:
         """The default mutators of a target kind with their probabilities (TVM's).
 
         Registered today: "llvm" (alias "cpu"), in :mod:`.default_mutators`; the GPU and

@@ -140,20 +140,34 @@ class Droplet:
         return False
 
     # driving ---------------------------------------------------------------------------
-    def tune(self, n_trial: int = 100, timeout: float = 10, number: int = 2, repeat: int = 3,
-             min_repeat_ms: int = 0, cpu_cache: bool = False) -> DropletResult:
+    def tune(
+        self,
+        n_trial: int = 100,
+        timeout: float = 10,
+        number: int = 2,
+        repeat: int = 3,
+        min_repeat_ms: int = 0,
+        cpu_cache: bool = False,
+    ) -> DropletResult:
         """Search until ``n_trial`` neighbours are measured or no neighbour is left.
 
         The start is measured first with the same protocol, so that it and its
         neighbours are compared on samples taken together.
         """
-        protocol = dict(timeout=timeout, number=number, repeat=repeat,
-                        min_repeat_ms=min_repeat_ms, cpu_cache=cpu_cache)
+        protocol = {
+            "timeout": timeout,
+            "number": number,
+            "repeat": repeat,
+            "min_repeat_ms": min_repeat_ms,
+            "cpu_cache": cpu_cache,
+        }
         start = list(self.best_choice)
         (self.best_samples,) = self.space.run([start], self.log, **protocol)
         if not self.best_samples:
-            raise RuntimeError("Droplet: the starting schedule failed to build or run; "
-                               f"see {self.log or 'the log'}")
+            raise RuntimeError(
+                "Droplet: the starting schedule failed to build or run; "
+                f"see {self.log or 'the log'}"
+            )
         result = DropletResult(start, start, list(self.best_samples), list(self.best_samples))
         max_step = max(self.dims, default=0)
         self.step = 1
@@ -167,8 +181,14 @@ class Droplet:
             result.measured += len(positions)
             result.failed += sum(s is None for s in samples)
             moved = self.update(list(zip(positions, samples)))
-            result.history.append({"step": self.step, "measured": len(positions),
-                                   "moved": moved, "best_mean": float(np.mean(self.best_samples))})
+            result.history.append(
+                {
+                    "step": self.step,
+                    "measured": len(positions),
+                    "moved": moved,
+                    "best_mean": float(np.mean(self.best_samples)),
+                }
+            )
             if moved:
                 result.moves += 1
                 self.step = 1
@@ -186,8 +206,9 @@ class Droplet:
         if sch is None:
             return None
         old = self.space.record
-        return TuningRecord(sch.trace, old.workload, list(self.result.best_samples),
-                            self.target, old.args_info)
+        return TuningRecord(
+            sch.trace, old.workload, list(self.result.best_samples), self.target, old.args_info
+        )
 
 
 def _best_record(json_file: str | TuningRecord, workload_file: str | None) -> TuningRecord:
@@ -203,4 +224,3 @@ def _best_record(json_file: str | TuningRecord, workload_file: str | None) -> Tu
     if best is None:
         raise ValueError(f"Droplet: {json_file} holds no valid tuning record to start from")
     return best
-

@@ -37,11 +37,14 @@ class Measurer:
     @staticmethod
     def local(timeout: float, number: int, min_repeat_ms: int, cpu_cache: bool) -> Measurer:
         """A measurer on this machine: a local builder and runner with this protocol."""
-        config = EvaluatorConfig(number=number, repeat=1, min_repeat_ms=min_repeat_ms,
-                                 enable_cpu_cache_flush=cpu_cache)
-        return Measurer(Builder.create("local"),
-                        Runner.create("local", timeout_sec=timeout, evaluator_config=config),
-                        owned=True)
+        config = EvaluatorConfig(
+            number=number, repeat=1, min_repeat_ms=min_repeat_ms, enable_cpu_cache_flush=cpu_cache
+        )
+        return Measurer(
+            Builder.create("local"),
+            Runner.create("local", timeout_sec=timeout, evaluator_config=config),
+            owned=True,
+        )
 
     def measure(
         self,
@@ -71,9 +74,9 @@ class Measurer:
         try:
             for _ in range(max(1, int(repeat))):
                 live = [i for i in artifacts if errors[i] is None]
-                futures = self.runner.run([
-                    RunnerInput(artifacts[i], target.kind, args_info) for i in live
-                ])
+                futures = self.runner.run(
+                    [RunnerInput(artifacts[i], target.kind, args_info) for i in live]
+                )
                 for i, future in zip(live, futures):
                     outcome = future.result()
                     if outcome.error_msg is not None or not is_valid_run_secs(outcome.run_secs):

@@ -92,9 +92,14 @@ def post_optimize(
                 database.commit_tuning_record(better)
             logger.info(
                 "post-optimization of workload %d: %d neighbours measured (%d failed), "
-                "%d moves, speedup %.3fx%s", index, outcome.measured, outcome.failed,
-                outcome.moves, outcome.speedup,
-                "" if better is not None else " (kept the tuned schedule)")
+                "%d moves, speedup %.3fx%s",
+                index,
+                outcome.measured,
+                outcome.failed,
+                outcome.moves,
+                outcome.speedup,
+                "" if better is not None else " (kept the tuned schedule)",
+            )
             results.append(PostOptResult(index, outcome, better is not None))
     finally:
         measurer.close()
@@ -122,8 +127,9 @@ class PostOpt:
         """Execute the post optimization on every workload of the database."""
         database = JSONDatabase(work_dir=self.work_dir, allow_missing=False)
         mods = _workload_mods(database)
-        self.results = post_optimize(database, mods, self.target, self.trials,
-                                     log_dir=os.path.join(self.work_dir, "logs"))
+        self.results = post_optimize(
+            database, mods, self.target, self.trials, log_dir=os.path.join(self.work_dir, "logs")
+        )
 
 
 def _workload_mods(database: Database) -> list[IRModule]:

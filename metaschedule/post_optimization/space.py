@@ -82,8 +82,7 @@ class Space:
                 extents[id(inst)] = int(extent.value) if hasattr(extent, "value") else -1
             return decision
 
-        self.record.trace.apply_to_schedule(sch, remove_postproc=True,
-                                            decision_provider=provider)
+        self.record.trace.apply_to_schedule(sch, remove_postproc=True, decision_provider=provider)
         self.knobs, self.dims, self.start = [], [], []
         for inst in self.record.trace.insts:
             if inst.kind.is_postproc_marker:
@@ -149,8 +148,9 @@ class Space:
         """The record's trace (post-processing removed) with the decisions of ``values``."""
         trace = self.record.trace
         for knob, index in zip(self.knobs, values):
-            trace = trace.with_decision(knob.inst, self.get_value_of(knob, index),
-                                        remove_postproc=True)
+            trace = trace.with_decision(
+                knob.inst, self.get_value_of(knob, index), remove_postproc=True
+            )
         return trace
 
     @staticmethod
@@ -169,8 +169,9 @@ class Space:
         if not create:
             return trace
         if self._replayer is None:
-            self._replayer = TraceReplayer(self.workload.mod, _postprocs(self.workload.mod,
-                                                                         self.target))
+            self._replayer = TraceReplayer(
+                self.workload.mod, _postprocs(self.workload.mod, self.target)
+            )
         return self._replayer(trace, seed=0)
 
     # measuring ---------------------------------------------------------------------------
@@ -201,8 +202,9 @@ class Space:
         if final_log:
             with open(final_log, "a", encoding="utf-8") as log:
                 for values, secs, error in zip(json_file_list, results, errors):
-                    log.write(json.dumps({"knob": list(values), "run_secs": secs,
-                                          "error": error}) + "\n")
+                    log.write(
+                        json.dumps({"knob": list(values), "run_secs": secs, "error": error}) + "\n"
+                    )
         return results
 
 
@@ -225,8 +227,13 @@ def _factorizations(extent: int, n: int, max_innermost: int) -> list[list[int]]:
 def _postprocs(mod: IRModule, target: Target) -> list:
     from ..tune_context import TuneContext
 
-    ctx = TuneContext(mod=mod, target=target, space_generator="post-order-apply",
-                      task_name="post-optimization", rand_state=0)
+    ctx = TuneContext(
+        mod=mod,
+        target=target,
+        space_generator="post-order-apply",
+        task_name="post-optimization",
+        rand_state=0,
+    )
     return list(ctx.space_generator.postprocs)
 
 
@@ -246,4 +253,3 @@ def _as_record(data: Any, workload: Workload) -> TuningRecord:
     if isinstance(data, (list, tuple)) and len(data) == 2 and isinstance(data[0], int):
         data = data[1]  # a records-file line: [workload index, record]
     return TuningRecord.from_json(list(data), workload)
-

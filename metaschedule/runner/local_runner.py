@@ -231,8 +231,11 @@ def _worker_run(
                 costs = evaluate(rt_mod, device_type, config, repeated_args)
             finally:
                 deadline.pause()
-            info = {**config.protocol(), "omp_wait_policy": omp_wait_policy,
-                    **load.until(HostLoad.now())}
+            info = {
+                **config.protocol(),
+                "omp_wait_policy": omp_wait_policy,
+                **load.until(HostLoad.now()),
+            }
         deadline.resume()
         stage = "cleaning up"
         cleanup()

@@ -5,6 +5,11 @@ from .module import Function, Module, load_module
 from .timer import BenchmarkResult
 
 __all__ = [
-    "BenchmarkResult", "CudaModule", "CudaUnavailableError", "Function", "Module",
-    "cuda_unavailable_reason", "load_module",
+    "BenchmarkResult",
+    "CudaModule",
+    "CudaUnavailableError",
+    "Function",
+    "Module",
+    "cuda_unavailable_reason",
+    "load_module",
 ]

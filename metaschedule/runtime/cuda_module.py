@@ -15,8 +15,9 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+from collections.abc import Callable
 from functools import lru_cache
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -42,8 +43,14 @@ class CudaModule:
         resources: per kernel symbol, ``ptxas`` resource usage (a dict).
     """
 
-    def __init__(self, metadata: dict[str, Any], source: str, ptx: str, cubin: bytes,
-                 resources: dict[str, dict[str, int]]):
+    def __init__(
+        self,
+        metadata: dict[str, Any],
+        source: str,
+        ptx: str,
+        cubin: bytes,
+        resources: dict[str, dict[str, int]],
+    ):
         self.metadata = metadata
         self.target = Target.from_json(metadata["target"])
         self.source = source
@@ -72,8 +79,14 @@ class CudaModule:
 
     def export_library(self, path: str | os.PathLike) -> None:
         """Write the module to one JSON file (``load_module`` reads it back)."""
-        payload = {"format": FORMAT, "metadata": self.metadata, "source": self.source,
-                   "ptx": self.ptx, "cubin": self.cubin.hex(), "resources": self.resources}
+        payload = {
+            "format": FORMAT,
+            "metadata": self.metadata,
+            "source": self.source,
+            "ptx": self.ptx,
+            "cubin": self.cubin.hex(),
+            "resources": self.resources,
+        }
         tmp = f"{os.fspath(path)}.tmp{os.getpid()}"
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(payload, f)
@@ -91,12 +104,17 @@ class CudaModule:
 
         return run
 
-    def time_evaluator(self, func_name: str = "main", dev: object = None, number: int = 3,
-                       repeat: int = 1, min_repeat_ms: int = 0,
-                       enable_cpu_cache_flush: bool = False) -> Callable[..., BenchmarkResult]:
+    def time_evaluator(
+        self,
+        func_name: str = "main",
+        dev: object = None,
+        number: int = 3,
+        repeat: int = 1,
+        min_repeat_ms: int = 0,
+        enable_cpu_cache_flush: bool = False,
+    ) -> Callable[..., BenchmarkResult]:
         """Like the CPU module's: seconds per call of the kernels (CUDA events)."""
-        info = self._function_info(func_name if func_name in self._functions else
-                                   self.entry_name)
+        info = self._function_info(func_name if func_name in self._functions else self.entry_name)
 
         def evaluate(*arrays: np.ndarray) -> BenchmarkResult:
             results = []
@@ -123,14 +141,17 @@ class CudaModule:
             self._loaded = driver.load(self.cubin)
         params = info["params"]
         if len(arrays) != len(params):
-            raise TypeError(f"function {info['name']} takes {len(params)} arrays, got "
-                            f"{len(arrays)}")
+            raise TypeError(
+                f"function {info['name']} takes {len(params)} arrays, got {len(arrays)}"
+            )
         device: dict[str, int] = {}
         try:
             for p, a in zip(params, arrays):
                 if a.shape != tuple(p["shape"]) or str(a.dtype) != p["dtype"]:
-                    raise ValueError(f"argument {p['name']}: expected {p['dtype']}"
-                                     f"{tuple(p['shape'])}, got {a.dtype}{a.shape}")
+                    raise ValueError(
+                        f"argument {p['name']}: expected {p['dtype']}"
+                        f"{tuple(p['shape'])}, got {a.dtype}{a.shape}"
+                    )
                 device[p["name"]] = driver.to_device(np.ascontiguousarray(a))
             for name, dtype, numel in info["workspace"]:
                 device[name] = driver.alloc(max(1, numel) * np.dtype(dtype).itemsize)
@@ -156,8 +177,13 @@ def load_cuda_module(path: str | os.PathLike) -> CudaModule:
         payload = json.load(f)
     if payload.get("format") != FORMAT:
         raise ValueError(f"{path} is not a metaschedule CUDA module")
-    return CudaModule(payload["metadata"], payload["source"], payload["ptx"],
-                      bytes.fromhex(payload["cubin"]), payload["resources"])
+    return CudaModule(
+        payload["metadata"],
+        payload["source"],
+        payload["ptx"],
+        bytes.fromhex(payload["cubin"]),
+        payload["resources"],
+    )
 
 
 def cuda_unavailable_reason() -> str | None:
@@ -189,8 +215,10 @@ class _Driver:
         dev = ctypes.c_int()
         self._check(self.lib.cuDeviceGet(ctypes.byref(dev), 0), "cuDeviceGet")
         self.ctx = ctypes.c_void_p()
-        self._check(self.lib.cuDevicePrimaryCtxRetain(ctypes.byref(self.ctx), dev),
-                    "cuDevicePrimaryCtxRetain")
+        self._check(
+            self.lib.cuDevicePrimaryCtxRetain(ctypes.byref(self.ctx), dev),
+            "cuDevicePrimaryCtxRetain",
+        )
         self._check(self.lib.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
 
     def _check(self, status: int, what: str) -> None:
@@ -207,14 +235,17 @@ class _Driver:
 
     def function(self, module: ctypes.c_void_p, name: str) -> ctypes.c_void_p:
         fn = ctypes.c_void_p()
-        self._check(self.lib.cuModuleGetFunction(ctypes.byref(fn), module, name.encode()),
-                    f"cuModuleGetFunction({name})")
+        self._check(
+            self.lib.cuModuleGetFunction(ctypes.byref(fn), module, name.encode()),
+            f"cuModuleGetFunction({name})",
+        )
         return fn
 
     def alloc(self, nbytes: int) -> int:
         ptr = ctypes.c_uint64()
-        self._check(self.lib.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(nbytes)),
-                    "cuMemAlloc")
+        self._check(
+            self.lib.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(nbytes)), "cuMemAlloc"
+        )
         return ptr.value
 
     def free(self, ptr: int) -> None:
@@ -222,26 +253,43 @@ class _Driver:
 
     def to_device(self, a: np.ndarray) -> int:
         ptr = self.alloc(max(1, a.nbytes))
-        self._check(self.lib.cuMemcpyHtoD_v2(ctypes.c_uint64(ptr), a.ctypes.data_as(
-            ctypes.c_void_p), ctypes.c_size_t(a.nbytes)), "cuMemcpyHtoD")
+        self._check(
+            self.lib.cuMemcpyHtoD_v2(
+                ctypes.c_uint64(ptr), a.ctypes.data_as(ctypes.c_void_p), ctypes.c_size_t(a.nbytes)
+            ),
+            "cuMemcpyHtoD",
+        )
         return ptr
 
     def to_host(self, ptr: int, a: np.ndarray) -> None:
         out = np.empty_like(a, order="C")
-        self._check(self.lib.cuMemcpyDtoH_v2(out.ctypes.data_as(ctypes.c_void_p),
-                                             ctypes.c_uint64(ptr), ctypes.c_size_t(a.nbytes)),
-                    "cuMemcpyDtoH")
+        self._check(
+            self.lib.cuMemcpyDtoH_v2(
+                out.ctypes.data_as(ctypes.c_void_p), ctypes.c_uint64(ptr), ctypes.c_size_t(a.nbytes)
+            ),
+            "cuMemcpyDtoH",
+        )
         a[...] = out
 
-    def launch(self, fn: ctypes.c_void_p, grid: list[int], block: list[int],
-               args: list[int]) -> None:
+    def launch(
+        self, fn: ctypes.c_void_p, grid: list[int], block: list[int], args: list[int]
+    ) -> None:
         values = [ctypes.c_uint64(a) for a in args]
         params = (ctypes.c_void_p * len(values))(
-            *[ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in values])
-        self._check(self.lib.cuLaunchKernel(fn, *[ctypes.c_uint(g) for g in grid],
-                                            *[ctypes.c_uint(b) for b in block],
-                                            ctypes.c_uint(0), None, params, None),
-                    "cuLaunchKernel")
+            *[ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in values]
+        )
+        self._check(
+            self.lib.cuLaunchKernel(
+                fn,
+                *[ctypes.c_uint(g) for g in grid],
+                *[ctypes.c_uint(b) for b in block],
+                ctypes.c_uint(0),
+                None,
+                params,
+                None,
+            ),
+            "cuLaunchKernel",
+        )
 
     def time(self, body: Callable[[], None], number: int) -> float:
         start, stop = ctypes.c_void_p(), ctypes.c_void_p()

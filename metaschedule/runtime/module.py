@@ -18,8 +18,8 @@ import json
 import os
 import shutil
 import tempfile
-from typing import Any
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -140,8 +140,9 @@ class Function:
                 site, index = lib.ms_debug_oob_site(), lib.ms_debug_oob_index()
                 raise IndexError(oob_message(self.name, sites[site], index))
         if status != 0:
-            raise RuntimeError(f"kernel {self.name} failed with status {status} "
-                               "(an allocation failed)")
+            raise RuntimeError(
+                f"kernel {self.name} failed with status {status} (an allocation failed)"
+            )
 
     def __repr__(self) -> str:
         return f"<metaschedule Function {self.name}({', '.join(self.param_names)})>"
@@ -170,9 +171,17 @@ class Module:
         self._timer = getattr(self._lib, "__ms_time")
         self._timer.restype = ctypes.c_int32
         self._timer.argtypes = [
-            ctypes.c_int32, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int32, ctypes.c_int32,
-            ctypes.c_int32, ctypes.c_int32, ctypes.POINTER(ctypes.c_double),
-            ctypes.c_int32, ctypes.c_int32, ctypes.c_int32, ctypes.POINTER(ctypes.c_int32),
+            ctypes.c_int32,
+            ctypes.POINTER(ctypes.c_void_p),
+            ctypes.c_int32,
+            ctypes.c_int32,
+            ctypes.c_int32,
+            ctypes.c_int32,
+            ctypes.POINTER(ctypes.c_double),
+            ctypes.c_int32,
+            ctypes.c_int32,
+            ctypes.c_int32,
+            ctypes.POINTER(ctypes.c_int32),
         ]
 
     @property
@@ -257,10 +266,14 @@ class Module:
         if func_name == "main" and "main" not in self._functions:
             func_name = self.entry_name
         fn = self.get_function(func_name)
-        for key, value, low in (("number", number, 1), ("repeat", repeat, 1),
-                                ("min_repeat_ms", min_repeat_ms, 0), ("warmup", warmup, 0),
-                                ("num_probes", num_probes, 0),
-                                ("max_total_ms", max_total_ms, 0)):
+        for key, value, low in (
+            ("number", number, 1),
+            ("repeat", repeat, 1),
+            ("min_repeat_ms", min_repeat_ms, 0),
+            ("warmup", warmup, 0),
+            ("num_probes", num_probes, 0),
+            ("max_total_ms", max_total_ms, 0),
+        ):
             if not isinstance(value, int) or value < low:
                 raise ValueError(f"time_evaluator: {key} must be an int >= {low}, got {value!r}")
         flush_kib = default_flush_bytes() // 1024 if enable_cpu_cache_flush else 0
@@ -269,8 +282,19 @@ class Module:
             ptrs = fn.pack_args(args)
             out = (ctypes.c_double * repeat)()
             info = (ctypes.c_int32 * 2)()
-            status = self._timer(fn.index, ptrs, number, repeat, min_repeat_ms, flush_kib, out,
-                                 warmup, num_probes, max_total_ms, info)
+            status = self._timer(
+                fn.index,
+                ptrs,
+                number,
+                repeat,
+                min_repeat_ms,
+                flush_kib,
+                out,
+                warmup,
+                num_probes,
+                max_total_ms,
+                info,
+            )
             if status != 0:
                 raise RuntimeError(f"timing {fn.name} failed with status {status}")
             return BenchmarkResult(tuple(out[: max(info[1], 1)]), number=int(info[0]))

@@ -66,8 +66,10 @@ class BenchmarkResult:
 
     def __str__(self) -> str:
         ms = [x * 1e3 for x in (self.mean, self.median, self.max, self.min, self.std)]
-        return ("BenchmarkResult(mean={:.4f} ms, median={:.4f} ms, max={:.4f} ms, "
-                "min={:.4f} ms, std={:.4f} ms)").format(*ms)
+        return (
+            "BenchmarkResult(mean={:.4f} ms, median={:.4f} ms, max={:.4f} ms, "
+            "min={:.4f} ms, std={:.4f} ms)"
+        ).format(*ms)
 
 
 def _busy_cpu_secs() -> float | None:

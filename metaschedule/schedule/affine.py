@@ -119,8 +119,9 @@ def is_tiling_binding(realize: BlockRealize, dom: Mapping[Var, Range]) -> bool:
     return True
 
 
-def known_affine(realize: BlockRealize, dom: Mapping[Var, Range], memo: AffineMemo | None
-                 ) -> bool | None:
+def known_affine(
+    realize: BlockRealize, dom: Mapping[Var, Range], memo: AffineMemo | None
+) -> bool | None:
     """Whether the bindings are affine over ``dom`` when that is known without running
     the full detection (no bindings, :func:`is_tiling_binding`, or the memo)."""
     if not realize.iter_values or is_tiling_binding(realize, dom):
@@ -128,8 +129,9 @@ def known_affine(realize: BlockRealize, dom: Mapping[Var, Range], memo: AffineMe
     return memo.get(realize, dom) if memo is not None else None
 
 
-def binding_is_affine(realize: BlockRealize, dom: Mapping[Var, Range],
-                      memo: AffineMemo | None = None) -> bool:
+def binding_is_affine(
+    realize: BlockRealize, dom: Mapping[Var, Range], memo: AffineMemo | None = None
+) -> bool:
     """True when the block's bindings are a surjective affine map of the loops in ``dom``."""
     known = known_affine(realize, dom, memo)
     if known is not None:
@@ -146,8 +148,9 @@ def has_affine_binding(state: ScheduleState, fname: str, realize: BlockRealize) 
     return binding_is_affine(realize, dom, affine_memo(state))
 
 
-def check_affine_binding(state: ScheduleState, fname: str, realize: BlockRealize,
-                         primitive: str) -> None:
+def check_affine_binding(
+    state: ScheduleState, fname: str, realize: BlockRealize, primitive: str
+) -> None:
     """Raise a NotAffineError unless the block's bindings are affine in its loops.
 
     ``primitive`` starts the message (a primitive's name, or what cannot be done).
@@ -156,4 +159,5 @@ def check_affine_binding(state: ScheduleState, fname: str, realize: BlockRealize
         vals = ", ".join(str(v) for v in realize.iter_values)
         raise NotAffineError(
             f"{primitive}: block {realize.block.name_hint!r} has non-affine bindings [{vals}], "
-            "not an affine map of its loops; the primitive needs affine bindings")
+            "not an affine map of its loops; the primitive needs affine bindings"
+        )

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..tir import Block, BlockRealize, For, IRModule, PrimFunc, Var
 from ..tir.function import as_module
@@ -39,7 +40,7 @@ def atomic(method: F) -> F:
     """Run a primitive so that any error leaves the schedule unchanged."""
 
     @functools.wraps(method)
-    def wrapper(self: "Schedule", *args, **kwargs):
+    def wrapper(self: Schedule, *args, **kwargs):
         saved = (self.state.copy(), dict(self._rvs), self._trace, self._rand_state)
         try:
             return method(self, *args, **kwargs)
@@ -92,7 +93,7 @@ class ScheduleBase:
         self.state.func(func_name)  # raises KeyError naming the functions
         self._func_working_on = func_name
 
-    def copy(self) -> "Schedule":
+    def copy(self) -> Schedule:
         """An independent schedule with the same module, trace, RVs and random state."""
         new = object.__new__(type(self))
         new.__dict__.update(self.__dict__)
@@ -170,14 +171,17 @@ class ScheduleBase:
             h = self._handle(v)
             return h[1]
         if isinstance(v, bool) or not isinstance(v, int):
-            if hasattr(v, "value") and isinstance(getattr(v, "value"), int):
+            if hasattr(v, "value") and isinstance(v.value, int):
                 return int(v.value)
             raise TypeError(f"expected an int or an ExprRV, got {type(v).__name__}: {v!r}")
         return v
 
     def _new_block_rv(self, func_name: str, block: Block | BlockRealize | str) -> BlockRV:
-        name = block if isinstance(block, str) else (
-            block.block.name_hint if isinstance(block, BlockRealize) else block.name_hint)
+        name = (
+            block
+            if isinstance(block, str)
+            else (block.block.name_hint if isinstance(block, BlockRealize) else block.name_hint)
+        )
         rv = BlockRV()
         self._rvs[rv] = ("block", func_name, name)
         return rv
@@ -222,6 +226,7 @@ class ScheduleBase:
         raise ValueError("the module has several functions: pass func_name")
 
 
-register_inst_kind(InstructionKind("EnterPostproc", "enter_postproc", is_pure=False,
-                                   is_postproc_marker=True))
+register_inst_kind(
+    InstructionKind("EnterPostproc", "enter_postproc", is_pure=False, is_postproc_marker=True)
+)
 register_inst_kind(InstructionKind("RemoveRV", "remove_rv", inputs=("rv",)))

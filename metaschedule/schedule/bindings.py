@@ -59,8 +59,9 @@ def simplify_bindings(
     return tuple(iter_map_simplify(list(values), dom, predicate))
 
 
-def tiled_value(new_vars: Sequence[Var], factors: Sequence[int], preserve_unit_iters: bool
-                ) -> PrimExpr | None:
+def tiled_value(
+    new_vars: Sequence[Var], factors: Sequence[int], preserve_unit_iters: bool
+) -> PrimExpr | None:
     """``i_0 * (f_1 * f_2) + i_1 * f_2 + i_2``: the simplified value of a loop split into
     ``new_vars`` with extents ``factors`` (outermost first), as :func:`simplify_bindings`
     gives it; None when every term drops out (all unit loops not preserved)."""
@@ -97,11 +98,17 @@ class LoopVarRewriter(Mutator):
     bindings (``verify_well_formed`` checks it).
     """
 
-    def __init__(self, vmap: Mapping[Var, PrimExpr], old_ranges: Mapping[Var, Range],
-                 outer: Mapping[Var, Range], predicate: PrimExpr | None,
-                 preserve_unit_iters: bool, memo: AffineMemo,
-                 fast_values: Mapping[int, tuple[PrimExpr, PrimExpr]] | None = None,
-                 digit_values: bool = False):
+    def __init__(
+        self,
+        vmap: Mapping[Var, PrimExpr],
+        old_ranges: Mapping[Var, Range],
+        outer: Mapping[Var, Range],
+        predicate: PrimExpr | None,
+        preserve_unit_iters: bool,
+        memo: AffineMemo,
+        fast_values: Mapping[int, tuple[PrimExpr, PrimExpr]] | None = None,
+        digit_values: bool = False,
+    ):
         self.vmap = vmap
         self.old_ranges = old_ranges
         self.dom = dict(outer)
@@ -156,8 +163,7 @@ class LoopVarRewriter(Mutator):
                 # the old bindings composed with a bijection of the loops stay affine
                 # (remembered unless the quick check sees it anyway)
                 old_dom = ChainMap(dict(self.old_ranges), self.dom)
-                if known_affine(node, old_dom, self.memo) and not is_tiling_binding(
-                        new, self.dom):
+                if known_affine(node, old_dom, self.memo) and not is_tiling_binding(new, self.dom):
                     self.memo.put(new, self.dom, True)
                 return new
         used = collect_vars((values, pred))
@@ -170,8 +176,9 @@ class LoopVarRewriter(Mutator):
             return node
         return BlockRealize(values, pred, node.block)
 
-    def _fast(self, old: tuple[PrimExpr, ...], values: tuple[PrimExpr, ...]
-              ) -> tuple[PrimExpr, ...] | None:
+    def _fast(
+        self, old: tuple[PrimExpr, ...], values: tuple[PrimExpr, ...]
+    ) -> tuple[PrimExpr, ...] | None:
         """The simplified bindings when each one is unchanged or a plain substituted
         value; None when the simplifier is needed."""
         if not self.fast_values and not self.digit_values:

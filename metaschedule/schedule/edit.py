@@ -75,8 +75,9 @@ def child_index(state: ScheduleState, fname: str, parent: For | Block, node: Stm
     raise ScheduleError("internal error: the statement is not under the given parent")
 
 
-def insertion_point(state: ScheduleState, fname: str, scope: BlockRealize,
-                    nodes: Sequence[Stmt]) -> For | Block:
+def insertion_point(
+    state: ScheduleState, fname: str, scope: BlockRealize, nodes: Sequence[Stmt]
+) -> For | Block:
     """The innermost loop or block holding all ``nodes`` (the scope block for one node)."""
     if len(nodes) < 2:
         return scope.block
@@ -183,7 +184,8 @@ class _Remover(Mutator):
             if node is self.target:
                 raise ScheduleError(
                     "cannot remove the block: it is the whole body of its enclosing loop or "
-                    "block, which would become empty")
+                    "block, which would become empty"
+                )
             return super().visit(node)
         return node
 
@@ -227,12 +229,13 @@ def unique_block_name(state: ScheduleState, fname: str, base: str) -> str:
     return f"{base}_{k}"
 
 
-def copy_nest(src: Buffer, dst: Buffer, region: Sequence[Range], name: str,
-              ana: Analyzer) -> Stmt:
+def copy_nest(src: Buffer, dst: Buffer, region: Sequence[Range], name: str, ana: Analyzer) -> Stmt:
     """Loops ``ax0, ax1, ...`` over ``region`` around a block ``dst[v] = src[v]``."""
     loop_vars = [Var(f"ax{d}", r.extent.dtype) for d, r in enumerate(region)]
-    iter_vars = [IterVar(Var(f"v{d}", s.dtype), Range(const(0, s.dtype), s), IterType.DATA_PAR)
-                 for d, s in enumerate(src.shape)]
+    iter_vars = [
+        IterVar(Var(f"v{d}", s.dtype), Range(const(0, s.dtype), s), IterType.DATA_PAR)
+        for d, s in enumerate(src.shape)
+    ]
     idx = tuple(iv.var for iv in iter_vars)
     point = tuple(Range(v, const(1, v.dtype)) for v in idx)
     block = Block(

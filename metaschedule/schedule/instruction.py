@@ -9,8 +9,9 @@ schedule and how to print it as Python. Users register their own kinds with
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from .rv import RV
 
@@ -71,7 +72,7 @@ class InstructionKind:
         kwargs.update(zip(self.attrs, attrs))
         return args, kwargs
 
-    def apply_to_schedule(self, sch: "Schedule", inputs: list, attrs: list, decision: Any) -> list:
+    def apply_to_schedule(self, sch: Schedule, inputs: list, attrs: list, decision: Any) -> list:
         if self.apply is not None:
             out = self.apply(sch, inputs, attrs, decision)
         else:

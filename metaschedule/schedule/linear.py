@@ -42,8 +42,9 @@ def linear_terms(e: PrimExpr) -> tuple[int, dict[Var, int]] | None:
     return const_part, coeffs
 
 
-def relax_linear(lo_e: PrimExpr, extent: PrimExpr, dom: Mapping[Var, Range],
-                  ana: Analyzer) -> Range | None:
+def relax_linear(
+    lo_e: PrimExpr, extent: PrimExpr, dom: Mapping[Var, Range], ana: Analyzer
+) -> Range | None:
     """The relaxed range ``[lo_e, lo_e + extent)`` when ``lo_e`` is linear with constant
     coefficients, ``extent`` is constant and the relaxed loops have constant bounds (the
     common case of tiled loops): each relaxed term moves to its lowest and highest value,

@@ -129,7 +129,7 @@ class ScheduleState:
         for name in mod.functions:  # validates unique block names up front
             self.index(name)
 
-    def copy(self) -> "ScheduleState":
+    def copy(self) -> ScheduleState:
         new = ScheduleState.__new__(ScheduleState)
         new.mod = self.mod
         new._index = dict(self._index)
@@ -241,4 +241,3 @@ class ScheduleState:
         self.mod = self.mod.with_function(func_name, func)
         self._index.pop(func_name, None)
         self.index(func_name)
-

@@ -9,8 +9,9 @@ design space.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from ..tir.expr import FloatImm, IntImm
 from .instruction import Instruction, get_inst_kind
@@ -34,13 +35,13 @@ class Trace:
         object.__setattr__(self, "decisions", dict(self.decisions))
 
     # building -------------------------------------------------------------------------
-    def append(self, inst: Instruction, decision: Any = None) -> "Trace":
+    def append(self, inst: Instruction, decision: Any = None) -> Trace:
         decisions = dict(self.decisions)
         if decision is not None:
             decisions[inst] = decision
         return Trace(self.insts + (inst,), decisions)
 
-    def pop(self) -> "Trace":
+    def pop(self) -> Trace:
         if not self.insts:
             raise IndexError("pop from an empty trace")
         last = self.insts[-1]
@@ -59,7 +60,7 @@ class Trace:
             out.append(inst)
         return tuple(out)
 
-    def with_decision(self, inst: Instruction, decision: Any, remove_postproc: bool) -> "Trace":
+    def with_decision(self, inst: Instruction, decision: Any, remove_postproc: bool) -> Trace:
         """A new trace with ``inst``'s decision replaced."""
         if not any(i is inst for i in self.insts):
             raise ValueError("the instruction is not part of this trace")
@@ -68,14 +69,16 @@ class Trace:
         decisions[inst] = decision
         return Trace(insts, decisions)
 
-    def simplified(self, remove_postproc: bool) -> "Trace":
+    def simplified(self, remove_postproc: bool) -> Trace:
         """Drop pure instructions (lookups, sampling) whose outputs nothing uses."""
         insts = list(self._kept(remove_postproc))
         used: set[int] = set()
         keep: list[Instruction] = []
         for inst in reversed(insts):
-            if inst.kind.is_pure and not inst.kind.is_postproc_marker and not any(
-                id(o) in used for o in inst.outputs
+            if (
+                inst.kind.is_pure
+                and not inst.kind.is_postproc_marker
+                and not any(id(o) in used for o in inst.outputs)
             ):
                 continue
             keep.append(inst)
@@ -88,7 +91,7 @@ class Trace:
     # replay ---------------------------------------------------------------------------
     def apply_to_schedule(
         self,
-        sch: "Schedule",
+        sch: Schedule,
         remove_postproc: bool,
         decision_provider: DecisionProvider | None = None,
     ) -> None:
@@ -157,7 +160,7 @@ class Trace:
         return [j_insts, j_decisions]
 
     @staticmethod
-    def from_json(obj: Any) -> "Trace":
+    def from_json(obj: Any) -> Trace:
         """Rebuild a trace from :meth:`as_json` output; malformed input is a ``ValueError``."""
         try:
             j_insts, j_decisions = obj
@@ -174,8 +177,9 @@ class Trace:
                         rv = _RV_BY_PREFIX[name[0]]()
                         rvs[name] = rv
                     outputs.append(rv)
-                insts.append(Instruction(kind, inputs, [_from_json_value(a) for a in j_attrs],
-                                         outputs))
+                insts.append(
+                    Instruction(kind, inputs, [_from_json_value(a) for a in j_attrs], outputs)
+                )
             decisions = {}
             for idx, dec in j_decisions:
                 decisions[insts[idx]] = _from_json_value(dec)
@@ -184,7 +188,7 @@ class Trace:
         return Trace(tuple(insts), decisions)
 
     @staticmethod
-    def apply_json_to_schedule(obj: Any, sch: "Schedule") -> None:
+    def apply_json_to_schedule(obj: Any, sch: Schedule) -> None:
         Trace.from_json(obj).apply_to_schedule(sch, remove_postproc=False)
 
 

@@ -217,8 +217,11 @@ def is_write_cache(block: Block) -> bool:
         return False
     # a read of more than one element per iteration (a gather's whole dimension, a
     # window) is no copy: fusing it under a tile of its producer cannot be replayed
-    if any(not (isinstance(rng.extent, IntImm) and rng.extent.value == 1)
-           for r in block.reads for rng in r.region):
+    if any(
+        not (isinstance(rng.extent, IntImm) and rng.extent.value == 1)
+        for r in block.reads
+        for rng in r.region
+    ):
         return False
     pats = [read_write_pattern(r, block.writes[0]) for r in block.reads]
     return all(p.injective and p.ordered for p in pats)

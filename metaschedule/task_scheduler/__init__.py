@@ -5,5 +5,11 @@ from .gradient_based import GradientBased
 from .round_robin import RoundRobin
 from .task_record import TaskRecord
 
-__all__ = ["GradientBased", "PyTaskScheduler", "RoundRobin", "TaskRecord", "TaskScheduler",
-           "create"]
+__all__ = [
+    "GradientBased",
+    "PyTaskScheduler",
+    "RoundRobin",
+    "TaskRecord",
+    "TaskScheduler",
+    "create",
+]

@@ -124,17 +124,29 @@ class TaskScheduler(ABC):
     ) -> None:
         """Tune ``tasks`` until ``max_trials_global`` candidates are measured in all, or
         every task is done (see the module docstring)."""
-        self._setup(tasks, task_weights, max_trials_global, max_trials_per_task,
-                    num_trials_per_iter, builder, runner, measure_callbacks, database,
-                    cost_model)
+        self._setup(
+            tasks,
+            task_weights,
+            max_trials_global,
+            max_trials_per_task,
+            num_trials_per_iter,
+            builder,
+            runner,
+            measure_callbacks,
+            database,
+            cost_model,
+        )
         try:
             self._tune()
         except BaseException:
             self._abort()
             raise
         self._progress("on_finish")  # progress hook
-        self.logger.info("Tuning finished: %d trial(s)\n%s",
-                         sum(t.num_trials for t in self.tasks), self.tuning_statistics())
+        self.logger.info(
+            "Tuning finished: %d trial(s)\n%s",
+            sum(t.num_trials for t in self.tasks),
+            self.tuning_statistics(),
+        )
 
     def _tune(self) -> None:
         num_sent = self._resume()
@@ -142,15 +154,18 @@ class TaskScheduler(ABC):
             left = self.max_trials_per_task - task.trials_sent
             if left <= 0 or num_sent >= self.max_trials_global:
                 task.is_terminated = True
-                task.ctx.logger.info("Already %d trial(s) in the database: nothing left to "
-                                     "tune within the budget", task.num_trials)
+                task.ctx.logger.info(
+                    "Already %d trial(s) in the database: nothing left to tune within the budget",
+                    task.num_trials,
+                )
                 continue
             with Profiler.timeit("GenerateDesignSpace"):
                 spaces = task.ctx.generate_design_space()
             task.ctx.logger.info("Generated %d design space(s)", len(spaces))
             with Profiler.timeit("SearchStrategy/PreTuning"):
-                task.ctx.pre_tuning(left, self.num_trials_per_iter, spaces, self.database,
-                                    self.cost_model)
+                task.ctx.pre_tuning(
+                    left, self.num_trials_per_iter, spaces, self.database, self.cost_model
+                )
             task.pre_tuned = True
         self._start_tuning()
         self._progress("on_start")  # progress hook
@@ -164,8 +179,10 @@ class TaskScheduler(ABC):
             task = self.tasks[task_id]
             if task.is_terminated:
                 if before[task_id]:
-                    raise ValueError(f"{type(self).__name__}.next_task_id returned task "
-                                     f"{task_id}, which is terminated; return a live task or -1")
+                    raise ValueError(
+                        f"{type(self).__name__}.next_task_id returned task "
+                        f"{task_id}, which is terminated; return a live task or -1"
+                    )
                 continue  # it was joined and failed once too often
             if task.is_running:
                 self.join_running_task(task_id)
@@ -195,31 +212,50 @@ class TaskScheduler(ABC):
             if records is None:
                 records = database.get_all_tuning_records()
             workload = database.commit_workload(task.ctx.mod)
-            mine = [r for r in records if r.workload is workload
-                    or r.workload.shash == workload.shash]
+            mine = [
+                r for r in records if r.workload is workload or r.workload.shash == workload.shash
+            ]
             if mine:
                 task.resume([r.mean_run_sec for r in mine])
-                task.ctx.logger.info("Resuming: %d trial(s) of this workload already in the "
-                                     "database", len(mine))
+                task.ctx.logger.info(
+                    "Resuming: %d trial(s) of this workload already in the database", len(mine)
+                )
                 total += len(mine)
         return total
 
-    def _setup(self, tasks, task_weights, max_trials_global, max_trials_per_task,
-               num_trials_per_iter, builder, runner, measure_callbacks, database,
-               cost_model) -> None:
+    def _setup(
+        self,
+        tasks,
+        task_weights,
+        max_trials_global,
+        max_trials_per_task,
+        num_trials_per_iter,
+        builder,
+        runner,
+        measure_callbacks,
+        database,
+        cost_model,
+    ) -> None:
         if len(tasks) != len(task_weights):
             raise ValueError(f"tune: {len(tasks)} tasks but {len(task_weights)} task_weights")
-        for name, value, low in (("max_trials_global", max_trials_global, 0),
-                                 ("max_trials_per_task", max_trials_per_task, 0),
-                                 ("num_trials_per_iter", num_trials_per_iter, 1)):
+        for name, value, low in (
+            ("max_trials_global", max_trials_global, 0),
+            ("max_trials_per_task", max_trials_per_task, 0),
+            ("num_trials_per_iter", num_trials_per_iter, 1),
+        ):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ValueError(f"tune: {name} must be an int >= {low}, got {value!r}")
         for i, ctx in enumerate(tasks):
-            missing = [attr for attr in ("mod", "target", "space_generator", "search_strategy")
-                       if getattr(ctx, attr, None) is None]
+            missing = [
+                attr
+                for attr in ("mod", "target", "space_generator", "search_strategy")
+                if getattr(ctx, attr, None) is None
+            ]
             if missing:
-                raise ValueError(f"tune: task {i} ({getattr(ctx, 'task_name', '?')!r}) has no "
-                                 f"{', '.join(missing)}; give its TuneContext one")
+                raise ValueError(
+                    f"tune: task {i} ({getattr(ctx, 'task_name', '?')!r}) has no "
+                    f"{', '.join(missing)}; give its TuneContext one"
+                )
         if not isinstance(builder, Builder) or not isinstance(runner, Runner):
             raise TypeError(f"tune needs a Builder and a Runner, got {builder!r} and {runner!r}")
         self.tasks = [TaskRecord(ctx, w) for ctx, w in zip(tasks, task_weights)]
@@ -252,8 +288,9 @@ class TaskScheduler(ABC):
             task.ctx.notify_runner_results([], [])
             task.empty_batches_in_a_row += 1
             if task.empty_batches_in_a_row >= MAX_EMPTY_BATCHES:
-                task.ctx.logger.warning("%d batches in a row without a candidate; stopping",
-                                        task.empty_batches_in_a_row)
+                task.ctx.logger.warning(
+                    "%d batches in a row without a candidate; stopping", task.empty_batches_in_a_row
+                )
                 self.terminate_task(task_id)
             return 0
         task.empty_batches_in_a_row = 0
@@ -269,30 +306,43 @@ class TaskScheduler(ABC):
         self._flush(task_id)  # the failed builds are results already
         return len(candidates)
 
-    def _build(self, ctx: TuneContext, candidates: list[MeasureCandidate]
-               ) -> list[BuilderResult]:
+    def _build(self, ctx: TuneContext, candidates: list[MeasureCandidate]) -> list[BuilderResult]:
         inputs = [BuilderInput(c.sch.mod, ctx.target) for c in candidates]
         with Profiler.timeit("Builder"):
             results = list(self.builder.build(inputs))
         if len(results) != len(inputs):
-            raise ValueError(f"{type(self.builder).__name__}.build returned {len(results)} "
-                             f"results for {len(inputs)} inputs; it must return one per input")
+            raise ValueError(
+                f"{type(self.builder).__name__}.build returned {len(results)} "
+                f"results for {len(inputs)} inputs; it must return one per input"
+            )
         return results
 
-    def _run(self, ctx: TuneContext, candidates: list[MeasureCandidate],
-             builder_results: list[BuilderResult]) -> list[RunnerFuture]:
+    def _run(
+        self,
+        ctx: TuneContext,
+        candidates: list[MeasureCandidate],
+        builder_results: list[BuilderResult],
+    ) -> list[RunnerFuture]:
         device_type = ctx.target.kind
         built = [i for i, r in enumerate(builder_results) if r.error_msg is None]
-        inputs = [RunnerInput(builder_results[i].artifact_path, device_type,
-                              list(candidates[i].args_info)) for i in built]
+        inputs = [
+            RunnerInput(
+                builder_results[i].artifact_path, device_type, list(candidates[i].args_info)
+            )
+            for i in built
+        ]
         with Profiler.timeit("Runner"):
             started = list(self.runner.run(inputs)) if inputs else []
         if len(started) != len(inputs):
-            raise ValueError(f"{type(self.runner).__name__}.run returned {len(started)} futures "
-                             f"for {len(inputs)} inputs; it must return one per input")
+            raise ValueError(
+                f"{type(self.runner).__name__}.run returned {len(started)} futures "
+                f"for {len(inputs)} inputs; it must return one per input"
+            )
         running = iter(started)
-        return [next(running) if r.error_msg is None else _failed_future(r.error_msg)
-                for r in builder_results]
+        return [
+            next(running) if r.error_msg is None else _failed_future(r.error_msg)
+            for r in builder_results
+        ]
 
     # ------------------------------------------------------------------ task control
     def join_running_task(self, task_id: int) -> list[RunnerResult]:
@@ -314,15 +364,22 @@ class TaskScheduler(ABC):
         task.record_results(builder_results, results)
         self._progress("on_batch", task_id)  # progress hook
         for callback in self.measure_callbacks:
-            if not getattr(callback, "incremental", False):  # the incremental ones saw each result already
+            if not getattr(
+                callback, "incremental", False
+            ):  # the incremental ones saw each result already
                 with Profiler.timeit(f"MeasureCallback/{type(callback).__name__}"):
                     callback.apply(self, task_id, candidates, builder_results, results)
         self._log_batch(task_id, builder_results, results)
         if task.failed_batches_in_a_row >= self.max_fail_count and not task.is_terminated:
-            first = next(b.error_msg or r.error_msg for b, r in zip(builder_results, results)
-                         if b.error_msg or r.error_msg)
-            msg = (f"every candidate of the last {task.failed_batches_in_a_row} batches failed; "
-                   f"terminating the task. The last error:\n{first}")
+            first = next(
+                b.error_msg or r.error_msg
+                for b, r in zip(builder_results, results)
+                if b.error_msg or r.error_msg
+            )
+            msg = (
+                f"every candidate of the last {task.failed_batches_in_a_row} batches failed; "
+                f"terminating the task. The last error:\n{first}"
+            )
             task.ctx.logger.warning("%s", msg)
             self.logger.warning("Task #%d %r: %s", task_id, task.name, msg.splitlines()[0])
             self.terminate_task(task_id)
@@ -332,8 +389,9 @@ class TaskScheduler(ABC):
         """The read-only view of task ``task_id`` that measure callbacks use."""
         self._check_task_id(task_id, "task_view got")
         task = self.tasks[task_id]
-        return TaskView(task_id, task.name, task.ctx, task.num_trials, self.database,
-                        self.cost_model)
+        return TaskView(
+            task_id, task.name, task.ctx, task.num_trials, self.database, self.cost_model
+        )
 
     def terminate_task(self, task_id: int) -> None:
         """Mark ``task_id`` done (joining its batch in flight first). Idempotent."""
@@ -347,8 +405,13 @@ class TaskScheduler(ABC):
                 return
         task.is_terminated = True
         remaining = sum(not t.is_terminated for t in self.tasks)
-        self.logger.info("Task #%d %r has finished after %d trial(s). Remaining task(s): %d",
-                         task_id, task.name, task.num_trials, remaining)
+        self.logger.info(
+            "Task #%d %r has finished after %d trial(s). Remaining task(s): %d",
+            task_id,
+            task.name,
+            task.num_trials,
+            remaining,
+        )
         task.ctx.logger.info("Finished after %d trial(s)", task.num_trials)
 
     def touch_task(self, task_id: int) -> None:
@@ -402,10 +465,14 @@ class TaskScheduler(ABC):
                 if pending:
                     self._deliver(task_id, pending)
             except Exception as err:  # noqa: BLE001 - already failing: report, go on
-                self.logger.warning("Task #%d %r: could not save the last results: %s",
-                                    task_id, task.name, err)
-            _remove_artifacts(b.artifact_path for i, b in enumerate(task.builder_results)
-                              if i not in task.delivered)
+                self.logger.warning(
+                    "Task #%d %r: could not save the last results: %s", task_id, task.name, err
+                )
+            _remove_artifacts(
+                b.artifact_path
+                for i, b in enumerate(task.builder_results)
+                if i not in task.delivered
+            )
             task.end_batch()
         for task in self.tasks:
             if task.pre_tuned:
@@ -431,8 +498,9 @@ class TaskScheduler(ABC):
                 record = self.database.query_tuning_record(task.ctx.mod, task.ctx.target)
             except Exception:  # noqa: BLE001 - a custom database: this run's own best
                 record = None
-            best.append(min(task.best_latency,
-                            record.mean_run_sec if record is not None else math.inf))
+            best.append(
+                min(task.best_latency, record.mean_run_sec if record is not None else math.inf)
+            )
         return best
 
     def _progress(self, event: str, *args) -> None:
@@ -447,31 +515,49 @@ class TaskScheduler(ABC):
         weighted latency."""
         print(self.tuning_statistics(), flush=True)
 
-    def _log_batch(self, task_id: int, builder_results: list[BuilderResult],
-                   results: list[RunnerResult]) -> None:
+    def _log_batch(
+        self, task_id: int, builder_results: list[BuilderResult], results: list[RunnerResult]
+    ) -> None:
         task = self.tasks[task_id]
         failed = sum(1 for b, r in zip(builder_results, results) if b.error_msg or r.error_msg)
         done = sum(t.num_trials for t in self.tasks)
-        best = (f"best {task.best_latency * 1e6:.2f} us ({task.gflops:.2f} GFLOPS)"
-                if task.gflops > 0 else "no valid measurement yet")
-        self.logger.info("[%d/%d] Task #%d %r: %d measured, %d failed; %d trial(s), %s",
-                         done, self.max_trials_global, task_id, task.name, len(results), failed,
-                         task.num_trials, best, extra={"progress": (done,
-                                                                    self.max_trials_global)})
+        best = (
+            f"best {task.best_latency * 1e6:.2f} us ({task.gflops:.2f} GFLOPS)"
+            if task.gflops > 0
+            else "no valid measurement yet"
+        )
+        self.logger.info(
+            "[%d/%d] Task #%d %r: %d measured, %d failed; %d trial(s), %s",
+            done,
+            self.max_trials_global,
+            task_id,
+            task.name,
+            len(results),
+            failed,
+            task.num_trials,
+            best,
+            extra={"progress": (done, self.max_trials_global)},
+        )
         task.ctx.logger.info("Batch of %d measured (%d failed); %s", len(results), failed, best)
         for b, r in zip(builder_results, results):
             if b.error_msg or r.error_msg:
                 task.ctx.logger.info("A candidate failed: %s", b.error_msg or r.error_msg)
 
     def _check_task_id(self, task_id: int, where: str) -> None:
-        if isinstance(task_id, bool) or not isinstance(task_id, int) or not (
-                0 <= task_id < len(self.tasks)):
-            raise ValueError(f"{type(self).__name__}: {where} task id {task_id!r}; expected an "
-                             f"int in [0, {len(self.tasks)})")
+        if (
+            isinstance(task_id, bool)
+            or not isinstance(task_id, int)
+            or not (0 <= task_id < len(self.tasks))
+        ):
+            raise ValueError(
+                f"{type(self).__name__}: {where} task id {task_id!r}; expected an "
+                f"int in [0, {len(self.tasks)})"
+            )
 
     @staticmethod
-    def create(kind: Literal["round-robin", "gradient"] | str = "gradient", *args: Any,
-               **kwargs: Any) -> TaskScheduler:
+    def create(
+        kind: Literal["round-robin", "gradient"] | str = "gradient", *args: Any, **kwargs: Any
+    ) -> TaskScheduler:
         """Create a task scheduler: "gradient" (GradientBased), "round-robin" (or another
         registered kind, see :mod:`metaschedule.registry`).
 

@@ -40,8 +40,9 @@ class GradientBased(TaskScheduler):
         max_fail_count: as :class:`TaskScheduler`.
     """
 
-    def __init__(self, *, alpha: float = 0.2, window_size: int = 3, seed: int = -1,
-                 max_fail_count: int = 3) -> None:
+    def __init__(
+        self, *, alpha: float = 0.2, window_size: int = 3, seed: int = -1, max_fail_count: int = 3
+    ) -> None:
         super().__init__(max_fail_count=max_fail_count)
         if not 0.0 <= float(alpha) <= 1.0:
             raise ValueError(f"GradientBased: alpha must be in [0, 1], got {alpha!r}")
@@ -100,5 +101,6 @@ class GradientBased(TaskScheduler):
         return task_id
 
     def __str__(self) -> str:
-        return (f"GradientBased(alpha={self.alpha}, window_size={self.window_size}, "
-                f"seed={self.seed})")
+        return (
+            f"GradientBased(alpha={self.alpha}, window_size={self.window_size}, seed={self.seed})"
+        )

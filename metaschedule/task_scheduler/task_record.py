@@ -95,8 +95,12 @@ class TaskRecord:
         if self.latencies:
             self.best_history = [self.best_latency]
 
-    def start_batch(self, candidates: list[MeasureCandidate],
-                    builder_results: list[BuilderResult], futures: list[RunnerFuture]) -> None:
+    def start_batch(
+        self,
+        candidates: list[MeasureCandidate],
+        builder_results: list[BuilderResult],
+        futures: list[RunnerFuture],
+    ) -> None:
         """A batch is in flight."""
         self.measure_candidates = candidates
         self.builder_results = builder_results
@@ -129,13 +133,15 @@ class TaskRecord:
 
     def undelivered(self) -> list[int]:
         """Indices of fetched results not yet given to the incremental callbacks."""
-        return [i for i, r in enumerate(self.runner_results or ())
-                if r is not None and i not in self.delivered]
+        return [
+            i
+            for i, r in enumerate(self.runner_results or ())
+            if r is not None and i not in self.delivered
+        ]
 
     @property
     def all_arrived(self) -> bool:
-        return self.runner_results is not None and all(
-            r is not None for r in self.runner_results)
+        return self.runner_results is not None and all(r is not None for r in self.runner_results)
 
     def end_batch(self) -> list[RunnerResult | None]:
         """Forget the batch in flight; its results."""
@@ -145,8 +151,9 @@ class TaskRecord:
         self.delivered = set()
         return results
 
-    def record_results(self, builder_results: list[BuilderResult],
-                       runner_results: list[RunnerResult]) -> None:
+    def record_results(
+        self, builder_results: list[BuilderResult], runner_results: list[RunnerResult]
+    ) -> None:
         """Account for a measured batch."""
         failures = 0
         for built, ran in zip(builder_results, runner_results):
@@ -166,8 +173,10 @@ class TaskRecord:
         self.best_history.append(self.best_latency)
 
     def __repr__(self) -> str:
-        return (f"TaskRecord({self.name!r}, weight={self.task_weight}, trials={self.num_trials}, "
-                f"best={self.best_latency:.3g}s, terminated={self.is_terminated})")
+        return (
+            f"TaskRecord({self.name!r}, weight={self.task_weight}, trials={self.num_trials}, "
+            f"best={self.best_latency:.3g}s, terminated={self.is_terminated})"
+        )
 
 
 def statistics_table(tasks: list[TaskRecord], best_latencies: list[float] | None = None) -> str:
@@ -178,36 +187,64 @@ def statistics_table(tasks: list[TaskRecord], best_latencies: list[float] | None
     of this run is slower."""
     if best_latencies is None:
         best_latencies = [t.best_latency for t in tasks]
-    header = ("ID", "Name", "FLOP", "Weight", "Speed (GFLOPS)", "Latency (us)",
-              "Weighted Latency (us)", "Trials", "Done")
+    header = (
+        "ID",
+        "Name",
+        "FLOP",
+        "Weight",
+        "Speed (GFLOPS)",
+        "Latency (us)",
+        "Weighted Latency (us)",
+        "Trials",
+        "Done",
+    )
     rows = []
     total_latency = 0.0
     for i, (task, best) in enumerate(zip(tasks, best_latencies)):
         if math.isfinite(best):
             weighted = best * task.task_weight
             total_latency += weighted
-            speed = _num(task.flop / best / 1e9) if best > 0 else "inf"
+            speed = _num(task.flop / best / 1e9) if best > 0 else "N/A"  # a 0 s timing
             lat, wlat = _num(best * 1e6), _num(weighted * 1e6)
         else:
             speed = lat = wlat = "N/A"
-        rows.append((str(i), task.name, str(int(task.flop)), f"{task.task_weight:g}", speed, lat,
-                     wlat, str(task.num_trials), "Y" if task.is_terminated else ""))
+        rows.append(
+            (
+                str(i),
+                task.name,
+                str(int(task.flop)),
+                f"{task.task_weight:g}",
+                speed,
+                lat,
+                wlat,
+                str(task.num_trials),
+                "Y" if task.is_terminated else "",
+            )
+        )
     widths = [max(len(r[c]) for r in [header, *rows]) for c in range(len(header))]
-    lines = [" | ".join(h.rjust(w) for h, w in zip(header, widths)),
-             "-+-".join("-" * w for w in widths)]
+    lines = [
+        " | ".join(h.rjust(w) for h, w in zip(header, widths)),
+        "-+-".join("-" * w for w in widths),
+    ]
     lines += [" | ".join(v.rjust(w) for v, w in zip(row, widths)) for row in rows]
     lines.append("-" * len(lines[0]))
     total_trials = sum(t.num_trials for t in tasks)
     unmeasured = sum(1 for b in best_latencies if not math.isfinite(b))
     lines.append(f"Total trials: {total_trials}")
-    lines.append(f"Total weighted latency (us): {total_latency * 1e6:.4f}"
-                 + (f" ({unmeasured} task(s) without a valid measurement not counted)"
-                    if unmeasured else ""))
-    older = [f"#{i} {_num(t.best_latency * 1e6) if math.isfinite(t.best_latency) else 'N/A'}"
-             for i, (t, b) in enumerate(zip(tasks, best_latencies)) if b < t.best_latency]
+    lines.append(
+        f"Total weighted latency (us): {total_latency * 1e6:.4f}"
+        + (f" ({unmeasured} task(s) without a valid measurement not counted)" if unmeasured else "")
+    )
+    older = [
+        f"#{i} {_num(t.best_latency * 1e6) if math.isfinite(t.best_latency) else 'N/A'}"
+        for i, (t, b) in enumerate(zip(tasks, best_latencies))
+        if b < t.best_latency
+    ]
     if older:
-        lines.append("Latencies are the best over the database; this run's own best (us): "
-                     + ", ".join(older))
+        lines.append(
+            "Latencies are the best over the database; this run's own best (us): "
+            + ", ".join(older)
+        )
     return "\n".join(lines)
 
 

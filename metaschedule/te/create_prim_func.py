@@ -30,7 +30,17 @@ from typing import Any
 from ..tir.access_check import check_expr_accesses
 from ..tir.buffer import Buffer
 from ..tir.expr import (
-    Add, BufferLoad, IntImm, Mul, Node, PrimExpr, Reduce, Select, Sub, Var, const,
+    Add,
+    BufferLoad,
+    IntImm,
+    Mul,
+    Node,
+    PrimExpr,
+    Reduce,
+    Select,
+    Sub,
+    Var,
+    const,
 )
 from ..tir.function import PrimFunc
 from ..tir.functor import Visitor, substitute
@@ -49,7 +59,12 @@ from ..tir.stmt import (
     true,
 )
 from .tensor import (
-    ComputeOp, Operation, PlaceholderOp, Tensor, as_tensor_list, neutral_element,
+    ComputeOp,
+    Operation,
+    PlaceholderOp,
+    Tensor,
+    as_tensor_list,
+    neutral_element,
 )
 
 
@@ -221,8 +236,9 @@ def access_regions(expr: Any) -> tuple[BufferRegion, ...]:
     loads = _Loads()
     loads.visit(expr)
     return tuple(
-        BufferRegion(buf, tuple(_dim_region(buf, d, [ix[d] for ix in idx_list])
-                                for d in range(buf.ndim)))
+        BufferRegion(
+            buf, tuple(_dim_region(buf, d, [ix[d] for ix in idx_list]) for d in range(buf.ndim))
+        )
         for buf, idx_list in loads.accesses.items()
     )
 

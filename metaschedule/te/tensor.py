@@ -41,11 +41,11 @@ from ..tir.stmt import IterType, IterVar, Range
 # Maps each tensor's buffer back to its tensor, so that compute() can find the input
 # tensors of a body from its BufferLoads. Values are weak: the entry lives exactly as
 # long as the tensor does, so this is a lookup table, not state that changes behaviour.
-_TENSOR_OF_BUFFER: "weakref.WeakValueDictionary[Buffer, Tensor]" = weakref.WeakValueDictionary()
+_TENSOR_OF_BUFFER: weakref.WeakValueDictionary[Buffer, Tensor] = weakref.WeakValueDictionary()
 
 # Neutral elements of reducers made with a custom ``init`` (whose CommReducer carries the
 # init value as its identity); keyed weakly by the CommReducer, immutable once set.
-_NEUTRAL: "weakref.WeakKeyDictionary[CommReducer, PrimExpr]" = weakref.WeakKeyDictionary()
+_NEUTRAL: weakref.WeakKeyDictionary[CommReducer, PrimExpr] = weakref.WeakKeyDictionary()
 
 
 def neutral_element(combiner: CommReducer) -> PrimExpr:
@@ -155,8 +155,9 @@ class Tensor:
         if not isinstance(indices, tuple):
             indices = (indices,)
         if any(isinstance(i, slice) for i in indices):
-            raise TypeError(f"tensor {self.name} cannot be sliced; index it with one expression "
-                            "per dimension")
+            raise TypeError(
+                f"tensor {self.name} cannot be sliced; index it with one expression per dimension"
+            )
         if len(indices) != self.ndim:
             raise IndexError(
                 f"tensor {self.name} has {self.ndim} dimensions {self.shape}, indexed with "
@@ -221,9 +222,7 @@ def _check_shape(shape: Any, name: str) -> tuple[int, ...]:
             raise TypeError(f"dimension {dim!r} of tensor {name} is not an int")
         value = int(dim)
         if value <= 0:
-            raise ValueError(
-                f"dimensions must be positive: tensor {name} has shape {tuple(shape)}"
-            )
+            raise ValueError(f"dimensions must be positive: tensor {name} has shape {tuple(shape)}")
         out.append(value)
     return tuple(out)
 
@@ -265,8 +264,11 @@ def _axis_names(fcompute: Callable, ndim: int, name: str) -> tuple[list[str], bo
         return [f"i{d}" for d in range(ndim)], False
     if any(p.kind is p.VAR_POSITIONAL for p in params):
         return [f"i{d}" for d in range(ndim)], False
-    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-                  and p.default is p.empty]
+    positional = [
+        p
+        for p in params
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+    ]
     if len(positional) == ndim:
         return [p.name for p in positional], False
     if len(positional) == 1 and ndim != 1:
@@ -336,8 +338,10 @@ def compute(
     body = fcompute(tuple(index_vars)) if as_tuple else fcompute(*index_vars)
     if isinstance(body, (list, tuple)):
         if len(body) != 1:
-            raise ValueError(f"compute {name} returned {len(body)} values; only one output "
-                             "per compute is supported")
+            raise ValueError(
+                f"compute {name} returned {len(body)} values; only one output "
+                "per compute is supported"
+            )
         body = body[0]
     body = convert(body)
 
@@ -386,8 +390,9 @@ def reduce_axis(dom: Any, name: str = "rv") -> IterVar:
     if isinstance(dom, Range):
         lo, extent = dom.min, dom.extent
         if not (isinstance(lo, IntImm) and isinstance(extent, IntImm)):
-            raise ValueError(f"dynamic shapes are not supported yet: reduce axis {name} has "
-                             f"domain {dom}")
+            raise ValueError(
+                f"dynamic shapes are not supported yet: reduce axis {name} has domain {dom}"
+            )
         lo, hi = lo.value, lo.value + extent.value
     elif isinstance(dom, (tuple, list)) and len(dom) == 2:
         lo, hi = dom
@@ -395,8 +400,10 @@ def reduce_axis(dom: Any, name: str = "rv") -> IterVar:
             if isinstance(bound, (Var, str)) or (
                 isinstance(bound, PrimExpr) and not isinstance(bound, IntImm)
             ):
-                raise ValueError(f"dynamic shapes are not supported yet: reduce axis {name} "
-                                 f"has the symbolic bound {bound!r}")
+                raise ValueError(
+                    f"dynamic shapes are not supported yet: reduce axis {name} "
+                    f"has the symbolic bound {bound!r}"
+                )
         lo, hi = int(lo), int(hi)
     else:
         raise TypeError(f"reduce_axis {name}: expected a (lo, hi) pair or a Range, got {dom!r}")
@@ -418,8 +425,9 @@ class Reducer:
         self.fidentity = fidentity
         self.name = name
 
-    def __call__(self, expr: ExprLike, axis: Any, where: ExprLike | None = None,
-                 init: ExprLike | None = None) -> PrimExpr:
+    def __call__(
+        self, expr: ExprLike, axis: Any, where: ExprLike | None = None, init: ExprLike | None = None
+    ) -> PrimExpr:
         if not isinstance(axis, (IterVar, list, tuple)):
             if where is not None or init is not None:
                 raise TypeError(f"{self.name}(a, b) combines two values and takes no where/init")
@@ -432,8 +440,9 @@ class Reducer:
                 raise TypeError(f"{self.name}: axes must come from te.reduce_axis, got {iv!r}")
         expr = convert(expr)
         if isinstance(expr, Reduce):
-            raise ValueError(f"{self.name}: cannot reduce a reduction; compute the inner one "
-                             "as its own tensor")
+            raise ValueError(
+                f"{self.name}: cannot reduce a reduction; compute the inner one as its own tensor"
+            )
         dtype = expr.dtype
         lhs, rhs = Var("x", dtype), Var("y", dtype)
         result = convert(self.fcombine(lhs, rhs))
@@ -455,8 +464,9 @@ class Reducer:
         return f"Reducer({self.name!r})"
 
 
-def comm_reducer(fcombine: Callable, fidentity: Callable[[str], ExprLike],
-                 name: str = "reduce") -> Reducer:
+def comm_reducer(
+    fcombine: Callable, fidentity: Callable[[str], ExprLike], name: str = "reduce"
+) -> Reducer:
     """Make a reducer from ``fcombine(x, y)`` and ``fidentity(dtype)`` (TVM's comm_reducer)."""
     return Reducer(fcombine, fidentity, name)
 

@@ -23,8 +23,9 @@ class Buffer(Node):
     scope: str = "global"
 
     def __post_init__(self):
-        shape = tuple(convert(s, "int64" if isinstance(s, int) and s >= 2**31 else None)
-                      for s in self.shape)
+        shape = tuple(
+            convert(s, "int64" if isinstance(s, int) and s >= 2**31 else None) for s in self.shape
+        )
         object.__setattr__(self, "shape", shape)
         object.__setattr__(self, "dtype", check_dtype(self.dtype))
 
@@ -52,11 +53,13 @@ class Buffer(Node):
     def load(self, indices) -> BufferLoad:
         return BufferLoad(self, tuple(convert(i) for i in indices))
 
-    def with_scope(self, scope: str) -> "Buffer":
+    def with_scope(self, scope: str) -> Buffer:
         return Buffer(self.name, self.shape, self.dtype, scope)
 
 
-def decl_buffer(shape, dtype: str = "float32", name: str = "buffer", scope: str = "global") -> Buffer:
+def decl_buffer(
+    shape, dtype: str = "float32", name: str = "buffer", scope: str = "global"
+) -> Buffer:
     """Declare a new buffer (TVM's ``tir.decl_buffer``)."""
     if isinstance(shape, (int, PrimExpr)):
         shape = (shape,)

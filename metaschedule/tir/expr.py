@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Union
 
-from .dtype import SUPPORTED_DTYPES, check_dtype, is_bool, is_float, is_int, bits
+from .dtype import SUPPORTED_DTYPES, bits, check_dtype, is_bool, is_float, is_int
 
 if TYPE_CHECKING:
     from .buffer import Buffer
@@ -375,7 +375,7 @@ class Call(PrimExpr):
 class BufferLoad(PrimExpr):
     """``buffer[indices]``."""
 
-    buffer: "Buffer"
+    buffer: Buffer
     indices: tuple[PrimExpr, ...]
     dtype: str = field(init=False)
 
@@ -425,7 +425,7 @@ class Reduce(PrimExpr):
 
 # ----------------------------------------------------------------------------- helpers
 
-ExprLike = Union[PrimExpr, int, float, bool]
+ExprLike = Union[PrimExpr, int, float, bool]  # noqa: UP007 (a runtime alias, py3.10)
 
 
 def const(value: int | float | bool, dtype: str | None = None) -> PrimExpr:
@@ -474,7 +474,9 @@ def _match(a: Any, b: Any) -> tuple[PrimExpr, PrimExpr]:
     Two integer expressions of different width are both widened to the wider one.
     """
     if isinstance(a, PrimExpr) and not isinstance(b, PrimExpr) and isinstance(b, (int, float)):
-        if is_float(a.dtype) or (is_int(a.dtype) and isinstance(b, int) and not isinstance(b, bool)):
+        if is_float(a.dtype) or (
+            is_int(a.dtype) and isinstance(b, int) and not isinstance(b, bool)
+        ):
             return a, const(b, a.dtype)
         if is_int(a.dtype) and isinstance(b, float):
             return a, const(b, "float32")  # will fail below with a clear message

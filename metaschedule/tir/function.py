@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from .buffer import Buffer
 from .expr import Node
@@ -26,10 +27,10 @@ class PrimFunc(Node):
         object.__setattr__(self, "params", tuple(self.params))
         object.__setattr__(self, "attrs", dict(self.attrs))
 
-    def with_body(self, body: Stmt) -> "PrimFunc":
+    def with_body(self, body: Stmt) -> PrimFunc:
         return PrimFunc(self.params, body, self.attrs)
 
-    def with_attr(self, key: str, value: Any) -> "PrimFunc":
+    def with_attr(self, key: str, value: Any) -> PrimFunc:
         return PrimFunc(self.params, self.body, {**self.attrs, key: value})
 
     @property
@@ -49,7 +50,7 @@ class IRModule(Node):
         object.__setattr__(self, "functions", dict(self.functions))
 
     @staticmethod
-    def from_expr(func: PrimFunc) -> "IRModule":
+    def from_expr(func: PrimFunc) -> IRModule:
         name = func.attrs.get("global_symbol", "main")
         return IRModule({name: func})
 
@@ -76,7 +77,7 @@ class IRModule(Node):
     def get_global_vars(self) -> list[str]:
         return list(self.functions)
 
-    def with_function(self, name: str, func: PrimFunc) -> "IRModule":
+    def with_function(self, name: str, func: PrimFunc) -> IRModule:
         return IRModule({**self.functions, name: func})
 
 

@@ -34,7 +34,15 @@ from .function import IRModule, PrimFunc
 from .functor import Visitor, collect_vars
 from .interpreter import Env, _Compiler, _pick
 from .stmt import (
-    Allocate, BlockRealize, Evaluate, For, ForKind, IfThenElse, IterType, SeqStmt, Stmt,
+    Allocate,
+    BlockRealize,
+    Evaluate,
+    For,
+    ForKind,
+    IfThenElse,
+    IterType,
+    SeqStmt,
+    Stmt,
 )
 from .transform import GPU_LOWER_PASSES, is_storage_sync, lower
 
@@ -74,8 +82,7 @@ class _CrossThreadReduction(Visitor):
         self.found = False
 
     def visit_For(self, loop: For) -> None:
-        bound = loop.kind is ForKind.THREAD_BINDING and loop.thread_binding.startswith(
-            "threadIdx")
+        bound = loop.kind is ForKind.THREAD_BINDING and loop.thread_binding.startswith("threadIdx")
         if bound:
             self.thread_vars.append(loop.loop_var)
         self.generic_visit(loop)
@@ -115,8 +122,10 @@ class _Bindings(Visitor):
         tag = loop.thread_binding
         if loop.kind is ForKind.THREAD_BINDING and not tag.startswith("vthread"):
             if not isinstance(loop.extent, E.IntImm):
-                raise ValueError(f"the launch extent of {tag} ({loop.loop_var.name}) must be a "
-                                 f"constant, got {loop.extent}")
+                raise ValueError(
+                    f"the launch extent of {tag} ({loop.loop_var.name}) must be a "
+                    f"constant, got {loop.extent}"
+                )
             self.extents[tag] = max(self.extents.get(tag, 0), loop.extent.value)
         self.generic_visit(loop)
 
@@ -149,14 +158,17 @@ class _Tracker:
         if writer is not None and writer != thread:
             raise GpuRaceError(
                 f"thread {thread} of block {self.block} reads {buf}{list(idx)}, which thread "
-                f"{writer} wrote since the last barrier: a __syncthreads() is missing")
+                f"{writer} wrote since the last barrier: a __syncthreads() is missing"
+            )
         readers.add(thread)
         self.interval[key] = (writer, readers)
         if scope == "global" and self.kernel is not None:
             wblock, rblocks = self.kernel.get(key, (None, set()))
             if wblock is not None and wblock != self.block:
-                raise GpuRaceError(f"block {self.block} reads {buf}{list(idx)}, which block "
-                                   f"{wblock} writes in the same kernel")
+                raise GpuRaceError(
+                    f"block {self.block} reads {buf}{list(idx)}, which block "
+                    f"{wblock} writes in the same kernel"
+                )
             rblocks.add(self.block)
             self.kernel[key] = (wblock, rblocks)
 
@@ -166,20 +178,27 @@ class _Tracker:
         if writer is not None and writer != thread:
             raise GpuRaceError(
                 f"threads {writer} and {thread} of block {self.block} both write "
-                f"{buf}{list(idx)} between two barriers")
+                f"{buf}{list(idx)} between two barriers"
+            )
         others = readers - {thread}
         if others:
             raise GpuRaceError(
                 f"thread {thread} of block {self.block} writes {buf}{list(idx)}, which thread "
-                f"{sorted(others)[0]} read since the last barrier: a __syncthreads() is missing")
+                f"{sorted(others)[0]} read since the last barrier: a __syncthreads() is missing"
+            )
         self.interval[key] = (thread, readers)
         if scope == "global" and self.kernel is not None:
             wblock, rblocks = self.kernel.get(key, (None, set()))
             if (wblock is not None and wblock != self.block) or (rblocks - {self.block}):
-                other = wblock if wblock not in (None, self.block) else sorted(
-                    rblocks - {self.block})[0]
-                raise GpuRaceError(f"block {self.block} writes {buf}{list(idx)}, which block "
-                                   f"{other} also touches in the same kernel")
+                other = (
+                    wblock
+                    if wblock not in (None, self.block)
+                    else sorted(rblocks - {self.block})[0]
+                )
+                raise GpuRaceError(
+                    f"block {self.block} writes {buf}{list(idx)}, which block "
+                    f"{other} also touches in the same kernel"
+                )
             self.kernel[key] = (self.block, rblocks)
 
     def barrier(self) -> None:
@@ -261,8 +280,12 @@ class _GpuCompiler(_Compiler):
         f = super().expr_BufferLoad(e)
         if not self.in_kernel or e.buffer.scope == "local":
             return f
-        fidx, name, scope, tslot = ([self.expr(i) for i in e.indices], e.buffer.name,
-                                    e.buffer.scope, self.thread_slot)
+        fidx, name, scope, tslot = (
+            [self.expr(i) for i in e.indices],
+            e.buffer.name,
+            e.buffer.scope,
+            self.thread_slot,
+        )
 
         def load(env: Env):
             th = env[tslot]
@@ -275,8 +298,12 @@ class _GpuCompiler(_Compiler):
         f = super().stmt_BufferStore(s)
         if not self.in_kernel or s.buffer.scope == "local":
             return f
-        fidx, name, scope, tslot = ([self.expr(i) for i in s.indices], s.buffer.name,
-                                    s.buffer.scope, self.thread_slot)
+        fidx, name, scope, tslot = (
+            [self.expr(i) for i in s.indices],
+            s.buffer.name,
+            s.buffer.scope,
+            self.thread_slot,
+        )
 
         def store(env: Env) -> None:
             th = env[tslot]
@@ -304,8 +331,9 @@ class _GpuCompiler(_Compiler):
 
     def stmt_Evaluate(self, s: Evaluate):
         if is_storage_sync(s):
-            raise self.error("a barrier outside a kernel, or in a branch the emulator runs "
-                             "without coroutines")
+            raise self.error(
+                "a barrier outside a kernel, or in a branch the emulator runs without coroutines"
+            )
         return super().stmt_Evaluate(s)
 
     # statements that may reach a barrier run as generators ---------------------------------
@@ -321,6 +349,7 @@ class _GpuCompiler(_Compiler):
 
             return plain
         if is_storage_sync(s):
+
             def barrier(env: Env) -> Gen:
                 yield
 
@@ -394,8 +423,9 @@ class _GpuCompiler(_Compiler):
         return allocate
 
 
-def _run_block(block: tuple[int, ...], threads: list[tuple[tuple, Iterator[None]]],
-               tracker: _Tracker) -> None:
+def _run_block(
+    block: tuple[int, ...], threads: list[tuple[tuple, Iterator[None]]], tracker: _Tracker
+) -> None:
     """Resume every thread up to its next barrier, round after round, until all finish."""
     live = threads
     while live:
@@ -409,6 +439,7 @@ def _run_block(block: tuple[int, ...], threads: list[tuple[tuple, Iterator[None]
         if waiting and finished:
             raise GpuRaceError(
                 f"block {block}: threads {[w[0] for w in waiting][:3]} wait at a barrier that "
-                f"threads {finished[:3]} never reach (a __syncthreads() in divergent code)")
+                f"threads {finished[:3]} never reach (a __syncthreads() in divergent code)"
+            )
         tracker.barrier()
         live = waiting

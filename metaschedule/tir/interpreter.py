@@ -35,7 +35,8 @@ from __future__ import annotations
 
 import math
 import operator
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -44,7 +45,15 @@ from .buffer import Buffer
 from .dtype import bits, is_bool, is_float, numpy_dtype
 from .function import IRModule, PrimFunc
 from .stmt import (
-    Allocate, Block, BlockRealize, BufferStore, Evaluate, For, IfThenElse, IterType, SeqStmt,
+    Allocate,
+    Block,
+    BlockRealize,
+    BufferStore,
+    Evaluate,
+    For,
+    IfThenElse,
+    IterType,
+    SeqStmt,
 )
 
 Env = list
@@ -123,17 +132,34 @@ def _intrinsics(dtype: str) -> dict[str, Callable]:
     t = numpy_dtype(dtype).type
     one = t(1)
     return {
-        "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh, "fabs": np.abs,
-        "floor": np.floor, "ceil": np.ceil, "round": np.rint, "sin": np.sin, "cos": np.cos,
-        "exp2": np.exp2, "log2": np.log2, "trunc": np.trunc, "pow": np.power,
+        "exp": np.exp,
+        "log": np.log,
+        "sqrt": np.sqrt,
+        "tanh": np.tanh,
+        "fabs": np.abs,
+        "floor": np.floor,
+        "ceil": np.ceil,
+        "round": np.rint,
+        "sin": np.sin,
+        "cos": np.cos,
+        "exp2": np.exp2,
+        "log2": np.log2,
+        "trunc": np.trunc,
+        "pow": np.power,
         "rsqrt": lambda x: one / np.sqrt(x),
         "sigmoid": lambda x: one / (one + np.exp(-x)),
         "erf": lambda x: t(math.erf(float(x))),
     }
 
 
-_CMP = {E.EQ: operator.eq, E.NE: operator.ne, E.LT: operator.lt, E.LE: operator.le,
-        E.GT: operator.gt, E.GE: operator.ge}
+_CMP = {
+    E.EQ: operator.eq,
+    E.NE: operator.ne,
+    E.LT: operator.lt,
+    E.LE: operator.le,
+    E.GT: operator.gt,
+    E.GE: operator.ge,
+}
 
 
 class _Compiler:
@@ -165,8 +191,10 @@ class _Compiler:
                 if isinstance(e, E.Var) and e not in self.scope:
                     self.scope.add(e)
                     binders.append((self.slot(e), params.index(b), d))
-        checks = [(k, b, [self.expr(e) for e in b.shape], numpy_dtype(b.dtype))
-                  for k, b in enumerate(params)]
+        checks = [
+            (k, b, [self.expr(e) for e in b.shape], numpy_dtype(b.dtype))
+            for k, b in enumerate(params)
+        ]
         param_slots = [self.slot(b) for b in params]
         body = self.stmt(self.func.body)
         nslots = len(self.slots)
@@ -181,21 +209,28 @@ class _Compiler:
             for k, b, _, dt in checks:
                 a = arrays[k]
                 if not isinstance(a, np.ndarray):
-                    raise TypeError(f"argument {k} ({b.name}) must be a numpy.ndarray, "
-                                    f"got {type(a).__name__}")
+                    raise TypeError(
+                        f"argument {k} ({b.name}) must be a numpy.ndarray, got {type(a).__name__}"
+                    )
                 if a.dtype != dt:
-                    raise TypeError(f"argument {k} ({b.name}) has dtype {a.dtype}; buffer "
-                                    f"{b.name} expects {b.dtype}")
+                    raise TypeError(
+                        f"argument {k} ({b.name}) has dtype {a.dtype}; buffer "
+                        f"{b.name} expects {b.dtype}"
+                    )
                 if a.ndim != b.ndim:
-                    raise ValueError(f"argument {k} ({b.name}) has {a.ndim} dimensions, shape "
-                                     f"{a.shape}; buffer {b.name} has {b.ndim}")
+                    raise ValueError(
+                        f"argument {k} ({b.name}) has {a.ndim} dimensions, shape "
+                        f"{a.shape}; buffer {b.name} has {b.ndim}"
+                    )
             for slot, k, d in binders:
                 env[slot] = int(arrays[k].shape[d])
             for k, b, shape_fns, _ in checks:
                 expected = tuple(f(env) for f in shape_fns)
                 if arrays[k].shape != expected:
-                    raise ValueError(f"argument {k} ({b.name}) has shape {arrays[k].shape}; "
-                                     f"buffer {b.name} expects {expected}")
+                    raise ValueError(
+                        f"argument {k} ({b.name}) has shape {arrays[k].shape}; "
+                        f"buffer {b.name} expects {expected}"
+                    )
             for slot, a in zip(param_slots, arrays):
                 env[slot] = a
             with np.errstate(all="ignore"):
@@ -217,8 +252,10 @@ class _Compiler:
 
     def expr_Var(self, v: E.Var) -> ExprFn:
         if v not in self.scope:
-            raise self.error(f"variable {v.name}: it is not defined by an enclosing loop, block "
-                             "or parameter shape")
+            raise self.error(
+                f"variable {v.name}: it is not defined by an enclosing loop, block "
+                "or parameter shape"
+            )
         k = self.slot(v)
         return lambda env: env[k]
 
@@ -269,14 +306,18 @@ class _Compiler:
         if isinstance(e, E.FloorMod):
             return lambda env: fa(env) % fb(env)
         if isinstance(e, E.Min):
+
             def vmin(env):
                 a, b = fa(env), fb(env)
                 return b if b < a else a
+
             return vmin
         if isinstance(e, E.Max):
+
             def vmax(env):
                 a, b = fa(env), fb(env)
                 return b if b > a else a
+
             return vmax
         if isinstance(e, E.And):
             return lambda env: bool(fa(env)) and bool(fb(env))
@@ -296,8 +337,10 @@ class _Compiler:
         table = _intrinsics(e.dtype) if is_float(e.dtype) else {}
         fn = table.get(e.op)
         if fn is None:
-            raise self.error(f"a call to {e.op!r} with dtype {e.dtype}; known float "
-                             f"intrinsics: {', '.join(sorted(_intrinsics('float32')))}")
+            raise self.error(
+                f"a call to {e.op!r} with dtype {e.dtype}; known float "
+                f"intrinsics: {', '.join(sorted(_intrinsics('float32')))}"
+            )
         args = [self.expr(a) for a in e.args]
         if len(args) == 1:
             (f,) = args
@@ -345,17 +388,22 @@ class _Compiler:
 
     def access(self, buf: Buffer, indices: tuple, kind: str):
         if buf not in self.buffers:
-            raise self.error(f"a {kind} of buffer {buf.name}: it is neither a parameter nor "
-                             "allocated by an enclosing block or Allocate")
+            raise self.error(
+                f"a {kind} of buffer {buf.name}: it is neither a parameter nor "
+                "allocated by an enclosing block or Allocate"
+            )
         if len(indices) != buf.ndim:
-            raise self.error(f"a {kind} of {buf.ndim}-d buffer {buf.name} with "
-                             f"{len(indices)} indices")
+            raise self.error(
+                f"a {kind} of {buf.ndim}-d buffer {buf.name} with {len(indices)} indices"
+            )
         where, name = self.where, buf.name
 
         def oob(idx, shape) -> IndexError:
             text = ", ".join(str(i) for i in idx)
-            return IndexError(f"{kind} {name}[{text}] is out of bounds for buffer {name} of "
-                              f"shape {tuple(shape)} (in {where})")
+            return IndexError(
+                f"{kind} {name}[{text}] is out of bounds for buffer {name} of "
+                f"shape {tuple(shape)} (in {where})"
+            )
 
         return self.slot(buf), [self.expr(i) for i in indices], oob
 
@@ -477,8 +525,11 @@ class _Compiler:
         names = [iv.var.name for iv in b.iter_vars]
         self.scope.update(iv.var for iv in b.iter_vars)
         allocs = [(self.slot(buf), self.alloc(buf)) for buf in b.alloc_buffers]
-        reduce_at = [(self.slot(iv.var), lo) for iv, (lo, _) in zip(b.iter_vars, doms)
-                     if iv.iter_type is IterType.COMM_REDUCE]
+        reduce_at = [
+            (self.slot(iv.var), lo)
+            for iv, (lo, _) in zip(b.iter_vars, doms)
+            if iv.iter_type is IterType.COMM_REDUCE
+        ]
         init = self.stmt(b.init) if b.init is not None else None
         body = self.stmt(b.body)
         self.scope.difference_update(iv.var for iv in b.iter_vars)
@@ -493,8 +544,10 @@ class _Compiler:
                 v = f(env)
                 lo = flo(env)
                 if not lo <= v < lo + fext(env):
-                    raise IndexError(f"iter var {name} is bound to {v}, outside its domain "
-                                     f"[{lo}, {lo + fext(env)}) (in {where})")
+                    raise IndexError(
+                        f"iter var {name} is bound to {v}, outside its domain "
+                        f"[{lo}, {lo + fext(env)}) (in {where})"
+                    )
                 env[k] = v
             for k, make in allocs:
                 env[k] = make(env)

@@ -4,14 +4,40 @@ from __future__ import annotations
 
 from .dtype import is_float
 from .expr import (
-    Call, ExprLike, FloorDiv, FloorMod, Max, Min, PrimExpr, Select, _binary, cast, const,
-    convert, logical_and, logical_or,
+    Call,
+    ExprLike,
+    FloorDiv,
+    FloorMod,
+    Max,
+    Min,
+    PrimExpr,
+    Select,
+    _binary,
+    cast,
+    const,
+    convert,
+    logical_and,
+    logical_or,
 )
 
 #: Unary float intrinsics understood by the code generators and the interpreter.
 UNARY_INTRINSICS = (
-    "exp", "log", "sqrt", "rsqrt", "tanh", "erf", "sigmoid", "fabs", "floor", "ceil",
-    "round", "sin", "cos", "exp2", "log2", "trunc",
+    "exp",
+    "log",
+    "sqrt",
+    "rsqrt",
+    "tanh",
+    "erf",
+    "sigmoid",
+    "fabs",
+    "floor",
+    "ceil",
+    "round",
+    "sin",
+    "cos",
+    "exp2",
+    "log2",
+    "trunc",
 )
 #: Binary float intrinsics.
 BINARY_INTRINSICS = ("pow",)
@@ -123,7 +149,32 @@ def max_value(dtype: str) -> PrimExpr:
 
 
 __all__ = [
-    "exp", "log", "sqrt", "rsqrt", "tanh", "erf", "sigmoid", "fabs", "floor", "ceil", "round",
-    "sin", "cos", "exp2", "log2", "trunc", "pow", "abs", "min", "max", "floordiv", "floormod",
-    "if_then_else", "all", "any", "min_value", "max_value", "cast",
+    "exp",
+    "log",
+    "sqrt",
+    "rsqrt",
+    "tanh",
+    "erf",
+    "sigmoid",
+    "fabs",
+    "floor",
+    "ceil",
+    "round",
+    "sin",
+    "cos",
+    "exp2",
+    "log2",
+    "trunc",
+    "pow",
+    "abs",
+    "min",
+    "max",
+    "floordiv",
+    "floormod",
+    "if_then_else",
+    "all",
+    "any",
+    "min_value",
+    "max_value",
+    "cast",
 ]

@@ -28,8 +28,20 @@ from .buffer import Buffer
 from .function import IRModule, PrimFunc
 from .functor import Visitor
 from .stmt import (
-    Allocate, Block, BlockRealize, BufferRegion, BufferStore, Evaluate, For, ForKind,
-    IfThenElse, IterType, IterVar, Range, SeqStmt, Stmt,
+    Allocate,
+    Block,
+    BlockRealize,
+    BufferRegion,
+    BufferStore,
+    Evaluate,
+    For,
+    ForKind,
+    IfThenElse,
+    IterType,
+    IterVar,
+    Range,
+    SeqStmt,
+    Stmt,
 )
 
 INDENT = "    "

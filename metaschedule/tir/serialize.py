@@ -31,8 +31,15 @@ from . import function as _function
 from . import stmt as _stmt
 from .expr import Node
 
-__all__ = ["FORMAT_VERSION", "register_node", "registered_types", "save_json", "load_json",
-           "to_json_dict", "from_json_dict"]
+__all__ = [
+    "FORMAT_VERSION",
+    "register_node",
+    "registered_types",
+    "save_json",
+    "load_json",
+    "to_json_dict",
+    "from_json_dict",
+]
 
 FORMAT_VERSION = 1
 
@@ -160,8 +167,9 @@ def _encode(x: Any, index: dict[int, int], where: str) -> Any:
     if t is dict:
         if all(type(k) is str for k in x):
             return {"dict": {k: _encode(v, index, where) for k, v in x.items()}}
-        return {"items": [[_encode(k, index, where), _encode(v, index, where)]
-                          for k, v in x.items()]}
+        return {
+            "items": [[_encode(k, index, where), _encode(v, index, where)] for k, v in x.items()]
+        }
     if isinstance(x, np.generic):
         return _encode(x.item(), index, where)
     raise TypeError(
@@ -255,8 +263,15 @@ def _build(i: int, entry: Any, nodes: list[Node]) -> Node:
 
 
 _PLAIN_TYPES: dict[str, Any] = {
-    "str": str, "int": int, "float": (int, float), "bool": bool, "tuple": tuple, "dict": dict,
-    "Node": Node, "PrimExpr": _expr.PrimExpr, "Stmt": _stmt.Stmt,
+    "str": str,
+    "int": int,
+    "float": (int, float),
+    "bool": bool,
+    "tuple": tuple,
+    "dict": dict,
+    "Node": Node,
+    "PrimExpr": _expr.PrimExpr,
+    "Stmt": _stmt.Stmt,
 }
 
 
@@ -286,9 +301,9 @@ def _check_field(f: dataclasses.Field, value: Any, where: str) -> None:
         spec = spec[: -len("|None")]
     outer, inner = spec, None
     if spec.startswith("tuple[") and spec.endswith(",...]"):
-        outer, inner = "tuple", spec[len("tuple["): -len(",...]")]
+        outer, inner = "tuple", spec[len("tuple[") : -len(",...]")]
     elif spec.startswith("dict[str,") and spec.endswith("]"):
-        outer, inner = "dict", spec[len("dict[str,"): -1]
+        outer, inner = "dict", spec[len("dict[str,") : -1]
     expected = _annotation_type(outer)
     if expected is None:
         return

@@ -33,7 +33,7 @@ class Range(Node):
         object.__setattr__(self, "extent", convert(self.extent))
 
     @staticmethod
-    def from_min_extent(min_value, extent) -> "Range":
+    def from_min_extent(min_value, extent) -> Range:
         return Range(convert(min_value), convert(extent))
 
 
@@ -75,9 +75,25 @@ class IterVar(Node):
 
         return f
 
-    for _op in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
-                "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__lt__", "__le__",
-                "__gt__", "__ge__", "__neg__", "__truediv__", "__rtruediv__"):
+    for _op in (
+        "__add__",
+        "__radd__",
+        "__sub__",
+        "__rsub__",
+        "__mul__",
+        "__rmul__",
+        "__floordiv__",
+        "__rfloordiv__",
+        "__mod__",
+        "__rmod__",
+        "__lt__",
+        "__le__",
+        "__gt__",
+        "__ge__",
+        "__neg__",
+        "__truediv__",
+        "__rtruediv__",
+    ):
         locals()[_op] = _bin(_op)
     del _op, _bin
     __hash__ = object.__hash__
@@ -99,7 +115,7 @@ class BufferRegion(Node):
             )
 
     @staticmethod
-    def full_region(buffer: Buffer) -> "BufferRegion":
+    def full_region(buffer: Buffer) -> BufferRegion:
         return BufferRegion(buffer, tuple(Range(const(0, s.dtype), s) for s in buffer.shape))
 
 

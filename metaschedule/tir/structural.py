@@ -47,24 +47,46 @@ _FIELD = _VALUE  # a field is spelled as its value
 
 _PLANS: dict[type, list[tuple[int, str]]] = {
     For: [
-        (_FIELD, "min"), (_FIELD, "extent"), (_FIELD, "kind"), (_FIELD, "thread_binding"),
-        (_FIELD, "annotations"), (_PUSH, ""), (_DEF_VAR, "loop_var"), (_FIELD, "body"),
+        (_FIELD, "min"),
+        (_FIELD, "extent"),
+        (_FIELD, "kind"),
+        (_FIELD, "thread_binding"),
+        (_FIELD, "annotations"),
+        (_PUSH, ""),
+        (_DEF_VAR, "loop_var"),
+        (_FIELD, "body"),
         (_POP, ""),
     ],
     Block: [
-        (_ITER_DOMS, "iter_vars"), (_PUSH, ""), (_DEF_ITERS, "iter_vars"),
-        (_DEF_BUFS, "alloc_buffers"), (_FIELD, "reads"), (_FIELD, "writes"),
-        (_FIELD, "name_hint"), (_FIELD, "init"), (_FIELD, "body"), (_FIELD, "annotations"),
+        (_ITER_DOMS, "iter_vars"),
+        (_PUSH, ""),
+        (_DEF_ITERS, "iter_vars"),
+        (_DEF_BUFS, "alloc_buffers"),
+        (_FIELD, "reads"),
+        (_FIELD, "writes"),
+        (_FIELD, "name_hint"),
+        (_FIELD, "init"),
+        (_FIELD, "body"),
+        (_FIELD, "annotations"),
         (_POP, ""),
     ],
     Allocate: [(_PUSH, ""), (_DEF_BUF, "buffer"), (_FIELD, "body"), (_POP, "")],
     CommReducer: [
-        (_PUSH, ""), (_DEF_VAR, "lhs"), (_DEF_VAR, "rhs"), (_FIELD, "result"),
-        (_FIELD, "identity"), (_POP, ""),
+        (_PUSH, ""),
+        (_DEF_VAR, "lhs"),
+        (_DEF_VAR, "rhs"),
+        (_FIELD, "result"),
+        (_FIELD, "identity"),
+        (_POP, ""),
     ],
     Reduce: [
-        (_FIELD, "combiner"), (_ITER_DOMS, "axis"), (_PUSH, ""), (_DEF_ITERS, "axis"),
-        (_FIELD, "source"), (_FIELD, "condition"), (_POP, ""),
+        (_FIELD, "combiner"),
+        (_ITER_DOMS, "axis"),
+        (_PUSH, ""),
+        (_DEF_ITERS, "axis"),
+        (_FIELD, "source"),
+        (_FIELD, "condition"),
+        (_POP, ""),
     ],
     PrimFunc: [(_PUSH, ""), (_PARAMS, "params"), (_FIELD, "body"), (_FIELD, "attrs"), (_POP, "")],
 }
@@ -135,7 +157,7 @@ class _Canon:
         return f"free {kind}#{n}", False
 
     # -- main loop
-    def run(self, root: Any) -> "_Canon":
+    def run(self, root: Any) -> _Canon:
         stack: list[tuple[int, Any, Any]] = [(_VALUE, root, "root" if self.track else None)]
         while stack:
             op, x, path = stack.pop()

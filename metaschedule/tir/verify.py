@@ -36,8 +36,16 @@ from .function import IRModule, PrimFunc
 from .functor import post_order_visit
 from .printer import script
 from .stmt import (
-    Allocate, Block, BlockRealize, BufferRegion, BufferStore, Evaluate, For, IfThenElse,
-    IterType, SeqStmt,
+    Allocate,
+    Block,
+    BlockRealize,
+    BufferRegion,
+    BufferStore,
+    Evaluate,
+    For,
+    IfThenElse,
+    IterType,
+    SeqStmt,
 )
 
 _CONTEXT_LINES = 12
@@ -177,7 +185,8 @@ class _Verifier:
         if not is_int(v.dtype) or s.min.dtype != v.dtype or s.extent.dtype != v.dtype:
             self.fail(
                 f"loop {v.name} has loop variable dtype {v.dtype} but min/extent dtypes "
-                f"{s.min.dtype}/{s.extent.dtype}; all three must be the same integer type", s
+                f"{s.min.dtype}/{s.extent.dtype}; all three must be the same integer type",
+                s,
             )
         self.stack.append(s)
         self.define(v, "loop", f"loop {v.name}", s)
@@ -191,14 +200,16 @@ class _Verifier:
         if len(s.iter_values) != len(b.iter_vars):
             self.fail(
                 f"block {b.name_hint} has {len(b.iter_vars)} iter vars but "
-                f"{len(s.iter_values)} bindings", s
+                f"{len(s.iter_values)} bindings",
+                s,
             )
         for iv, value in zip(b.iter_vars, s.iter_values):
             self.expr(value, s)
             if value.dtype != iv.var.dtype:
                 self.fail(
                     f"iter var {iv.var.name} of block {b.name_hint} has dtype {iv.var.dtype} "
-                    f"but is bound to {value} of dtype {value.dtype}", s
+                    f"but is bound to {value} of dtype {value.dtype}",
+                    s,
                 )
         self.expr(s.predicate, s)
         if not is_bool(s.predicate.dtype):
@@ -225,8 +236,12 @@ class _Verifier:
             ext = iv.dom.extent
             if isinstance(ext, E.IntImm) and ext.value <= 0:
                 self.fail(f"iter var {v.name} of block {name} has empty domain extent {ext}", b)
-            if iv.iter_type not in (IterType.DATA_PAR, IterType.COMM_REDUCE, IterType.ORDERED,
-                                    IterType.OPAQUE):
+            if iv.iter_type not in (
+                IterType.DATA_PAR,
+                IterType.COMM_REDUCE,
+                IterType.ORDERED,
+                IterType.OPAQUE,
+            ):
                 self.fail(f"iter var {v.name} of block {name} has kind {iv.iter_type.name}", b)
             has_reduce |= iv.iter_type is IterType.COMM_REDUCE
         if b.init is not None and not has_reduce:
@@ -252,32 +267,41 @@ class _Verifier:
         if r.buffer not in self.buffers:
             self.fail(
                 f"block {block.name_hint} declares a {kind} of buffer {r.buffer.name}, which is "
-                "neither a parameter nor allocated by an enclosing block or Allocate", block
+                "neither a parameter nor allocated by an enclosing block or Allocate",
+                block,
             )
         if len(r.region) != r.buffer.ndim:
             self.fail(
                 f"{kind} region of buffer {r.buffer.name} in block {block.name_hint} has "
-                f"{len(r.region)} ranges for {r.buffer.ndim} dimensions", block
+                f"{len(r.region)} ranges for {r.buffer.ndim} dimensions",
+                block,
             )
         for rng in r.region:
             for e in (rng.min, rng.extent):
                 self.expr(e, block)
                 if not is_int(e.dtype):
-                    self.fail(f"{kind} region of buffer {r.buffer.name} has non-integer "
-                              f"bound {e}", block)
+                    self.fail(
+                        f"{kind} region of buffer {r.buffer.name} has non-integer bound {e}", block
+                    )
 
     # ------------------------------------------------------------------ definitions
     def define(self, v: E.Var, kind: str, owner: str, node: Any) -> None:
         old = self.vars.get(v)
         if old is not None:
-            self.fail(f"{kind} variable {v.name} of {owner} is already defined by {old.owner} "
-                      "in an enclosing scope", node)
+            self.fail(
+                f"{kind} variable {v.name} of {owner} is already defined by {old.owner} "
+                "in an enclosing scope",
+                node,
+            )
         self.vars[v] = _VarInfo(kind, self.depth, owner)
 
     def declare_buffer(self, buf: Buffer, owner: str, node: Any) -> None:
         if buf in self.buffers:
-            self.fail(f"buffer {buf.name} allocated by {owner} is already declared "
-                      f"(by {self.buffers[buf]})", node)
+            self.fail(
+                f"buffer {buf.name} allocated by {owner} is already declared "
+                f"(by {self.buffers[buf]})",
+                node,
+            )
         for e in buf.shape:
             self.shape_expr(e, f"the shape of buffer {buf.name}", node)
         self.buffers[buf] = owner
@@ -286,19 +310,28 @@ class _Verifier:
         for v in _vars_of(e):
             info = self.vars.get(v)
             if info is None or info.kind != "shape":
-                self.fail(f"{what} uses variable {v.name}; only constants and the symbolic "
-                          "dimensions of parameters are allowed there", node)
+                self.fail(
+                    f"{what} uses variable {v.name}; only constants and the symbolic "
+                    "dimensions of parameters are allowed there",
+                    node,
+                )
         if not is_int(e.dtype):
             self.fail(f"{what} is {e} of non-integer dtype {e.dtype}", node)
 
     # ------------------------------------------------------------------ expressions
     def access(self, buf: Buffer, indices: tuple, kind: str, node: Any) -> None:
         if buf not in self.buffers:
-            self.fail(f"{kind} of buffer {buf.name}, which is neither a parameter nor allocated "
-                      "by an enclosing block or Allocate", node)
+            self.fail(
+                f"{kind} of buffer {buf.name}, which is neither a parameter nor allocated "
+                "by an enclosing block or Allocate",
+                node,
+            )
         if len(indices) != buf.ndim:
-            self.fail(f"{kind} of buffer {buf.name} with {len(indices)} indices; it has "
-                      f"{buf.ndim} dimensions", node)
+            self.fail(
+                f"{kind} of buffer {buf.name} with {len(indices)} indices; it has "
+                f"{buf.ndim} dimensions",
+                node,
+            )
         for i in indices:
             if not is_int(i.dtype):
                 self.fail(f"index {i} of buffer {buf.name} has non-integer dtype {i.dtype}", node)
@@ -313,8 +346,11 @@ class _Verifier:
             elif isinstance(e, E.BufferLoad):
                 self.access(e.buffer, e.indices, "load", node)
             elif isinstance(e, E.Reduce):
-                self.fail(f"reduction {e} inside a PrimFunc; Reduce is only valid in a "
-                          "te.compute body (lower it with te.create_prim_func)", node)
+                self.fail(
+                    f"reduction {e} inside a PrimFunc; Reduce is only valid in a "
+                    "te.compute body (lower it with te.create_prim_func)",
+                    node,
+                )
             elif isinstance(e, E.PrimExpr):
                 for f in dataclasses.fields(e):
                     if f.init:
@@ -329,11 +365,15 @@ class _Verifier:
     def use(self, v: E.Var, node: Any) -> None:
         info = self.vars.get(v)
         if info is None:
-            self.fail(f"variable {v.name} is used but not defined: it is not a loop variable, "
-                      "block iter var or symbolic dimension in scope here", node)
+            self.fail(
+                f"variable {v.name} is used but not defined: it is not a loop variable, "
+                "block iter var or symbolic dimension in scope here",
+                node,
+            )
         if info.kind != "shape" and info.depth < self.depth:
-            block = next((n for n in reversed(self.stack) if isinstance(n, (BlockRealize, Block))),
-                         None)
+            block = next(
+                (n for n in reversed(self.stack) if isinstance(n, (BlockRealize, Block))), None
+            )
             bname = (block.block if isinstance(block, BlockRealize) else block).name_hint
             self.fail(
                 f"{info.kind} variable {v.name} of {info.owner} is used inside block {bname}; "

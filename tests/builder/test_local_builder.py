@@ -84,7 +84,7 @@ def test_create_and_argument_checks():
     assert isinstance(b, LocalBuilder) and b.max_workers == 1 and b.timeout_sec == 5
     assert isinstance(msb.create(), LocalBuilder)
     assert LocalBuilder().max_workers >= 1
-    with pytest.raises(ValueError, match="expected one of: local"):
+    with pytest.raises(ValueError, match="expected one of: dask, local"):
         Builder.create("rpc")
     with pytest.raises(ValueError, match="max_workers"):
         LocalBuilder(max_workers=0)

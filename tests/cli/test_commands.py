@@ -58,11 +58,12 @@ def test_resume_and_database_best_in_the_statistics(tuned, tmp_path, workload_fi
     work_dir, _ = tuned
     copy = tmp_path / "resumed"
     assert main(["db", "import", work_dir, "--work-dir", str(copy)]) == 0
+    # --trials is the whole budget: the 4 imported records count, 2 more are measured
     proc = cli(
         "tune",
         f"{workload_file}:matmul",
         "--trials",
-        "2",
+        "6",
         "--trials-per-iter",
         "2",
         "--strategy",

@@ -15,8 +15,21 @@ from metaschedule import te
 from metaschedule.codegen import BuildError, build, c_helpers
 from metaschedule.target import Target
 from metaschedule.tir import (
-    Block, BlockRealize, Buffer, BufferRegion, BufferStore, For, ForKind, IRModule, IterType,
-    IterVar, PrimFunc, Range, SeqStmt, Var, const,
+    Block,
+    BlockRealize,
+    Buffer,
+    BufferRegion,
+    BufferStore,
+    For,
+    ForKind,
+    IRModule,
+    IterType,
+    IterVar,
+    PrimFunc,
+    Range,
+    SeqStmt,
+    Var,
+    const,
 )
 from metaschedule.tir.stmt import true
 
@@ -53,22 +66,63 @@ def tiled_matmul(n: int = 64, ti: int = 4, tj: int = 16) -> PrimFunc:
     i0, j0, k, i1, j1, i2, j2 = (Var(x) for x in ("i0", "j0", "k", "i1", "j1", "i2", "j2"))
     vi, vj, vk, wi, wj = (Var(x) for x in ("vi", "vj", "vk", "wi", "wj"))
     update = Block(
-        (IterVar(vi, Range(0, n)), IterVar(vj, Range(0, n)),
-         IterVar(vk, Range(0, n), IterType.COMM_REDUCE)),
-        (_region(A, vi, vk), _region(B, vk, vj)), (_region(CL, vi, vj),), "C_local",
+        (
+            IterVar(vi, Range(0, n)),
+            IterVar(vj, Range(0, n)),
+            IterVar(vk, Range(0, n), IterType.COMM_REDUCE),
+        ),
+        (_region(A, vi, vk), _region(B, vk, vj)),
+        (_region(CL, vi, vj),),
+        "C_local",
         BufferStore(CL, CL[vi, vj] + A[vi, vk] * B[vk, vj], (vi, vj)),
         init=BufferStore(CL, const(0.0), (vi, vj)),
     )
-    nest1 = For(k, 0, n, ForKind.SERIAL, For(i1, 0, ti, ForKind.UNROLLED, For(
-        j1, 0, tj, ForKind.VECTORIZED, BlockRealize((i0 * ti + i1, j0 * tj + j1, k), true(),
-                                                    update))))
-    write_back = Block((IterVar(wi, Range(0, n)), IterVar(wj, Range(0, n))),
-                       (_region(CL, wi, wj),), (_region(C, wi, wj),), "C",
-                       BufferStore(C, CL[wi, wj], (wi, wj)))
-    nest2 = For(i2, 0, ti, ForKind.SERIAL, For(j2, 0, tj, ForKind.VECTORIZED, BlockRealize(
-        (i0 * ti + i2, j0 * tj + j2), true(), write_back)))
-    body = For(i0, 0, n // ti, ForKind.PARALLEL,
-               For(j0, 0, n // tj, ForKind.SERIAL, SeqStmt((nest1, nest2))))
+    nest1 = For(
+        k,
+        0,
+        n,
+        ForKind.SERIAL,
+        For(
+            i1,
+            0,
+            ti,
+            ForKind.UNROLLED,
+            For(
+                j1,
+                0,
+                tj,
+                ForKind.VECTORIZED,
+                BlockRealize((i0 * ti + i1, j0 * tj + j1, k), true(), update),
+            ),
+        ),
+    )
+    write_back = Block(
+        (IterVar(wi, Range(0, n)), IterVar(wj, Range(0, n))),
+        (_region(CL, wi, wj),),
+        (_region(C, wi, wj),),
+        "C",
+        BufferStore(C, CL[wi, wj], (wi, wj)),
+    )
+    nest2 = For(
+        i2,
+        0,
+        ti,
+        ForKind.SERIAL,
+        For(
+            j2,
+            0,
+            tj,
+            ForKind.VECTORIZED,
+            BlockRealize((i0 * ti + i2, j0 * tj + j2), true(), write_back),
+        ),
+    )
+    body = For(
+        i0,
+        0,
+        n // ti,
+        ForKind.PARALLEL,
+        For(j0, 0, n // tj, ForKind.SERIAL, SeqStmt((nest1, nest2))),
+    )
     root = Block((), (), (), "root", body, alloc_buffers=(CL,))
     return PrimFunc((A, B, C), BlockRealize((), true(), root))
 
@@ -289,11 +343,15 @@ def test_matmul_recipe_inner_loop_keeps_accumulators_in_registers(tmp_path):
     (src_path, asm_path) = (tmp_path / "k.c", tmp_path / "k.s")
     src_path.write_text(codegen_c(IRModule({"main": lower(mod["main"])}), target).code)
     flags = [f for f in compiler_flags(target) if f not in ("-shared", "-Wl,-z,defs")]
-    subprocess.run([*compiler_command(), *flags, "-S", str(src_path), "-o", str(asm_path)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [*compiler_command(), *flags, "-S", str(src_path), "-o", str(asm_path)],
+        check=True,
+        capture_output=True,
+    )
     # basic blocks: from a label to the first jump
-    blocks = [re.split(r"\n\tj\w+\t", blk)[0]
-              for blk in re.split(r"\n\.L\w+:", asm_path.read_text())]
+    blocks = [
+        re.split(r"\n\tj\w+\t", blk)[0] for blk in re.split(r"\n\.L\w+:", asm_path.read_text())
+    ]
     hot = [blk for blk in blocks if "vfmadd" in blk and "zmm" in blk]
     assert hot, "no AVX-512 FMA loop in the generated assembly"
     loop = max(hot, key=lambda blk: blk.count("vfmadd"))

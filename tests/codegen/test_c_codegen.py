@@ -13,8 +13,19 @@ from metaschedule.codegen import CodegenError, build, codegen_c
 from metaschedule.codegen.c_helpers import c_literal
 from metaschedule.target import Target
 from metaschedule.tir import (
-    Allocate, Block, BlockRealize, Buffer, BufferStore, For, ForKind, Mutator, PrimFunc, SeqStmt,
-    Var, Visitor, const,
+    Allocate,
+    Block,
+    BlockRealize,
+    Buffer,
+    BufferStore,
+    For,
+    ForKind,
+    Mutator,
+    PrimFunc,
+    SeqStmt,
+    Var,
+    Visitor,
+    const,
 )
 from metaschedule.tir.transform import lower
 
@@ -180,21 +191,29 @@ def test_vectorized_dtypes(dtype):
     src, (_, _, c) = run(func, a, b, np.zeros((3, 40), dtype))
     assert "vector_size(" in src and "not vectorized" not in src
     ref = np.maximum(a * b + a[:, :1], b)
-    np.testing.assert_allclose(c.astype("float64"), ref.astype("float64"),
-                               rtol=1e-2 if dtype == "float16" else 1e-6)
+    np.testing.assert_allclose(
+        c.astype("float64"), ref.astype("float64"), rtol=1e-2 if dtype == "float16" else 1e-6
+    )
 
 
 @pytest.mark.compiler
 def test_vectorized_math_select_and_casts():
     n = 37
     A = te.placeholder((n,), name="A")
-    B = te.compute((n,), lambda i: te.if_then_else(
-        i < 20,
-        te.sigmoid(A[i]) + te.rsqrt(te.fabs(A[i]) + 1.0),
-        te.exp(A[i]) * i.astype("float32"),
-    ), name="B")
-    C = te.compute((n,), lambda i: (B[i] > 0.5).astype("float32") + B[i].astype("int32").astype(
-        "float32"), name="C")
+    B = te.compute(
+        (n,),
+        lambda i: te.if_then_else(
+            i < 20,
+            te.sigmoid(A[i]) + te.rsqrt(te.fabs(A[i]) + 1.0),
+            te.exp(A[i]) * i.astype("float32"),
+        ),
+        name="B",
+    )
+    C = te.compute(
+        (n,),
+        lambda i: (B[i] > 0.5).astype("float32") + B[i].astype("int32").astype("float32"),
+        name="C",
+    )
     func = schedule_loops(schedule_loops(te.create_prim_func([A, C]), "B", [V]), "C", [V])
     a = rand(n)
     src, (_, c) = run(func, a, np.zeros(n, "float32"))
@@ -211,11 +230,15 @@ def test_vectorized_masks_bools_and_invariant_selects():
     A = te.placeholder((n,), "float64", name="A")
     X = te.placeholder((n,), "int32", name="X")
     F = te.placeholder((n,), "bool", name="F")
-    B = te.compute((n,), lambda i: te.if_then_else(A[0] > 0, A[i], -A[i])
-                   + i.astype("float64") / 2, name="B")
+    B = te.compute(
+        (n,), lambda i: te.if_then_else(A[0] > 0, A[i], -A[i]) + i.astype("float64") / 2, name="B"
+    )
     Q = te.compute((n,), lambda i: te.max(X[i], i // 2) + te.min(X[i], 3) + i % 3, name="Q")
-    M = te.compute((n,), lambda i: te.if_then_else(te.all(A[i] > 0, X[i] < 2), 1.0, 0.0)
-                   .astype("float32"), name="M")
+    M = te.compute(
+        (n,),
+        lambda i: te.if_then_else(te.all(A[i] > 0, X[i] < 2), 1.0, 0.0).astype("float32"),
+        name="M",
+    )
     G = te.compute((n,), lambda i: te.any(F[i], A[i] > 1.0), name="G")
     func = te.create_prim_func([A, X, F, B, Q, M, G])
     for block in "BQMG":
@@ -329,8 +352,9 @@ def test_intrinsics_by_dtype_and_floor_division():
     func = te.create_prim_func([A, X, B, Q, H])
     a = RNG.standard_normal(n)
     x = np.arange(-8, 8, dtype="int32")
-    src, (_, _, b, q, h) = run(func, a, x, np.zeros(n), np.zeros(n, "int32"),
-                              np.zeros(n, "float16"))
+    src, (_, _, b, q, h) = run(
+        func, a, x, np.zeros(n), np.zeros(n, "int32"), np.zeros(n, "float16")
+    )
     assert "exp(" in src and "expf(" not in src and "nearbyint(" in src
     assert "ms_floordiv_i32(" in src and "_Float16" in src
     from math import erf
@@ -384,8 +408,13 @@ def _heap_in_loop(kind: ForKind, n: int = 128) -> PrimFunc:
     A, B = Buffer("A", (n, n)), Buffer("B", (4, n))
     T = Buffer("T", (n, n))
     o, i, j = Var("o"), Var("i"), Var("j")
-    fill = For(i, 0, n, ForKind.SERIAL, For(j, 0, n, ForKind.SERIAL, BufferStore(
-        T, A[i, j] * (o + 1).astype("float32"), (i, j))))
+    fill = For(
+        i,
+        0,
+        n,
+        ForKind.SERIAL,
+        For(j, 0, n, ForKind.SERIAL, BufferStore(T, A[i, j] * (o + 1).astype("float32"), (i, j))),
+    )
     use = For(j, 0, n, ForKind.SERIAL, BufferStore(B, T[o, j] + T[n - 1 - o, j], (o, j)))
     return PrimFunc((A, B), For(o, 0, 4, kind, Allocate(T, SeqStmt((fill, use)))))
 
@@ -395,7 +424,7 @@ def _heap_in_loop(kind: ForKind, n: int = 128) -> PrimFunc:
 def test_heap_allocations_are_hoisted_out_of_loops(kind):
     a = rand(128, 128)
     src, (_, b) = run(_heap_in_loop(kind), a, np.zeros((4, 128), "float32"))
-    body = src[src.index("(void** args) {"):]
+    body = src[src.index("(void** args) {") :]
     # from the workspace kept between calls (a fresh allocation if it is in use)
     assert body.count(", 65536);") == 1 and body.count("if (!ms_ws_mine) free(T);") == 1
     alloc_at, loop_at = body.index("ms_ws_get("), body.index("for (int32_t o")
@@ -413,7 +442,7 @@ def test_heap_allocations_are_hoisted_out_of_loops(kind):
     assert "__attribute__((destructor))" in src  # the workspace is freed on unload
 
 
-# ----------------------------------------------------------------------------- no cliffs (issue 10/11)
+# ------------------------------------------------------------------ no cliffs (issue 10/11)
 
 
 def _tiled_matmul(transpose_b: bool, fused: bool, n: int = 32):

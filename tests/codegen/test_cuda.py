@@ -16,14 +16,15 @@ from metaschedule.codegen.nvcc import parse_ptxas
 from metaschedule.runtime import CudaUnavailableError, cuda_unavailable_reason, load_module
 from metaschedule.testing.gpu_schedules import shared_memory_matmul
 from metaschedule.tir import stmt as S
+from metaschedule.tir.functor import Visitor
 from metaschedule.tir.gpu_emulator import GpuRaceError, emulate
 from metaschedule.tir.interpreter import interpret
 from metaschedule.tir.transform import GPU_LOWER_PASSES, LOWER_PASSES, is_storage_sync, lower
-from metaschedule.tir.functor import Visitor
 
 GOLDEN = os.path.join(os.path.dirname(__file__), "golden", "cuda_shared_matmul.cu")
-needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None and not os.environ.get("NVCC"),
-                                reason="nvcc is not installed")
+needs_nvcc = pytest.mark.skipif(
+    shutil.which("nvcc") is None and not os.environ.get("NVCC"), reason="nvcc is not installed"
+)
 
 
 def _inputs(n: int):
@@ -45,8 +46,7 @@ def _syncs(func) -> int:
 
 def test_target_fills_limits_from_the_arch():
     t = ms.Target("cuda -arch=sm_90")
-    assert (t.max_threads_per_block, t.thread_warp_size, t.registers_per_block) == (1024, 32,
-                                                                                    65536)
+    assert (t.max_threads_per_block, t.thread_warp_size, t.registers_per_block) == (1024, 32, 65536)
     assert t.max_shared_memory_per_block == 49152
     assert t.max_shared_memory_per_block_optin == 232448
     assert ms.Target({"kind": "cuda", "arch": "sm_80"}).max_shared_memory_per_block_optin == 166912
@@ -94,10 +94,12 @@ def test_emulator_reports_a_barrier_in_divergent_code():
     from metaschedule.tir import expr as E
     from metaschedule.tir.transform import storage_sync
 
-    divergent = S.IfThenElse(E.LT(tx, E.const(4, tx.dtype)), S.SeqStmt((store, storage_sync())),
-                             store)
-    func = func.with_body(S.For(tx, loop.min, loop.extent, loop.kind, divergent,
-                                thread_binding=loop.thread_binding))
+    divergent = S.IfThenElse(
+        E.LT(tx, E.const(4, tx.dtype)), S.SeqStmt((store, storage_sync())), store
+    )
+    func = func.with_body(
+        S.For(tx, loop.min, loop.extent, loop.kind, divergent, thread_binding=loop.thread_binding)
+    )
     with pytest.raises(GpuRaceError, match="never reach"):
         emulate(func, np.ones(n, np.float32), np.zeros(n, np.float32))
 
@@ -137,8 +139,14 @@ ptxas info    : Function properties for main_kernel0
 ptxas info    : Used 40 registers, used 1 barriers, 2048 bytes smem, 376 bytes cmem[0]
 """
     r = parse_ptxas(log)["main_kernel0"]
-    assert (r.registers, r.shared_bytes, r.spill_stores, r.spill_loads, r.stack_bytes,
-            r.barriers) == (40, 2048, 4, 12, 8, 1)
+    assert (
+        r.registers,
+        r.shared_bytes,
+        r.spill_stores,
+        r.spill_loads,
+        r.stack_bytes,
+        r.barriers,
+    ) == (40, 2048, 4, 12, 8, 1)
 
 
 @needs_nvcc

@@ -66,6 +66,7 @@ def test_py_cost_model_subclass():
 
     assert np.array_equal(Constant().predict(None, [1, 2]), [1.0, 1.0])
     with pytest.raises(TypeError, match="predict"):
+
         @derived_object
         class Missing(PyCostModel):
             def load(self, path):

@@ -65,15 +65,17 @@ def test_save_load_round_trip(tmp_path, context, model, make_task):
     restored = model()
     restored.load(path)
     assert restored.data_size == 120 and restored.last_train_size == m.last_train_size
-    np.testing.assert_array_equal(restored.predict(context, test_cands),
-                                  m.predict(context, test_cands))
+    np.testing.assert_array_equal(
+        restored.predict(context, test_cands), m.predict(context, test_cands)
+    )
     np.testing.assert_array_equal(restored.data.targets(), m.data.targets())
     # the restored model keeps learning from where it was
     more, more_results, _ = make_task(2, 40)
     m.update(context, more, more_results)
     restored.update(context, more, more_results)
-    np.testing.assert_array_equal(restored.predict(context, test_cands),
-                                  m.predict(context, test_cands))
+    np.testing.assert_array_equal(
+        restored.predict(context, test_cands), m.predict(context, test_cands)
+    )
 
 
 def test_save_load_before_training_keeps_the_random_state(tmp_path, context, model):
@@ -117,8 +119,12 @@ def test_deterministic_and_adaptive_training(context, model, make_task):
 
 
 def test_failed_runs_count_as_zero_throughput():
-    results = [RunnerResult([2.0, 4.0], None), RunnerResult(None, "boom"),
-               RunnerResult([1.0], None), RunnerResult([], None)]
+    results = [
+        RunnerResult([2.0, 4.0], None),
+        RunnerResult(None, "boom"),
+        RunnerResult([1.0], None),
+        RunnerResult([], None),
+    ]
     costs = costs_of(results)
     assert costs[0] == 3.0 and costs[2] == 1.0 and np.isinf(costs[1]) and np.isinf(costs[3])
     data = TrainingData()
@@ -180,8 +186,9 @@ def tiled(func, tile_i, tile_j, vec, par):
 def test_learns_a_cost_of_real_schedules():
     """Cost follows the vector length, parallelism and i-tile of matmul schedules."""
     func = matmul()
-    knobs = list(itertools.product([1, 2, 4, 8, 16], [2, 4, 8, 16, 32], [False, True],
-                                   [False, True]))
+    knobs = list(
+        itertools.product([1, 2, 4, 8, 16], [2, 4, 8, 16, 32], [False, True], [False, True])
+    )
     rng = np.random.default_rng(0)
     rng.shuffle(knobs)
     cands, results, throughput = [], [], []

@@ -48,15 +48,21 @@ def test_torn_last_line_is_skipped_with_a_warning(tmp_path):
     path = fill(tmp_path)
     data = path.read_bytes()
     path.write_bytes(data[: len(data) - 40])  # the writer of the last line died mid-line
-    with pytest.warns(RuntimeWarning, match=r"database_tuning_record.json: 1 torn last line \(3\) "
-                                            r"skipped"):
+    with pytest.warns(
+        RuntimeWarning,
+        match=r"database_tuning_record.json: 1 torn last line \(3\) "
+        r"skipped",
+    ):
         db = JSONDatabase(work_dir=str(tmp_path))
     assert len(db) == 2
     # the next commit ends the torn line first: its own line stays intact
     db.commit_tuning_record(make_record(db.commit_workload(matmul(8)), [0.05]))
     db.close()
-    with pytest.warns(RuntimeWarning, match=r"database_tuning_record.json: 1 malformed line \(3\) "
-                                            r"skipped"):
+    with pytest.warns(
+        RuntimeWarning,
+        match=r"database_tuning_record.json: 1 malformed line \(3\) "
+        r"skipped",
+    ):
         again = JSONDatabase(work_dir=str(tmp_path))
     assert [r.run_secs for r in again.get_top_k(again.commit_workload(matmul(8)), 5)] == [
         [0.05],

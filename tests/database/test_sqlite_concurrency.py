@@ -62,7 +62,8 @@ def test_files_without_record_keys_are_upgraded(tmp_path):
     path = tmp_path / "old.sqlite"
     conn = sqlite3.connect(path)
     conn.executescript(
-        "CREATE TABLE workload (id INTEGER PRIMARY KEY, shash INTEGER NOT NULL, json TEXT NOT NULL);"
+        "CREATE TABLE workload (id INTEGER PRIMARY KEY, shash INTEGER NOT NULL, "
+        "json TEXT NOT NULL);"
         "CREATE TABLE tuning_record (id INTEGER PRIMARY KEY, workload_id INTEGER NOT NULL, "
         "mean_run_sec REAL, json TEXT NOT NULL);"
     )

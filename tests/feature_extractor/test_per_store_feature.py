@@ -74,8 +74,9 @@ def test_layout_and_shape():
     fe = PerStoreFeature()
     assert fe.feature_vector_length == 164 == len(fe.feature_names)
     assert len(set(fe.feature_names)) == len(fe.feature_names)
-    fe2 = PerStoreFeature(buffers_per_store=2, arith_intensity_curve_num_samples=4,
-                          extract_workload=True)
+    fe2 = PerStoreFeature(
+        buffers_per_store=2, arith_intensity_curve_num_samples=4, extract_workload=True
+    )
     assert fe2.feature_vector_length == 57 + 18 * 2 + 4 + 4 + 3 + 18
     assert fe2.feature_names == feature_names(2, 4, True)
     _, x = rows(schedule(make_matmul()))
@@ -95,7 +96,7 @@ def test_create_and_bad_arguments():
 def test_naive_matmul_values():
     fe, x = rows(schedule(make_matmul()))
     init, update = x
-    n = 64 ** 3
+    n = 64**3
     assert slot(fe, update, "float_mad") == pytest.approx(slog(n))
     assert slot(fe, update, "outer_prod") == pytest.approx(slog(n))
     # the init runs only where k == 0
@@ -116,14 +117,14 @@ def test_naive_matmul_values():
     assert slot(fe, update, "B1.reuse_ct") == pytest.approx(slog(64))
     assert slot(fe, update, "B1.reuse_dis_iter") == pytest.approx(slog(64))
     # B[k, j] touches one line per k iteration; 64 * 64 * 64 line fetches in all
-    assert slot(fe, update, "B2.lines") == pytest.approx(slog(64 ** 3))
+    assert slot(fe, update, "B2.lines") == pytest.approx(slog(64**3))
     assert slot(fe, update, "B2.unique_lines") == pytest.approx(slog(64 * 64 * 4 / 64))
     for kind in ("vec", "unroll", "parallel"):
         assert slot(fe, update, f"{kind}_pos_none") == 1
         assert slot(fe, update, f"{kind}_len") == 0
     assert slot(fe, update, "num_loops") == pytest.approx(slog(3))
     # padding: only three buffers
-    assert not update[fe.feature_names.index("B3.acc_type_read"):][:36].any()
+    assert not update[fe.feature_names.index("B3.acc_type_read") :][:36].any()
 
 
 def test_schedules_differ_in_expected_slots():
@@ -156,10 +157,10 @@ def test_schedules_differ_in_expected_slots():
 def test_arith_intensity_curve_grows_with_loop_depth():
     fe, x = rows(schedule(make_matmul(), tile_i=8, tile_j=16))
     start = fe.feature_names.index("arith_intensity_curve_0")
-    curve = x[1, start:start + 10]
+    curve = x[1, start : start + 10]
     assert curve[0] > 0 and curve[-1] > curve[0]
     # the whole nest: 2 * 64^3 flops over (3 * 64 * 64 * 4) bytes
-    assert curve[-1] == pytest.approx(2 * 64 ** 3 / (3 * 64 * 64 * 4), rel=1e-5)
+    assert curve[-1] == pytest.approx(2 * 64**3 / (3 * 64 * 64 * 4), rel=1e-5)
 
 
 def test_allocation_and_elementwise_consumer():
@@ -194,7 +195,7 @@ def test_gpu_binding_and_workload_features():
     assert slot(fe, x[1], "is_gpu") == 1
     assert slot(fe, x[1], "blockIdx.x_len") == pytest.approx(slog(32))
     assert slot(fe, x[1], "threadIdx.x_len") == pytest.approx(slog(32))
-    assert slot(fe, x[1], "workload_float_mad") == pytest.approx(slog(32 ** 3))
+    assert slot(fe, x[1], "workload_float_mad") == pytest.approx(slog(32**3))
     assert slot(fe, x[0], "workload_num_stores") == pytest.approx(slog(2))
     # the workload part is the same on every row
     assert np.array_equal(x[0, -18:], x[1, -18:])
@@ -211,8 +212,9 @@ def test_cpu_target_means_not_gpu_and_cuda_target_means_gpu():
 
 
 def test_fast_enough_for_a_tiled_matmul():
-    sch = schedule(make_matmul(256, 256, 256), tile_i=8, tile_j=32, parallel=True,
-                   vectorize=True, unroll_k=4)
+    sch = schedule(
+        make_matmul(256, 256, 256), tile_i=8, tile_j=32, parallel=True, vectorize=True, unroll_k=4
+    )
     cands = [candidate(sch)] * 10
     fe = PerStoreFeature()
     fe.extract_from(None, cands[:1])

@@ -1,6 +1,7 @@
 """Failures the fuzzer found, shrunk to small programs; each once broke the tuner."""
 
 import numpy as np
+import pytest
 
 from metaschedule import te
 from metaschedule.space_generator import PostOrderApply
@@ -42,6 +43,7 @@ def test_matmul_then_padding_consumer_is_not_fused_by_reverse_compute_at():
     _check(Program([a, w, pad], [av, wv], ref, ["matmul", "pad"]))
 
 
+@pytest.mark.compiler
 def test_gather_consumer_of_a_tiled_reduction_is_not_taken_for_a_write_cache():
     """The gather ``T2[i, j] = T1[i, idx[j]]`` reads a whole row of the matmul T1, yet it
     was taken for an element-wise write cache and fused under T1's tiles; the design

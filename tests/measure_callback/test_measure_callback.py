@@ -68,14 +68,23 @@ BUILD_FAILED = BuilderResult(None, "no compiler")
 def test_add_to_database_commits_every_candidate():
     db = MemoryDatabase()
     cands = candidates(3)
-    AddToDatabase().apply(scheduler(db), 0, cands, [OK, BUILD_FAILED, OK],
-                          [RunnerResult([2e-3, 4e-3], None),
-                           RunnerResult(None, "not run"), RunnerResult(None, "crashed")])
+    AddToDatabase().apply(
+        scheduler(db),
+        0,
+        cands,
+        [OK, BUILD_FAILED, OK],
+        [
+            RunnerResult([2e-3, 4e-3], None),
+            RunnerResult(None, "not run"),
+            RunnerResult(None, "crashed"),
+        ],
+    )
     records = db.get_all_tuning_records()
     assert [r.run_secs for r in records] == [[2e-3, 4e-3], [MAX_RUN_SEC], [MAX_RUN_SEC]]
     assert [r.trace for r in records] == [c.sch.trace for c in cands]
-    assert all(r.target == Target("cpu") and r.args_info == list(cands[0].args_info)
-               for r in records)
+    assert all(
+        r.target == Target("cpu") and r.args_info == list(cands[0].args_info) for r in records
+    )
     best = db.query_tuning_record(matmul(8))
     assert best.run_secs == [2e-3, 4e-3]
 
@@ -92,10 +101,13 @@ def test_remove_build_artifact(tmp_path):
     shared.mkdir()
     (shared / "artifact.so").write_bytes(b"x")
     (shared / "other.txt").write_text("keep")
-    results = [BuilderResult(str(own / "artifact.so"), None),
-               BuilderResult(str(shared / "artifact.so"), None),
-               BuilderResult("dummy://123", None), BuilderResult(None, "failed"),
-               BuilderResult(str(tmp_path / "gone.so"), None)]
+    results = [
+        BuilderResult(str(own / "artifact.so"), None),
+        BuilderResult(str(shared / "artifact.so"), None),
+        BuilderResult("dummy://123", None),
+        BuilderResult(None, "failed"),
+        BuilderResult(str(tmp_path / "gone.so"), None),
+    ]
     RemoveBuildArtifact().apply(scheduler(), 0, candidates(5), results, [None] * 5)
     assert not own.exists()  # the artifact's own folder, left empty, is removed
     assert sorted(os.listdir(shared)) == ["other.txt"]
@@ -123,8 +135,12 @@ def test_update_cost_model_learns_from_successes_only():
     model = RecordingModel()
     sched = scheduler(cost_model=model)
     cands = candidates(4)
-    results = [RunnerResult([1e-3], None), RunnerResult(None, "crashed"),
-               RunnerResult(None, "not run"), RunnerResult([0.0], None)]
+    results = [
+        RunnerResult([1e-3], None),
+        RunnerResult(None, "crashed"),
+        RunnerResult(None, "not run"),
+        RunnerResult([0.0], None),
+    ]
     UpdateCostModel().apply(sched, 0, cands, [OK, OK, BUILD_FAILED, OK], results)
     [(ctx, got, got_results)] = model.updates
     assert ctx is sched.tasks[0].ctx
@@ -138,13 +154,17 @@ def test_create_default():
     callbacks = create("default")
     assert [type(c) for c in callbacks] == [AddToDatabase, RemoveBuildArtifact, UpdateCostModel]
     assert [type(c) for c in MeasureCallback.create("default")] == [
-        AddToDatabase, RemoveBuildArtifact, UpdateCostModel]
+        AddToDatabase,
+        RemoveBuildArtifact,
+        UpdateCostModel,
+    ]
     with pytest.raises(ValueError, match="default"):
         create("verbose")
 
 
 def test_user_callbacks_must_implement_apply():
     with pytest.raises(TypeError, match="apply"):
+
         @derived_object
         class Incomplete(PyMeasureCallback):
             pass
@@ -154,8 +174,9 @@ def test_user_callbacks_must_implement_apply():
         def __init__(self):
             self.n = 0
 
-        def apply(self, task_scheduler, task_id, measure_candidates, builder_results,
-                  runner_results):
+        def apply(
+            self, task_scheduler, task_id, measure_candidates, builder_results, runner_results
+        ):
             self.n += len(runner_results)
 
     counter = Counter()

@@ -38,8 +38,11 @@ def lib(tmp_path_factory):
 
 
 def arrays(n: int = 64):
-    return RNG.standard_normal(n).astype("float32"), RNG.standard_normal(n).astype(
-        "float32"), np.zeros(n, "float32")
+    return (
+        RNG.standard_normal(n).astype("float32"),
+        RNG.standard_normal(n).astype("float32"),
+        np.zeros(n, "float32"),
+    )
 
 
 def test_call_main_by_default_and_by_name(lib):
@@ -69,14 +72,16 @@ def test_argument_checks_name_the_parameter(lib):
     with pytest.raises(ValueError, match="parameter Y of main must be C-contiguous"):
         lib(x, np.zeros(128, "float32")[::2], z)
     z.flags.writeable = False
-    with pytest.raises(ValueError, match="parameter Z of main is written by the kernel but the "
-                                         "array is read-only"):
+    with pytest.raises(
+        ValueError, match="parameter Z of main is written by the kernel but the array is read-only"
+    ):
         lib(x, y, z)
     x.flags.writeable = False  # inputs may be read-only
     z2 = np.zeros(64, "float32")
     lib(x, y, z2)
-    with pytest.raises(ValueError, match="parameter Z of main is written but shares memory "
-                                         "with parameter Y"):
+    with pytest.raises(
+        ValueError, match="parameter Z of main is written but shares memory with parameter Y"
+    ):
         lib(x, z2, z2)
 
 
@@ -92,8 +97,14 @@ def test_export_and_load_in_a_fresh_process(lib, tmp_path):
         print(float(z.sum()), m.target.kind, "main_kernel" in m.get_source())
     """)
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "fresh-cache")}
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         env=env, timeout=60, check=False)
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == [str(float(2 * np.arange(64).sum() + 64)), "cpu", "True"]
 
@@ -167,8 +178,9 @@ def test_max_total_ms_bounds_the_timing(lib):
     """However many repeats are asked for, the timed part stops at the budget."""
     x, y, z = arrays()
     start = time.perf_counter()
-    res = lib.time_evaluator("main", number=1, repeat=1000, min_repeat_ms=20,
-                             max_total_ms=100)(x, y, z)
+    res = lib.time_evaluator("main", number=1, repeat=1000, min_repeat_ms=20, max_total_ms=100)(
+        x, y, z
+    )
     elapsed = time.perf_counter() - start
     assert elapsed < 1.0  # unbounded: 1000 repeats of 20 ms = 20 s
     assert 1 <= len(res.results) < 1000 and res.number > 1  # sized by the probes

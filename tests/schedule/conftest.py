@@ -16,8 +16,13 @@ def make_matmul_relu(n=16, m=12, k=8):
     B = te.placeholder((k, m), "float32", "B")
     r = te.reduce_axis((0, k), "k")
     C = te.compute((n, m), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
-    D = te.compute((n, m), lambda i, j: te.max(C[i, j], 0.0) if False else
-                   te.if_then_else(C[i, j] > 0.0, C[i, j], 0.0), name="D")
+    D = te.compute(
+        (n, m),
+        lambda i, j: (
+            te.max(C[i, j], 0.0) if False else te.if_then_else(C[i, j] > 0.0, C[i, j], 0.0)
+        ),
+        name="D",
+    )
     return te.create_prim_func([A, B, D])
 
 

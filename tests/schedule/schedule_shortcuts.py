@@ -15,13 +15,18 @@ def general_paths():
     region through int_set, every proof through the analyzer, every affine check through
     the full detection."""
     with contextlib.ExitStack() as stack:
-        stack.enter_context(mock.patch.object(
-            bindings.LoopVarRewriter, "_fast", lambda self, old, values: None))
+        stack.enter_context(
+            mock.patch.object(bindings.LoopVarRewriter, "_fast", lambda self, old, values: None)
+        )
         stack.enter_context(mock.patch.object(regions, "relax_linear", lambda *a: None))
         stack.enter_context(mock.patch.object(affine, "is_tiling_binding", lambda r, d: False))
         stack.enter_context(mock.patch.object(affine, "affine_memo", lambda state: None))
-        stack.enter_context(mock.patch.object(
-            linear.LinearProver, "le", lambda self, a, b: self.ana.can_prove(a <= b)))
-        stack.enter_context(mock.patch.object(
-            linear.LinearProver, "simplify", lambda self, e: self.ana.simplify(e)))
+        stack.enter_context(
+            mock.patch.object(
+                linear.LinearProver, "le", lambda self, a, b: self.ana.can_prove(a <= b)
+            )
+        )
+        stack.enter_context(
+            mock.patch.object(linear.LinearProver, "simplify", lambda self, e: self.ana.simplify(e))
+        )
         yield

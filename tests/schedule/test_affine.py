@@ -66,16 +66,21 @@ def test_tiling_bindings_are_recognised_without_the_full_detection(state):
 
     def realize(*values, pred=None):
         return dataclasses.replace(
-            c, iter_values=tuple(values),
-            predicate=pred if pred is not None else c.predicate)
+            c, iter_values=tuple(values), predicate=pred if pred is not None else c.predicate
+        )
 
-    good = [realize(i0 * 8 + i1, j, 3), realize(i0 * 8 + i1 + u, j + 2, 0),
-            realize(i1 + i0 * 8, u * 5 + j, 0)]
-    bad = [realize(i0 * 4 + i1, j, 0),  # overlapping digits
-           realize(i0 * 8 + i1, i1, 0),  # one loop in two bindings
-           realize(i0 * 8 + i1, j * 2, 0),  # a gap
-           realize(i0 * 8 + i1, j, 0, pred=j < 5),  # a predicate
-           realize(i0 * 8 + i1 * i1, j, 0)]
+    good = [
+        realize(i0 * 8 + i1, j, 3),
+        realize(i0 * 8 + i1 + u, j + 2, 0),
+        realize(i1 + i0 * 8, u * 5 + j, 0),
+    ]
+    bad = [
+        realize(i0 * 4 + i1, j, 0),  # overlapping digits
+        realize(i0 * 8 + i1, i1, 0),  # one loop in two bindings
+        realize(i0 * 8 + i1, j * 2, 0),  # a gap
+        realize(i0 * 8 + i1, j, 0, pred=j < 5),  # a predicate
+        realize(i0 * 8 + i1 * i1, j, 0),
+    ]
     for r in good:
         assert af.is_tiling_binding(r, dom), r.iter_values
         assert af.binding_is_affine(r, dom)

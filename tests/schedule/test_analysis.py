@@ -85,11 +85,13 @@ def test_relax_region_unbounded_becomes_whole_dimension():
     v, x = Var("v"), Var("x")
     buf = tir.decl_buffer((10,), name="X")
     # v has no range: v * x cannot be bounded
-    (reg,) = an.relax_region([BufferRegion(buf, (Range(v * x, 1),))], None,
-                             {x: Range(0, 10**9)}, Analyzer())
+    (reg,) = an.relax_region(
+        [BufferRegion(buf, (Range(v * x, 1),))], None, {x: Range(0, 10**9)}, Analyzer()
+    )
     assert const_of(reg.region[0].min) == 0 and const_of(reg.region[0].extent) == 10
-    (reg,) = an.relax_region([BufferRegion(buf, (Range(x // v, 1),))], None,
-                             {v: Range(-3, 7)}, Analyzer())
+    (reg,) = an.relax_region(
+        [BufferRegion(buf, (Range(x // v, 1),))], None, {v: Range(-3, 7)}, Analyzer()
+    )
     assert const_of(reg.region[0].min) == 0 and const_of(reg.region[0].extent) == 10
 
 
@@ -99,9 +101,11 @@ def test_union_regions_bounding_box_and_fallback():
     other = tir.decl_buffer((3,), name="Y")
     ana = Analyzer()
     ana.bind(i, Range(0, 4))
-    regs = [BufferRegion(buf, (Range(i, 1), Range(0, 2))),
-            BufferRegion(other, (Range(0, 3),)),
-            BufferRegion(buf, (Range(i + 2, 2), Range(5, 1)))]
+    regs = [
+        BufferRegion(buf, (Range(i, 1), Range(0, 2))),
+        BufferRegion(other, (Range(0, 3),)),
+        BufferRegion(buf, (Range(i + 2, 2), Range(5, 1))),
+    ]
     merged = an.union_regions(regs, ana)
     assert [r.buffer.name for r in merged] == ["X", "Y"]
     x = merged[0].region
@@ -156,8 +160,12 @@ def test_second_writer_breaks_completeness(state):
     d = state.block_realize("main", "D")
     # a copy of D that writes C's buffer instead
     cbuf = c.block.writes[0].buffer
-    fake = dataclasses.replace(d, block=dataclasses.replace(
-        d.block, name_hint="D2", writes=(BufferRegion.full_region(cbuf),)))
+    fake = dataclasses.replace(
+        d,
+        block=dataclasses.replace(
+            d.block, name_hint="D2", writes=(BufferRegion.full_region(cbuf),)
+        ),
+    )
     blocks = [c, d, fake]
     assert "'D2' also writes buffer 'C'" in an.not_reduction_reason(blocks, c)
     with pytest.raises(NotOnlyWriterError, match="'C' is not the only writer of buffer 'C'"):
@@ -170,8 +178,12 @@ def test_reduction_write_depending_on_reduction_var(state):
     c = state.block_realize("main", "C")
     k = c.block.iter_vars[2].var
     w = c.block.writes[0]
-    bad = dataclasses.replace(c, block=dataclasses.replace(
-        c.block, writes=(BufferRegion(w.buffer, (Range(k, 1), w.region[1])),)))
+    bad = dataclasses.replace(
+        c,
+        block=dataclasses.replace(
+            c.block, writes=(BufferRegion(w.buffer, (Range(k, 1), w.region[1])),)
+        ),
+    )
     assert "reduction variables ['v_k']" in an.not_reduction_reason([bad], bad)
 
 
@@ -181,8 +193,10 @@ def test_loop_iter_type(state):
     assert an.loop_iter_type(state, "main", i) == IterType.DATA_PAR
     assert an.loop_iter_type(state, "main", k) == IterType.COMM_REDUCE
     assert an.iter_kinds_by_var(c) == {
-        i.loop_var: {IterType.DATA_PAR}, j.loop_var: {IterType.DATA_PAR},
-        k.loop_var: {IterType.COMM_REDUCE}}
+        i.loop_var: {IterType.DATA_PAR},
+        j.loop_var: {IterType.DATA_PAR},
+        k.loop_var: {IterType.COMM_REDUCE},
+    }
 
 
 # ----------------------------------------------------------------------------- buffers

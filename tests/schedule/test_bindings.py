@@ -33,7 +33,8 @@ def assert_shortcuts_change_nothing(func, build):
             slow = tir.Schedule(func, seed=3)
             prefix.apply_to_schedule(slow, remove_postproc=False)
         assert structural_equal(fast.mod, slow.mod), (
-            f"after {trace.insts[n - 1].kind.name}:\n{fast.mod}\n!=\n{slow.mod}")
+            f"after {trace.insts[n - 1].kind.name}:\n{fast.mod}\n!=\n{slow.mod}"
+        )
 
 
 def matmul(n=16, m=12, k=8):
@@ -53,7 +54,8 @@ def conv():
 
 def test_tiled_value_is_what_the_simplifier_gives():
     for factors in itertools.chain.from_iterable(
-            itertools.product([1, 2, 3], repeat=n) for n in (1, 2, 3, 4)):
+        itertools.product([1, 2, 3], repeat=n) for n in (1, 2, 3, 4)
+    ):
         for preserve, dtype in itertools.product((True, False), ("int32", "int64")):
             vs = [Var(f"i_{k}", dtype) for k in range(len(factors))]
             fused = vs[0]
@@ -71,8 +73,7 @@ def test_tiled_value_is_what_the_simplifier_gives():
 def tile_matmul(sch, factors=((2, 4, 2), (3, 1, 4), (4, 2)), preserve=True):
     b = sch.get_block("T_matmul_NN")
     loops = sch.get_loops(b)
-    tiles = [sch.split(lp, list(f), preserve_unit_iters=preserve)
-             for lp, f in zip(loops, factors)]
+    tiles = [sch.split(lp, list(f), preserve_unit_iters=preserve) for lp, f in zip(loops, factors)]
     (i0, i1, i2), (j0, j1, j2), (k0, k1) = tiles
     sch.reorder(i0, j0, i1, j1, k0, i2, j2, k1)
     return b, tiles

@@ -70,11 +70,16 @@ def test_blockize_a_matmul_tile():
     assert outer.name_hint == "C_o" and kinds(outer) == "SSR"
     assert [iv.dom.extent.value for iv in outer.iter_vars] == [2, 3, 2]
     assert regions(outer.writes) == {"C": [("v_i_o * 4", "4"), ("v_j_o * 4", "4")]}
-    assert regions(outer.reads) == {"A": [("v_i_o * 4", "4"), ("v_k_o * 4", "4")],
-                                    "B": [("v_k_o * 4", "4"), ("v_j_o * 4", "4")]}
+    assert regions(outer.reads) == {
+        "A": [("v_i_o * 4", "4"), ("v_k_o * 4", "4")],
+        "B": [("v_k_o * 4", "4"), ("v_j_o * 4", "4")],
+    }
     inner = sch.state.block_realize("main", "C")
-    assert [str(v) for v in inner.iter_values] == ["v_i_o * 4 + i_1", "v_j_o * 4 + j_1",
-                                                   "v_k_o * 4 + k_1"]
+    assert [str(v) for v in inner.iter_values] == [
+        "v_i_o * 4 + i_1",
+        "v_j_o * 4 + j_1",
+        "v_k_o * 4 + k_1",
+    ]
     assert inner.block.init is not None  # runs once, when v_k reaches 0
     assert [sch.get(lp) for lp in sch.get_loops(o)] == [sch.get(x) for x in (i0, j0, k0)]
     assert sch.get(sch.get_loops(c)[0]) is sch.get(i1)  # inner loops keep their LoopRVs
@@ -91,14 +96,19 @@ def test_blockize_fused_and_split_loop_without_unit_iters():
     o = sch.blockize(f1, preserve_unit_iters=False)
     assert kinds(sch.get(o)) == "SS"  # the reduction lies wholly inside
     assert [str(v) for v in sch.state.block_realize("main", "C_o").iter_values] == [
-        "i_j_fused_0 // 3", "i_j_fused_0 % 3"]
+        "i_j_fused_0 // 3",
+        "i_j_fused_0 % 3",
+    ]
     check(sch, func)
 
 
-@pytest.mark.parametrize("preserve, n_iters, region", [
-    (True, 3, [("v_i_o * 8", "8"), ("v_j_o * 12", "12")]),
-    (False, 0, [("0", "8"), ("0", "12")]),
-])
+@pytest.mark.parametrize(
+    "preserve, n_iters, region",
+    [
+        (True, 3, [("v_i_o * 8", "8"), ("v_j_o * 12", "12")]),
+        (False, 0, [("0", "8"), ("0", "12")]),
+    ],
+)
 def test_blockize_the_outermost_loop(preserve, n_iters, region):
     func = matmul()
     sch = tir.Schedule(func)
@@ -187,9 +197,12 @@ def test_blockize_errors():
     assert_unchanged(sch, lambda: sch.blockize([c, c]), "must be distinct blocks")
     f = sch.fuse(j, k)
     _, f1 = sch.split(f, [None, 5])  # 5 does not divide k's extent 8
-    assert_unchanged(sch, lambda: sch.blockize(f1),
-                     "the binding v_j = .* of block 'C' cannot be divided into a part of the "
-                     "loops above j_k_fused_1")
+    assert_unchanged(
+        sch,
+        lambda: sch.blockize(f1),
+        "the binding v_j = .* of block 'C' cannot be divided into a part of the "
+        "loops above j_k_fused_1",
+    )
 
     A = te.placeholder((4, 6), "float32", "A")
     sch = tir.Schedule(te.create_prim_func([A, te.ops.softmax(A)]))
@@ -213,5 +226,6 @@ def test_blockize_rejects_non_affine_bindings():
     func = func.with_body(_Square().visit(func.body))
     sch = tir.Schedule(func)
     i = sch.get_loops(sch.get_block("C"))[0]
-    assert_unchanged(sch, lambda: sch.blockize(i),
-                     r"block 'C' has non-affine bindings \[v_i = i \* i // 8, ")
+    assert_unchanged(
+        sch, lambda: sch.blockize(i), r"block 'C' has non-affine bindings \[v_i = i \* i // 8, "
+    )

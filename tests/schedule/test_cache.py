@@ -27,8 +27,10 @@ def make_matmul_relu(n=16, m=12, k=8):
 
 
 def root_children(sch):
-    return [r.block.name_hint for r in sch.state.child_block_realizes(
-        sch.state.block_realize("main", "root"))]
+    return [
+        r.block.name_hint
+        for r in sch.state.child_block_realizes(sch.state.block_realize("main", "root"))
+    ]
 
 
 def block(sch, name):
@@ -190,8 +192,13 @@ def test_cache_stages_on_conv():
     pad = sch.cache_read(conv, 0, "shared")
     sch.cache_read(conv, 1, "local")
     w = sch.cache_write(conv, 0, "local")
-    assert root_children(sch) == ["kernel_local", "PaddedInput", "PaddedInput_shared",
-                                  "conv2d_nhwc", "conv2d_nhwc_local"]
+    assert root_children(sch) == [
+        "kernel_local",
+        "PaddedInput",
+        "PaddedInput_shared",
+        "conv2d_nhwc",
+        "conv2d_nhwc_local",
+    ]
     assert [sch.get(lp).extent.value for lp in sch.get_loops(pad)] == [1, 8, 8, 4]
     assert sch.get(w).name_hint == "conv2d_nhwc_local"
     check(sch, func)
@@ -202,10 +209,16 @@ def test_buffer_index_and_scope_errors(prim):
     sch = tir.Schedule(make_matmul())
     c = sch.get_block("C")
     kind = "read" if prim == "cache_read" else "write"
-    assert_unchanged(sch, lambda: getattr(sch, prim)(c, 5, "local"),
-                     f"{kind} buffer index 5 is out of range for block 'C'")
-    assert_unchanged(sch, lambda: getattr(sch, prim)(c, 0, "foo"),
-                     "storage scope 'foo' is not one of global, local, shared")
+    assert_unchanged(
+        sch,
+        lambda: getattr(sch, prim)(c, 5, "local"),
+        f"{kind} buffer index 5 is out of range for block 'C'",
+    )
+    assert_unchanged(
+        sch,
+        lambda: getattr(sch, prim)(c, 0, "foo"),
+        "storage scope 'foo' is not one of global, local, shared",
+    )
     root = sch.get_block("root")
     assert_unchanged(sch, lambda: getattr(sch, prim)(root, 0, "local"), "out of range")
 
@@ -214,21 +227,34 @@ def test_cache_errors_on_the_dataflow():
     sch = tir.Schedule(make_matmul_relu())
     c, d = sch.get_block("C"), sch.get_block("D")
     sch.decompose_reduction(c, sch.get_loops(c)[0])  # C_init and C both write C now
-    assert_unchanged(sch, lambda: sch.cache_write(c, 0, "local"),
-                     "block 'C' is not the only writer of buffer 'C'")
-    assert_unchanged(sch, lambda: sch.cache_read(d, 0, "local"),
-                     "buffer 'C' is written by several blocks")
+    assert_unchanged(
+        sch,
+        lambda: sch.cache_write(c, 0, "local"),
+        "block 'C' is not the only writer of buffer 'C'",
+    )
+    assert_unchanged(
+        sch, lambda: sch.cache_read(d, 0, "local"), "buffer 'C' is written by several blocks"
+    )
     sch = tir.Schedule(two_readers())
     b, c = sch.get_block("B"), sch.get_block("C")
-    assert_unchanged(sch, lambda: sch.cache_write(b, 0, "local", consumer_blocks=[b]),
-                     "consumer block 'B' does not read buffer 'B'")
+    assert_unchanged(
+        sch,
+        lambda: sch.cache_write(b, 0, "local", consumer_blocks=[b]),
+        "consumer block 'B' does not read buffer 'B'",
+    )
     other = tir.Schedule(make_matmul()).get_block("C")
-    assert_unchanged(sch, lambda: sch.cache_read(b, 0, "local", consumer_blocks=[other]),
-                     "not a random variable of this schedule")
+    assert_unchanged(
+        sch,
+        lambda: sch.cache_read(b, 0, "local", consumer_blocks=[other]),
+        "not a random variable of this schedule",
+    )
     sch = tir.Schedule(make_matmul_relu())
     c, d = sch.get_block("C"), sch.get_block("D")
-    assert_unchanged(sch, lambda: sch.cache_read(c, 0, "local", consumer_blocks=[d]),
-                     "consumer block 'D' does not read buffer 'A'")
+    assert_unchanged(
+        sch,
+        lambda: sch.cache_read(c, 0, "local", consumer_blocks=[d]),
+        "consumer block 'D' does not read buffer 'A'",
+    )
 
 
 # ----------------------------------------------------------------------------- the CPU recipe

@@ -85,8 +85,10 @@ def test_inline_chain_and_loops_removed():
         sch.get(b_loops[0])
     # D squares C, so B's expression appears twice
     loads = []
-    post_order_visit(sch.get(sch.get_block("D")).body,
-                     lambda n: loads.append(n) if isinstance(n, BufferLoad) else None)
+    post_order_visit(
+        sch.get(sch.get_block("D")).body,
+        lambda n: loads.append(n) if isinstance(n, BufferLoad) else None,
+    )
     assert [ld.buffer.name for ld in loads] == ["A", "A"]
     check(sch, func)
 
@@ -114,11 +116,13 @@ def test_inline_after_compute_at_and_split():
 def test_inline_errors():
     func = conv_bias_relu()
     sch = tir.Schedule(func)
-    with pytest.raises(NotInlinableError,
-                       match="block 'conv2d_nhwc' is a reduction; only spatial blocks"):
+    with pytest.raises(
+        NotInlinableError, match="block 'conv2d_nhwc' is a reduction; only spatial blocks"
+    ):
         sch.compute_inline(sch.get_block("conv2d_nhwc"))
-    with pytest.raises(NotInlinableError, match="block 'T_relu' writes the function output "
-                                                "'T_relu'"):
+    with pytest.raises(
+        NotInlinableError, match="block 'T_relu' writes the function output 'T_relu'"
+    ):
         sch.compute_inline(sch.get_block("T_relu"))
     with pytest.raises(tir.ScheduleError, match="root block"):
         sch.compute_inline(sch.get_block("root"))
@@ -128,8 +132,9 @@ def test_inline_errors():
 def _edit_block(func, name, **changes):
     sch = tir.Schedule(func)
     r = sch.state.block_realize("main", name)
-    sch.state.replace("main", {r: dataclasses.replace(
-        r, block=dataclasses.replace(r.block, **changes))})
+    sch.state.replace(
+        "main", {r: dataclasses.replace(r, block=dataclasses.replace(r.block, **changes))}
+    )
     return sch.mod["main"]
 
 
@@ -179,8 +184,10 @@ def test_inline_error_value_uses_unindexed_var():
 
 def A_load(blk):
     found = []
-    post_order_visit(blk.body, lambda n: found.append(n) if isinstance(n, BufferLoad)
-                     and n.buffer.name == "A" else None)
+    post_order_visit(
+        blk.body,
+        lambda n: found.append(n) if isinstance(n, BufferLoad) and n.buffer.name == "A" else None,
+    )
     return found[0]
 
 
@@ -255,8 +262,9 @@ def test_reverse_inline_error_output_used_in_between():
     root = func.body.block
     seq = root.body.seq
     # Z (reading C) runs between B and C
-    swapped = dataclasses.replace(root, body=dataclasses.replace(root.body,
-                                                                  seq=(seq[0], seq[2], seq[1])))
+    swapped = dataclasses.replace(
+        root, body=dataclasses.replace(root.body, seq=(seq[0], seq[2], seq[1]))
+    )
     sch = tir.Schedule(func.with_body(dataclasses.replace(func.body, block=swapped)))
     with pytest.raises(NotInlinableError, match=r"blocks \['Z'\] access 'C'"):
         sch.reverse_compute_inline(sch.get_block("C"))

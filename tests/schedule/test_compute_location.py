@@ -324,8 +324,7 @@ def _wrap_in_block(func, name: str):
     """Put the loop nest of block ``name`` inside an opaque block ``name + '_outer'``."""
     root = func.body.block
     seq = list(root.body.seq)
-    idx = next(k for k, s in enumerate(seq)
-               if isinstance(s, For) and _holds(s, name))
+    idx = next(k for k, s in enumerate(seq) if isinstance(s, For) and _holds(s, name))
     inner = seq[idx]
     outer = BlockRealize((), IntImm("bool", 1), Block((), (), (), name + "_outer", inner))
     seq[idx] = outer
@@ -337,8 +336,9 @@ def _holds(stmt, name):
     found = []
     from metaschedule.tir.functor import post_order_visit
 
-    post_order_visit(stmt, lambda n: found.append(n) if isinstance(n, Block)
-                     and n.name_hint == name else None)
+    post_order_visit(
+        stmt, lambda n: found.append(n) if isinstance(n, Block) and n.name_hint == name else None
+    )
     return bool(found)
 
 
@@ -359,8 +359,7 @@ def test_error_not_complete_nor_reduction():
     sch0.state.replace("main", {r: broken})
     sch = tir.Schedule(sch0.mod)
     _, j = loops_of(sch, "D")
-    with pytest.raises(NotCompleteOrReductionBlockError,
-                       match="'C'.*not data-parallel.*no init"):
+    with pytest.raises(NotCompleteOrReductionBlockError, match="'C'.*not data-parallel.*no init"):
         sch.compute_at(sch.get_block("C"), j)
 
 
@@ -511,8 +510,11 @@ def test_replayed_decisions_pick_what_the_candidate_list_picks(illegal):
         assert len(loops) == 4
         bad = {id(loops[i]) for i in illegal}
         real = cl._can_compute_at
-        with mock.patch.object(cl, "_can_compute_at",
-                               lambda st, f, r, lp: id(lp) not in bad and real(st, f, r, lp)):
+        with mock.patch.object(
+            cl,
+            "_can_compute_at",
+            lambda st, f, r, lp, bad=bad, real=real: id(lp) not in bad and real(st, f, r, lp),
+        ):
             cands = cl.compute_location_candidates(sch.state, "main", realize)
             assert [c[0] for c in cands if c[0] >= 0] == [i for i in range(4) if i not in illegal]
             for want in range(-3, 8):

@@ -45,8 +45,7 @@ def test_removal_target_stops_at_shared_loop(matmul_relu):
     loop_i = sch.get(i)
     assert isinstance(loop_i.body, SeqStmt) and loop_i.body.seq[0] is target
     assert an.is_ancestor(state, "main", loop_i, c)
-    assert an.lowest_common_ancestor(
-        state, "main", [c, state.block_realize("main", "D")]) is loop_i
+    assert an.lowest_common_ancestor(state, "main", [c, state.block_realize("main", "D")]) is loop_i
     assert edit.stmt_children(loop_i.body) == list(loop_i.body.seq)
     assert edit.body_children(loop_i) == list(loop_i.body.seq)
     # positions: C's nest is child 0 of loop i, D's nest child 1
@@ -63,11 +62,13 @@ def test_stmt_editor_applies_nested_edits_in_one_pass(state):
     d = state.block_realize("main", "D")
     tmp = Buffer("T", (const(4, "int32"),), "float32", "local")
     marker = BufferStore(tmp, const(0.0, "float32"), (const(0, "int32"),))
-    new_root = (edit.StmtEditor()
-                .add(root, edit.add_alloc(tmp))
-                .add(root, edit.insert_child(1, marker))
-                .add(c.block, lambda b: dataclasses.replace(b, name_hint="C2"))
-                .run(root))
+    new_root = (
+        edit.StmtEditor()
+        .add(root, edit.add_alloc(tmp))
+        .add(root, edit.insert_child(1, marker))
+        .add(c.block, lambda b: dataclasses.replace(b, name_hint="C2"))
+        .run(root)
+    )
     assert new_root.alloc_buffers[-1] is tmp
     kids = edit.body_children(new_root)
     assert len(kids) == 3 and kids[1] is marker
@@ -98,13 +99,20 @@ def test_unique_block_name(state):
 def test_copy_nest_copies_the_region():
     src = Buffer("S", (const(6, "int32"), const(5, "int32")), "float32")
     dst = Buffer("T", (const(6, "int32"), const(5, "int32")), "float32")
-    region = [tir.Range(const(1, "int32"), const(3, "int32")),
-              tir.Range(const(0, "int32"), const(5, "int32"))]
+    region = [
+        tir.Range(const(1, "int32"), const(3, "int32")),
+        tir.Range(const(0, "int32"), const(5, "int32")),
+    ]
     nest = edit.copy_nest(src, dst, region, "copy", Analyzer())
     assert [lp.extent.value for lp in (nest, nest.body)] == [3, 5]
-    func = tir.PrimFunc((src, dst), tir.BlockRealize(
-        (), const(True), tir.Block(iter_vars=(), reads=(), writes=(), name_hint="root",
-                                   body=nest)))
+    func = tir.PrimFunc(
+        (src, dst),
+        tir.BlockRealize(
+            (),
+            const(True),
+            tir.Block(iter_vars=(), reads=(), writes=(), name_hint="root", body=nest),
+        ),
+    )
     a = np.arange(30, dtype="float32").reshape(6, 5)
     out = np.zeros((6, 5), "float32")
     interpret(func, a, out)

@@ -67,12 +67,19 @@ def test_set_scope_changes_every_use():
 def test_set_scope_errors():
     sch = tir.Schedule(chain())
     b, c = sch.get_block("B"), sch.get_block("C")
-    assert_unchanged(sch, lambda: sch.set_scope(c, 0, "local"),
-                     "buffer 'C' .* is a parameter of function 'main'")
-    assert_unchanged(sch, lambda: sch.set_scope(b, 0, "texture"),
-                     "storage scope 'texture' is not one of global, local, shared")
-    assert_unchanged(sch, lambda: sch.set_scope(b, 1, "local"),
-                     "write buffer index 1 is out of range for block 'B'")
+    assert_unchanged(
+        sch, lambda: sch.set_scope(c, 0, "local"), "buffer 'C' .* is a parameter of function 'main'"
+    )
+    assert_unchanged(
+        sch,
+        lambda: sch.set_scope(b, 0, "texture"),
+        "storage scope 'texture' is not one of global, local, shared",
+    )
+    assert_unchanged(
+        sch,
+        lambda: sch.set_scope(b, 1, "local"),
+        "write buffer index 1 is out of range for block 'B'",
+    )
 
 
 # ----------------------------------------------------------------------------- storage_align
@@ -99,13 +106,16 @@ def test_storage_align_records_the_annotation():
     np.testing.assert_allclose(out, ref / ref.sum(1, keepdims=True), rtol=1e-5)
 
 
-@pytest.mark.parametrize("args, match", [
-    ((0, 2, 16, 0), "axis 2 is out of range for buffer 'B' of 2 dimensions"),
-    ((0, -3, 16, 0), "axis -3 is out of range"),
-    ((0, 0, 0, 0), "factor must be >= 1, got 0"),
-    ((0, 0, 8, 8), r"offset must be in \[0, 8\), got 8"),
-    ((1, 0, 8, 0), "write buffer index 1 is out of range"),
-])
+@pytest.mark.parametrize(
+    "args, match",
+    [
+        ((0, 2, 16, 0), "axis 2 is out of range for buffer 'B' of 2 dimensions"),
+        ((0, -3, 16, 0), "axis -3 is out of range"),
+        ((0, 0, 0, 0), "factor must be >= 1, got 0"),
+        ((0, 0, 8, 8), r"offset must be in \[0, 8\), got 8"),
+        ((1, 0, 8, 0), "write buffer index 1 is out of range"),
+    ],
+)
 def test_storage_align_errors(args, match):
     sch = tir.Schedule(chain())
     b = sch.get_block("B")
@@ -164,7 +174,10 @@ def test_transform_layout_maps_regions_that_span_several_elements():
     sch.transform_layout(sch.get_block("B"), 0, lambda i, j: (j, i))
     outer = sch.get(sch.get_block("C_o"))
     (region,) = [r for r in outer.reads if r.buffer.name == "B"]
-    assert [(str(r.min), str(r.extent)) for r in region.region] == [("v_j_o * 6", "6"), ("v_i_o", "1")]
+    assert [(str(r.min), str(r.extent)) for r in region.region] == [
+        ("v_j_o * 6", "6"),
+        ("v_i_o", "1"),
+    ]
     check(sch, func)
 
 
@@ -181,17 +194,20 @@ def test_index_map_basics():
         IndexMap.from_func(lambda *idx: idx)
 
 
-@pytest.mark.parametrize("buffer, index_map, match", [
-    (("write", 0), lambda i: (i,), "takes 1 indices, but buffer 'B' has 2 dimensions"),
-    (("write", 0), lambda i, j: (i,), "not a bijective affine map"),
-    (("write", 0), lambda i, j: (i, i, j), "not a bijective affine map"),
-    (("write", 0), lambda i, j: (i + 1, j), "must start at 0"),
-    (("read", 3), lambda i, j: (j, i), "read buffer index 3 is out of range for block 'B'"),
-    ("Z", lambda i, j: (j, i), "accesses no buffer named 'Z'"),
-    (("both", 0), lambda i, j: (j, i), "expected \\('read'\\|'write', index\\)"),
-    (("read", 0), lambda i, j: (j, i), "buffer 'A' .* is a parameter"),
-    (("write", 0), "not a map", "expected an IndexMap or a function"),
-])
+@pytest.mark.parametrize(
+    "buffer, index_map, match",
+    [
+        (("write", 0), lambda i: (i,), "takes 1 indices, but buffer 'B' has 2 dimensions"),
+        (("write", 0), lambda i, j: (i,), "not a bijective affine map"),
+        (("write", 0), lambda i, j: (i, i, j), "not a bijective affine map"),
+        (("write", 0), lambda i, j: (i + 1, j), "must start at 0"),
+        (("read", 3), lambda i, j: (j, i), "read buffer index 3 is out of range for block 'B'"),
+        ("Z", lambda i, j: (j, i), "accesses no buffer named 'Z'"),
+        (("both", 0), lambda i, j: (j, i), "expected \\('read'\\|'write', index\\)"),
+        (("read", 0), lambda i, j: (j, i), "buffer 'A' .* is a parameter"),
+        (("write", 0), "not a map", "expected an IndexMap or a function"),
+    ],
+)
 def test_transform_layout_errors(buffer, index_map, match):
     sch = tir.Schedule(chain())
     b = sch.get_block("B")

@@ -45,8 +45,16 @@ def test_linear_prover_agrees_with_the_analyzer():
     prover = LinearProver(an.analyzer_for_loops([]), ranges)
     for v, r in ranges.items():
         prover.ana.bind(v, r)
-    cases = [(i * 4 + j, 16), (i * 4 + j, 17), (i - j, 1), (j - i, -1), (i * 2, i + 3),
-             (i + j, 7), (i + j, 6), (i * i, 9)]  # the last is not linear: analyzer
+    cases = [
+        (i * 4 + j, 16),
+        (i * 4 + j, 17),
+        (i - j, 1),
+        (j - i, -1),
+        (i * 2, i + 3),
+        (i + j, 7),
+        (i + j, 6),
+        (i * i, 9),
+    ]  # the last is not linear: analyzer
     for a, b in cases:
         assert prover.le(a, b) == prover.ana.can_prove(a <= b), (a, b)
     assert prover.simplify(i * 4 - i * 4 + 3).value == 3

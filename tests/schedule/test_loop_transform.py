@@ -79,7 +79,8 @@ def seq_under_loop():
 
 
 def two_loops(binding, iter_type=IterType.DATA_PAR, inner_extent=lambda i: 4, min_=0):
-    """``for i in range(min_, min_ + 4): for j in range(inner_extent(i)): block B (v = binding)``."""
+    """``for i in range(min_, min_ + 4): for j in range(inner_extent(i)):
+    block B (v = binding)``."""
     A, B = Buffer("A", (32,)), Buffer("B", (32,))
     i, j, v = Var("i"), Var("j"), Var("v")
     block = Block(
@@ -424,5 +425,6 @@ def test_imperfect_split_of_a_fused_loop_keeps_values_and_affine_verdict():
     assert str(r.predicate) == "j_k_fused_0 * 2 + j_k_fused_1 < 24"
     dom = loop_doms(sch.state.loops_above("main", r))
     assert has_affine_binding(sch.state, "main", r) == is_affine_binding(
-        r.iter_values, dom, r.predicate)
+        r.iter_values, dom, r.predicate
+    )
     check(sch, func)

@@ -47,8 +47,10 @@ def kinds(block):
 # ----------------------------------------------------------------------------- rfactor
 
 
-@pytest.mark.parametrize("axis, shape", [(0, [4, 6, 5]), (1, [6, 4, 5]), (2, [6, 5, 4]),
-                                         (-1, [6, 5, 4]), (-3, [4, 6, 5])])
+@pytest.mark.parametrize(
+    "axis, shape",
+    [(0, [4, 6, 5]), (1, [6, 4, 5]), (2, [6, 5, 4]), (-1, [6, 5, 4]), (-3, [4, 6, 5])],
+)
 def test_rfactor_matmul(axis, shape):
     func = matmul()
     sch = tir.Schedule(func)
@@ -128,10 +130,10 @@ def test_rfactor_errors():
     sch = tir.Schedule(matmul_relu())
     c, d = sch.get_block("C"), sch.get_block("D")
     i, j, k = sch.get_loops(c)
-    assert_unchanged(sch, lambda: sch.rfactor(i, 0),
-                     "loop i is bound to a data-parallel iter var of block 'C'")
-    assert_unchanged(sch, lambda: sch.rfactor(k, 3),
-                     r"factor_axis 3 is out of range \[-3, 2\]")
+    assert_unchanged(
+        sch, lambda: sch.rfactor(i, 0), "loop i is bound to a data-parallel iter var of block 'C'"
+    )
+    assert_unchanged(sch, lambda: sch.rfactor(k, 3), r"factor_axis 3 is out of range \[-3, 2\]")
     di = sch.get_loops(d)[0]
     assert_unchanged(sch, lambda: sch.rfactor(di, 0), "block 'D' is not a reduction block")
     jk = sch.fuse(j, k)
@@ -149,8 +151,11 @@ def test_rfactor_rejects_unrecognised_reducers():
     wrong_init = te.comm_reducer(lambda x, y: x + y, lambda t: tir.const(1.0, t))
     sch = tir.Schedule(matmul(reducer=wrong_init))
     k = sch.get_loops(sch.get_block("C"))[2]
-    assert_unchanged(sch, lambda: sch.rfactor(k, 0),
-                     r"block 'C' is a sum but its init stores T.float32\(1\), not the identity")
+    assert_unchanged(
+        sch,
+        lambda: sch.rfactor(k, 0),
+        r"block 'C' is a sum but its init stores T.float32\(1\), not the identity",
+    )
     not_comm = te.comm_reducer(lambda x, y: x * 2.0 + y, lambda t: tir.const(0.0, t))
     sch = tir.Schedule(matmul(reducer=not_comm))
     k = sch.get_loops(sch.get_block("C"))[2]
@@ -204,16 +209,24 @@ def test_decompose_reduction_errors():
     c, d = sch.get_block("C"), sch.get_block("D")
     i, j, k = sch.get_loops(c)
     di = sch.get_loops(d)[0]
-    assert_unchanged(sch, lambda: sch.decompose_reduction(c, di),
-                     "loop i is not an ancestor of block 'C'")
-    assert_unchanged(sch, lambda: sch.decompose_reduction(d, di),
-                     "block 'D' is not a reduction block")
+    assert_unchanged(
+        sch, lambda: sch.decompose_reduction(c, di), "loop i is not an ancestor of block 'C'"
+    )
+    assert_unchanged(
+        sch, lambda: sch.decompose_reduction(d, di), "block 'D' is not a reduction block"
+    )
     k0, k1 = sch.split(k, [2, 4])
-    assert_unchanged(sch, lambda: sch.decompose_reduction(c, k1),
-                     "loop k_0, above loop k_1, feeds a reduction iter var of block 'C'")
+    assert_unchanged(
+        sch,
+        lambda: sch.decompose_reduction(c, k1),
+        "loop k_0, above loop k_1, feeds a reduction iter var of block 'C'",
+    )
     jk = sch.fuse(j, k0)
-    assert_unchanged(sch, lambda: sch.decompose_reduction(c, jk),
-                     "feeds both data-parallel and reduction iter vars")
+    assert_unchanged(
+        sch,
+        lambda: sch.decompose_reduction(c, jk),
+        "feeds both data-parallel and reduction iter vars",
+    )
     sch = tir.Schedule(matmul())
     c = sch.get_block("C")
     i = sch.get_loops(c)[0]

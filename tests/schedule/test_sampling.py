@@ -30,7 +30,7 @@ def test_categorical_distribution(matmul):
     counts = [0, 0, 0]
     for seed in range(300):
         sch = tir.Schedule(matmul, seed=seed)
-        counts[sch.get(sch.sample_categorical([10, 20, 30], [0.1, 0.0, 0.9]))// 10 - 1] += 1
+        counts[sch.get(sch.sample_categorical([10, 20, 30], [0.1, 0.0, 0.9])) // 10 - 1] += 1
     assert counts[1] == 0 and counts[2] > counts[0] > 0
 
 

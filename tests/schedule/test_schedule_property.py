@@ -307,8 +307,11 @@ def move_reverse_compute_at(data, sch):
     loop = data.draw(st.sampled_from(loops), label="loop")
     if _not_under_vectorized(sch, loop):
         unit = data.draw(st.booleans(), label="unit")
-        _attempt(sch, "reverse_compute_at",
-                 lambda: sch.reverse_compute_at(block, loop, preserve_unit_loops=unit))
+        _attempt(
+            sch,
+            "reverse_compute_at",
+            lambda: sch.reverse_compute_at(block, loop, preserve_unit_loops=unit),
+        )
 
 
 def move_inline(data, sch):
@@ -389,9 +392,11 @@ def check_affine_verdicts(sch) -> None:
         realize = sch.state.block_realize("main", name)
         dom = loop_doms(sch.state.loops_above("main", realize))
         fresh = not realize.iter_values or is_affine_binding(
-            realize.iter_values, dom, realize.predicate)
+            realize.iter_values, dom, realize.predicate
+        )
         assert has_affine_binding(sch.state, "main", realize) == fresh, (
-            f"block {name!r}: {[str(v) for v in realize.iter_values]}\n{sch.trace}")
+            f"block {name!r}: {[str(v) for v in realize.iter_values]}\n{sch.trace}"
+        )
 
 
 @pytest.mark.parametrize("name", list(WORKLOADS))

@@ -119,9 +119,7 @@ def test_user_instruction_kind(matmul):
     register_inst_kind(kind, override=True)
     sch = MySchedule(matmul)
     b = sch.get_block("C")
-    trace = Trace().append(
-        next(i for i in sch.trace.insts if i.kind.name == "GetBlock")
-    )
+    trace = Trace().append(next(i for i in sch.trace.insts if i.kind.name == "GetBlock"))
     from metaschedule.schedule import Instruction
 
     trace = trace.append(Instruction(kind, [sch.trace.insts[0].outputs[0]], ["x"], []))

@@ -237,13 +237,23 @@ def test_a_warming_up_model_skips_evolution(task, tile_ij, drive, decisions):
 
     spy, model = Spy(), WarmingUp(decisions)
     space = ScheduleFn(tile_ij, sch_rules=[], postprocs=[], mutator_probs={spy: 1.0})
-    ctx = TuneContext(task, target="cpu", space_generator=space,
-                      search_strategy=small_evo(genetic_mutate_prob=1.0), rand_state=1)
+    ctx = TuneContext(
+        task,
+        target="cpu",
+        space_generator=space,
+        search_strategy=small_evo(genetic_mutate_prob=1.0),
+        rand_state=1,
+    )
     batches = drive(ctx, MemoryDatabase(), max_trials=8, num_trials_per_iter=8, cost_model=model)
     assert len(batches[0]) == 8 and spy.calls == 0 and model.calls == []
     assert_structurally_unique([c.sch for c in batches[0]])
     model.warm = False  # once trained, evolution is back
-    ctx = TuneContext(task, target="cpu", space_generator=space,
-                      search_strategy=small_evo(genetic_mutate_prob=1.0), rand_state=1)
+    ctx = TuneContext(
+        task,
+        target="cpu",
+        space_generator=space,
+        search_strategy=small_evo(genetic_mutate_prob=1.0),
+        rand_state=1,
+    )
     drive(ctx, MemoryDatabase(), max_trials=8, num_trials_per_iter=8, cost_model=model)
     assert spy.calls > 0 and model.calls

@@ -21,9 +21,14 @@ def split_template(sch):
 
 
 def make_task(n=16, name="main", strategy=None, seed=0):
-    return TuneContext(matmul(n), target="cpu", space_generator=split_template,
-                       search_strategy=strategy if strategy is not None else ReplayTrace(),
-                       task_name=name, rand_state=seed)
+    return TuneContext(
+        matmul(n),
+        target="cpu",
+        space_generator=split_template,
+        search_strategy=strategy if strategy is not None else ReplayTrace(),
+        task_name=name,
+        rand_state=seed,
+    )
 
 
 @derived_object
@@ -36,8 +41,9 @@ class EventBuilder(PyBuilder):
         self.inner = DummyBuilder()
 
     def build(self, build_inputs):
-        self.events.append(("build", [inp.mod["main"].params[0].shape[0].value
-                                      for inp in build_inputs]))
+        self.events.append(
+            ("build", [inp.mod["main"].params[0].shape[0].value for inp in build_inputs])
+        )
         out = []
         for inp, res in zip(build_inputs, self.inner.build(build_inputs)):
             if inp.mod["main"].params[0].shape[0].value in self.fail_sizes:

@@ -24,8 +24,11 @@ def with_history(sched, histories, weights):
 def test_priority_is_tvms_formula():
     sched = GradientBased(alpha=0.2, window_size=3)
     h = [10.0, 8.0, 6.0, 5.0, 4.5]
-    with_history(sched, [h, h[:2], [], [math.inf], [math.inf, math.inf, 8.0, 7.0, 6.0]],
-                 [2.0, 1.0, 1.0, 1.0, 1.0])
+    with_history(
+        sched,
+        [h, h[:2], [], [math.inf], [math.inf, math.inf, 8.0, 7.0, 6.0]],
+        [2.0, 1.0, 1.0, 1.0, 1.0],
+    )
     # n = 5 >= w + 1: g1 = (h[1] - h[4]) / 3, g2 = h[4] / 5
     g1, g2 = (8.0 - 4.5) / 3, 4.5 / 5
     assert sched.priority(0) == pytest.approx(2.0 * (0.2 * g1 + 0.8 * g2))
@@ -47,8 +50,18 @@ def test_arguments_are_checked():
 
 
 def tune(sched, tasks, weights, max_trials_global, per_iter=4):
-    sched.tune(tasks, weights, max_trials_global, max_trials_global, per_iter, DummyBuilder(),
-               DummyRunner(), MeasureCallback.create("default"), MemoryDatabase(), None)
+    sched.tune(
+        tasks,
+        weights,
+        max_trials_global,
+        max_trials_global,
+        per_iter,
+        DummyBuilder(),
+        DummyRunner(),
+        MeasureCallback.create("default"),
+        MemoryDatabase(),
+        None,
+    )
 
 
 def test_every_task_gets_a_first_batch_then_the_heavier_task_gets_more():

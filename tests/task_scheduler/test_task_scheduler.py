@@ -20,15 +20,34 @@ from metaschedule.testing.dummy_object import DummyBuilder, DummyRunner
 from metaschedule.utils import derived_object
 
 
-def tune(scheduler, tasks, *, max_trials_global, max_trials_per_task=None, per_iter=4,
-         builder=None, runner=None, database=None, cost_model=None, callbacks="default"):
+def tune(
+    scheduler,
+    tasks,
+    *,
+    max_trials_global,
+    max_trials_per_task=None,
+    per_iter=4,
+    builder=None,
+    runner=None,
+    database=None,
+    cost_model=None,
+    callbacks="default",
+):
     database = database if database is not None else MemoryDatabase()
     if callbacks == "default":
         callbacks = MeasureCallback.create("default")
-    scheduler.tune(tasks, [1.0] * len(tasks), max_trials_global,
-                   max_trials_per_task if max_trials_per_task is not None else max_trials_global,
-                   per_iter, builder or DummyBuilder(), runner or DummyRunner(), callbacks,
-                   database, cost_model)
+    scheduler.tune(
+        tasks,
+        [1.0] * len(tasks),
+        max_trials_global,
+        max_trials_per_task if max_trials_per_task is not None else max_trials_global,
+        per_iter,
+        builder or DummyBuilder(),
+        runner or DummyRunner(),
+        callbacks,
+        database,
+        cost_model,
+    )
     return database
 
 
@@ -55,8 +74,13 @@ def test_global_budget_cuts_the_last_batch():
 
 def test_max_trials_per_task_leaves_budget_unused_when_all_tasks_are_done():
     sched = RoundRobin()
-    db = tune(sched, [make_task(16, "a"), make_task(8, "b")], max_trials_global=100,
-              max_trials_per_task=6, per_iter=4)
+    db = tune(
+        sched,
+        [make_task(16, "a"), make_task(8, "b")],
+        max_trials_global=100,
+        max_trials_per_task=6,
+        per_iter=4,
+    )
     assert [t.num_trials for t in sched.tasks] == [6, 6]
     assert len(db) == 12
 
@@ -96,8 +120,12 @@ class OneBatch(PySearchStrategy):
 def test_an_exhausted_task_stops_and_the_others_use_the_budget():
     strategy = OneBatch()
     sched = RoundRobin()
-    tune(sched, [make_task(16, "short", strategy), make_task(8, "long")],
-         max_trials_global=20, per_iter=4)
+    tune(
+        sched,
+        [make_task(16, "short", strategy), make_task(8, "long")],
+        max_trials_global=20,
+        per_iter=4,
+    )
     assert [t.num_trials for t in sched.tasks] == [4, 16]
     assert strategy.post_tuned
 
@@ -119,8 +147,9 @@ def test_a_task_that_keeps_failing_to_run_is_terminated(events):
             return super().run(runner_inputs)
 
     sched = RoundRobin(max_fail_count=2)
-    db = tune(sched, [good, bad], max_trials_global=24, per_iter=4,
-              runner=Runner(f_run_secs=run_secs))
+    db = tune(
+        sched, [good, bad], max_trials_global=24, per_iter=4, runner=Runner(f_run_secs=run_secs)
+    )
     assert sched.tasks[1].num_trials == 8  # two failed batches
     assert sched.tasks[1].run_errors == 8
     assert sched.tasks[1].best_latency == math.inf
@@ -134,8 +163,14 @@ def test_build_failures_are_not_run_and_become_errors(events):
     builder = EventBuilder(events, fail_sizes={8})
     runner = EventRunner(events)
     sched = RoundRobin(max_fail_count=1)
-    db = tune(sched, [make_task(16, "a"), make_task(8, "b")], max_trials_global=16,
-              per_iter=4, builder=builder, runner=runner)
+    db = tune(
+        sched,
+        [make_task(16, "a"), make_task(8, "b")],
+        max_trials_global=16,
+        per_iter=4,
+        builder=builder,
+        runner=runner,
+    )
     assert sched.tasks[1].build_errors == 4 and sched.tasks[1].num_trials == 4
     assert sched.tasks[0].num_trials == 12  # the other task goes on
     assert all(inp.args_info[0].shape[0] == 16 for inp in runner.inputs)
@@ -145,8 +180,14 @@ def test_build_failures_are_not_run_and_become_errors(events):
 
 def test_building_the_next_task_overlaps_measuring_this_one(events):
     builder, runner = EventBuilder(events), EventRunner(events, polls_until_done=10**6)
-    tune(RoundRobin(), [make_task(16, "a"), make_task(8, "b")], max_trials_global=16,
-         per_iter=4, builder=builder, runner=runner)
+    tune(
+        RoundRobin(),
+        [make_task(16, "a"), make_task(8, "b")],
+        max_trials_global=16,
+        per_iter=4,
+        builder=builder,
+        runner=runner,
+    )
     kinds = [e[0] if e[0] == "result" else f"build{e[1][0]}" for e in events]
     # task b is built while task a's batch is still being measured
     first_result = kinds.index("result")
@@ -157,10 +198,16 @@ def test_profiler_sees_the_phases():
     with Profiler() as profiler:
         tune(RoundRobin(), [make_task()], max_trials_global=8)
     phases = profiler.get()
-    for name in ("GenerateDesignSpace", "SearchStrategy/PreTuning",
-                 "SearchStrategy/GenerateCandidates", "Builder", "Runner",
-                 "SearchStrategy/NotifyRunnerResults", "MeasureCallback/AddToDatabase",
-                 "MeasureCallback/UpdateCostModel"):
+    for name in (
+        "GenerateDesignSpace",
+        "SearchStrategy/PreTuning",
+        "SearchStrategy/GenerateCandidates",
+        "Builder",
+        "Runner",
+        "SearchStrategy/NotifyRunnerResults",
+        "MeasureCallback/AddToDatabase",
+        "MeasureCallback/UpdateCostModel",
+    ):
         assert name in phases
     assert profiler.calls()["Builder"] == 2
 
@@ -170,14 +217,21 @@ def test_measure_callbacks_get_aligned_results():
 
     @derived_object
     class Spy(PyMeasureCallback):
-        def apply(self, task_scheduler, task_id, measure_candidates, builder_results,
-                  runner_results):
+        def apply(
+            self, task_scheduler, task_id, measure_candidates, builder_results, runner_results
+        ):
             assert task_scheduler.tasks[task_id].ctx.task_name == ["a", "b"][task_id]
-            seen.append((task_id, len(measure_candidates), len(builder_results),
-                         len(runner_results)))
+            seen.append(
+                (task_id, len(measure_candidates), len(builder_results), len(runner_results))
+            )
 
-    tune(RoundRobin(), [make_task(16, "a"), make_task(8, "b")], max_trials_global=12,
-         per_iter=3, callbacks=[Spy()])
+    tune(
+        RoundRobin(),
+        [make_task(16, "a"), make_task(8, "b")],
+        max_trials_global=12,
+        per_iter=3,
+        callbacks=[Spy()],
+    )
     assert sorted(seen) == [(0, 3, 3, 3)] * 2 + [(1, 3, 3, 3)] * 2
 
 
@@ -203,8 +257,13 @@ def test_a_user_scheduler_decides_the_order():
             return -1
 
     sched = FirstThenSecond()
-    tune(sched, [make_task(16, "a"), make_task(8, "b")], max_trials_global=100,
-         max_trials_per_task=8, per_iter=4)
+    tune(
+        sched,
+        [make_task(16, "a"), make_task(8, "b")],
+        max_trials_global=100,
+        max_trials_per_task=8,
+        per_iter=4,
+    )
     assert sched.order == [0, 0, 1, 1]
     assert [t.num_trials for t in sched.tasks] == [8, 8]
 
@@ -252,8 +311,15 @@ def test_statistics_table(capsys):
     sched.print_tuning_statistics()
     out = capsys.readouterr().out
     lines = out.splitlines()
-    for column in ("FLOP", "Weight", "Speed (GFLOPS)", "Latency (us)", "Weighted Latency (us)",
-                   "Trials", "Done"):
+    for column in (
+        "FLOP",
+        "Weight",
+        "Speed (GFLOPS)",
+        "Latency (us)",
+        "Weighted Latency (us)",
+        "Trials",
+        "Done",
+    ):
         assert column in lines[0]
     row_a = [c.strip() for c in lines[2].split("|")]
     task = sched.tasks[0]
@@ -268,18 +334,42 @@ def test_statistics_table(capsys):
 
 def test_arguments_are_checked():
     with pytest.raises(ValueError, match="2 tasks but 1 task_weights"):
-        RoundRobin().tune([make_task(), make_task()], [1.0], 8, 8, 4, DummyBuilder(),
-                          DummyRunner(), [], None, None)
+        RoundRobin().tune(
+            [make_task(), make_task()],
+            [1.0],
+            8,
+            8,
+            4,
+            DummyBuilder(),
+            DummyRunner(),
+            [],
+            None,
+            None,
+        )
     with pytest.raises(ValueError, match="num_trials_per_iter must be an int >= 1"):
-        RoundRobin().tune([make_task()], [1.0], 8, 8, 0, DummyBuilder(), DummyRunner(), [],
-                          None, None)
+        RoundRobin().tune(
+            [make_task()], [1.0], 8, 8, 0, DummyBuilder(), DummyRunner(), [], None, None
+        )
     from metaschedule.testing.tuning_records import matmul
     from metaschedule.tune_context import TuneContext
 
     with pytest.raises(ValueError, match="has no target"):
-        RoundRobin().tune([TuneContext(matmul(8), search_strategy="replay-trace",
-                                       space_generator=lambda s: None)], [1.0], 8, 8, 4,
-                          DummyBuilder(), DummyRunner(), [], None, None)
+        RoundRobin().tune(
+            [
+                TuneContext(
+                    matmul(8), search_strategy="replay-trace", space_generator=lambda s: None
+                )
+            ],
+            [1.0],
+            8,
+            8,
+            4,
+            DummyBuilder(),
+            DummyRunner(),
+            [],
+            None,
+            None,
+        )
 
 
 def test_create():
@@ -291,6 +381,7 @@ def test_create():
     with pytest.raises(ValueError, match="max_fail_count"):
         RoundRobin(max_fail_count=0)
     with pytest.raises(TypeError, match="next_task_id"):
+
         @derived_object
         class Incomplete(PyTaskScheduler):
             pass

@@ -63,7 +63,10 @@ def test_matmul_structure():
     assert block.name_hint == "C"
     assert [iv.var.name for iv in block.iter_vars] == ["v_i", "v_j", "v_k"]
     assert [iv.iter_type for iv in block.iter_vars] == [
-        tir.IterType.DATA_PAR, tir.IterType.DATA_PAR, tir.IterType.COMM_REDUCE]
+        tir.IterType.DATA_PAR,
+        tir.IterType.DATA_PAR,
+        tir.IterType.COMM_REDUCE,
+    ]
     assert [iv.dom.extent.value for iv in block.iter_vars] == [4, 3, 5]
     assert all(b is lp.loop_var for b, lp in zip(realize.iter_values, loops))
     vi, vj, vk = (iv.var for iv in block.iter_vars)

@@ -9,7 +9,8 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from metaschedule import te
 from metaschedule.te import ops
@@ -99,28 +100,35 @@ def ref_conv(x, w, stride, before, after, dilation, groups=1):
     w = w.astype("float64")
     xp = np.pad(x, [(0, 0), *zip(before, after), (0, 0)])
     ks, (cin_g, F) = w.shape[:nd], w.shape[nd:]
-    out_sp = [(xp.shape[1 + d] - dilation[d] * (ks[d] - 1) - 1) // stride[d] + 1
-              for d in range(nd)]
+    out_sp = [(xp.shape[1 + d] - dilation[d] * (ks[d] - 1) - 1) // stride[d] + 1 for d in range(nd)]
     out = np.zeros((x.shape[0], *out_sp, F))
     fpg = F // groups
     for pos in np.ndindex(*ks):
-        window = tuple(slice(p * dl, p * dl + (o - 1) * s + 1, s)
-                       for p, dl, o, s in zip(pos, dilation, out_sp, stride))
+        window = tuple(
+            slice(p * dl, p * dl + (o - 1) * s + 1, s)
+            for p, dl, o, s in zip(pos, dilation, out_sp, stride)
+        )
         patch = xp[(slice(None), *window, slice(None))]
         for g in range(groups):
-            out[..., g * fpg:(g + 1) * fpg] += (
-                patch[..., g * cin_g:(g + 1) * cin_g] @ w[pos][:, g * fpg:(g + 1) * fpg])
+            out[..., g * fpg : (g + 1) * fpg] += (
+                patch[..., g * cin_g : (g + 1) * cin_g] @ w[pos][:, g * fpg : (g + 1) * fpg]
+            )
     return out
 
 
 def ref_pool(x, k, s, before, after_total, fill, reduce):
-    xp = np.pad(x.astype("float64"), [(0, 0), (before[0], after_total[0]),
-                                      (before[1], after_total[1]), (0, 0)],
-                constant_values=fill)
+    xp = np.pad(
+        x.astype("float64"),
+        [(0, 0), (before[0], after_total[0]), (before[1], after_total[1]), (0, 0)],
+        constant_values=fill,
+    )
     oh = (xp.shape[1] - k[0]) // s[0] + 1
     ow = (xp.shape[2] - k[1]) // s[1] + 1
-    windows = [xp[:, r:r + (oh - 1) * s[0] + 1:s[0], c:c + (ow - 1) * s[1] + 1:s[1], :]
-               for r in range(k[0]) for c in range(k[1])]
+    windows = [
+        xp[:, r : r + (oh - 1) * s[0] + 1 : s[0], c : c + (ow - 1) * s[1] + 1 : s[1], :]
+        for r in range(k[0])
+        for c in range(k[1])
+    ]
     return reduce(np.stack(windows), axis=0)
 
 
@@ -133,10 +141,10 @@ def test_matmul(run, ta, tb):
     A = te.placeholder(a.T.shape if ta else a.shape, name="A")
     B = te.placeholder(b.T.shape if tb else b.shape, name="B")
     C = ops.matmul(A, B, transpose_a=ta, transpose_b=tb)
-    assert C.shape == (5, 4) and C.name == "T_matmul_" + ("T" if ta else "N") + (
-        "T" if tb else "N")
-    out = run([A, B], C, [np.ascontiguousarray(a.T if ta else a),
-                          np.ascontiguousarray(b.T if tb else b)])
+    assert C.shape == (5, 4) and C.name == "T_matmul_" + ("T" if ta else "N") + ("T" if tb else "N")
+    out = run(
+        [A, B], C, [np.ascontiguousarray(a.T if ta else a), np.ascontiguousarray(b.T if tb else b)]
+    )
     close(out, a @ b)
 
 
@@ -154,8 +162,9 @@ def test_matmul_shape_error():
         ops.matmul(te.placeholder((3, 4)), te.placeholder((5, 2)))
 
 
-@pytest.mark.parametrize("ta,tb,ba,bb", [(False, False, 2, 2), (False, True, 2, 1),
-                                          (True, False, 1, 2)])
+@pytest.mark.parametrize(
+    "ta,tb,ba,bb", [(False, False, 2, 2), (False, True, 2, 1), (True, False, 1, 2)]
+)
 def test_batch_matmul(run, ta, tb, ba, bb):
     a, b = rand(ba, 3, 4, seed=5), rand(bb, 4, 2, seed=6)
     sa = a.transpose(0, 2, 1) if ta else a
@@ -186,8 +195,13 @@ def test_dense(run, with_bias):
 
 @pytest.mark.parametrize(
     "stride,padding,dilation,before,after",
-    [(1, 0, 1, (0, 0), (0, 0)), (2, 1, 1, (1, 1), (1, 1)), (1, (1, 2), 2, (1, 2), (1, 2)),
-     (2, (0, 1, 2, 1), 1, (0, 1), (2, 1)), (1, "SAME", 1, (1, 1), (1, 1))],
+    [
+        (1, 0, 1, (0, 0), (0, 0)),
+        (2, 1, 1, (1, 1), (1, 1)),
+        (1, (1, 2), 2, (1, 2), (1, 2)),
+        (2, (0, 1, 2, 1), 1, (0, 1), (2, 1)),
+        (1, "SAME", 1, (1, 1), (1, 1)),
+    ],
 )
 def test_conv2d_nhwc(run, stride, padding, dilation, before, after):
     x, w = rand(1, 6, 7, 3, seed=10), rand(3, 3, 3, 4, seed=11)
@@ -247,24 +261,31 @@ def test_depthwise_conv2d_nhwc(run, multiplier):
     close(run([X, W], Y, [x, w]), expected)
 
 
-@pytest.mark.parametrize("stride,padding,output_padding", [(1, 0, 0), (2, 1, 1), (2, (0, 1), 0),
-                                                           (3, (1, 0, 2, 1), (2, 1))])
+@pytest.mark.parametrize(
+    "stride,padding,output_padding",
+    [(1, 0, 0), (2, 1, 1), (2, (0, 1), 0), (3, (1, 0, 2, 1), (2, 1))],
+)
 def test_conv2d_transpose_nhwc(run, stride, padding, output_padding):
     x, w = rand(1, 3, 4, 2, seed=20), rand(3, 3, 2, 3, seed=21)
     X, W = te.placeholder(x.shape, name="X"), te.placeholder(w.shape, name="W")
-    Y = ops.conv2d_transpose_nhwc(X, W, stride=stride, padding=padding,
-                                  output_padding=output_padding)
+    Y = ops.conv2d_transpose_nhwc(
+        X, W, stride=stride, padding=padding, output_padding=output_padding
+    )
     s = stride
     op = (output_padding,) * 2 if isinstance(output_padding, int) else output_padding
-    pads = {0: (0, 0, 0, 0), 1: (1, 1, 1, 1)}.get(padding) if isinstance(padding, int) else (
-        padding * 2 if len(padding) == 2 else padding)
+    pads = (
+        {0: (0, 0, 0, 0), 1: (1, 1, 1, 1)}.get(padding)
+        if isinstance(padding, int)
+        else (padding * 2 if len(padding) == 2 else padding)
+    )
     full = np.zeros((1, (3 - 1) * s + 3 + op[0], (4 - 1) * s + 3 + op[1], 3))
     for kh in range(3):
         for kw in range(3):
-            full[:, kh:kh + 2 * s + 1:s, kw:kw + 3 * s + 1:s, :] += (
-                x.astype("float64") @ w[kh, kw].astype("float64"))
+            full[:, kh : kh + 2 * s + 1 : s, kw : kw + 3 * s + 1 : s, :] += x.astype("float64") @ w[
+                kh, kw
+            ].astype("float64")
     top, left, bottom, right = pads
-    expected = full[:, top:full.shape[1] - bottom, left:full.shape[2] - right, :]
+    expected = full[:, top : full.shape[1] - bottom, left : full.shape[2] - right, :]
     assert Y.shape == expected.shape
     close(run([X, W], Y, [x, w]), expected)
     assert block_names(Y, [X, W]) == ["data_pad", "conv2d_transpose_nhwc"]
@@ -285,9 +306,16 @@ def test_conv_errors():
 # ----------------------------------------------------------------------------- pooling
 
 
-@pytest.mark.parametrize("kernel,stride,padding,ceil_mode",
-                         [(2, 2, 0, False), (3, 2, 1, False), (3, (1, 2), (0, 1, 1, 0), False),
-                          (2, 2, 0, True), (3, 2, 1, True)])
+@pytest.mark.parametrize(
+    "kernel,stride,padding,ceil_mode",
+    [
+        (2, 2, 0, False),
+        (3, 2, 1, False),
+        (3, (1, 2), (0, 1, 1, 0), False),
+        (2, 2, 0, True),
+        (3, 2, 1, True),
+    ],
+)
 def test_max_pool2d(run, kernel, stride, padding, ceil_mode):
     x = rand(1, 5, 6, 2, seed=22)
     X = te.placeholder(x.shape, name="X")
@@ -297,10 +325,17 @@ def test_max_pool2d(run, kernel, stride, padding, ceil_mode):
     close(run([X], Y, [x]), expected)
 
 
-@pytest.mark.parametrize("kernel,stride,padding,ceil_mode,include",
-                         [(2, 2, 0, False, True), (3, 2, 1, False, True), (3, 2, 1, False, False),
-                          (3, 2, 1, True, True), (3, 2, 1, True, False),
-                          (3, 1, (1, 0, 0, 1), False, False)])
+@pytest.mark.parametrize(
+    "kernel,stride,padding,ceil_mode,include",
+    [
+        (2, 2, 0, False, True),
+        (3, 2, 1, False, True),
+        (3, 2, 1, False, False),
+        (3, 2, 1, True, True),
+        (3, 2, 1, True, False),
+        (3, 1, (1, 0, 0, 1), False, False),
+    ],
+)
 def test_avg_pool2d(run, kernel, stride, padding, ceil_mode, include):
     x = rand(1, 5, 6, 2, seed=23)
     X = te.placeholder(x.shape, name="X")
@@ -324,15 +359,19 @@ def _torch_like_pool(x, kernel, stride, padding, ceil_mode, kind, include):
         if ceil_mode and (n - 1) * s[d] >= x.shape[1 + d] + before[d]:
             n -= 1
         out.append(n)
-    total = [max(after[d], (out[d] - 1) * s[d] + k[d] - x.shape[1 + d] - before[d])
-             for d in range(2)]
+    total = [
+        max(after[d], (out[d] - 1) * s[d] + k[d] - x.shape[1 + d] - before[d]) for d in range(2)
+    ]
     if kind == "max":
         return ref_pool(x, k, s, before, total, -np.inf, np.max)
     sums = ref_pool(x, k, s, before, total, 0.0, np.sum)
     mask = np.ones((1, *x.shape[1:3], 1))
     if include:  # count explicit padding, never the ceil_mode extra
-        mask = np.pad(mask, [(0, 0), (before[0], after[0]), (before[1], after[1]), (0, 0)],
-                      constant_values=1.0)
+        mask = np.pad(
+            mask,
+            [(0, 0), (before[0], after[0]), (before[1], after[1]), (0, 0)],
+            constant_values=1.0,
+        )
         counts = ref_pool(mask, k, s, (0, 0), [t - a for t, a in zip(total, after)], 0.0, np.sum)
     else:
         counts = ref_pool(mask, k, s, before, total, 0.0, np.sum)
@@ -372,8 +411,12 @@ def test_softmax(run, axis):
     Y = ops.softmax(X, axis=axis)
     e = np.exp(x - x.max(axis=axis, keepdims=True))
     close(run([X], Y, [x]), e / e.sum(axis=axis, keepdims=True))
-    assert block_names(Y, [X]) == ["T_softmax_maxelem", "T_softmax_exp", "T_softmax_expsum",
-                                   "T_softmax_norm"]
+    assert block_names(Y, [X]) == [
+        "T_softmax_maxelem",
+        "T_softmax_exp",
+        "T_softmax_expsum",
+        "T_softmax_norm",
+    ]
 
 
 @pytest.mark.parametrize("axis", [-1, (1, 2)])
@@ -414,13 +457,18 @@ def test_unary_ops(run):
         close(actual, expected)
 
 
-@pytest.mark.parametrize("shape_a,shape_b", [((3, 4), (3, 4)), ((2, 3, 4), (4,)),
-                                             ((3, 1), (1, 4)), ((1,), (2, 3))])
+@pytest.mark.parametrize(
+    "shape_a,shape_b", [((3, 4), (3, 4)), ((2, 3, 4), (4,)), ((3, 1), (1, 4)), ((1,), (2, 3))]
+)
 def test_binary_broadcast(run, shape_a, shape_b):
     a, b = rand(*shape_a, seed=30), rand(*shape_b, seed=31) + 3.0
     A, B = te.placeholder(shape_a, name="A"), te.placeholder(shape_b, name="B")
-    pairs = ((ops.add, np.add), (ops.subtract, np.subtract), (ops.multiply, np.multiply),
-             (ops.divide, np.divide))
+    pairs = (
+        (ops.add, np.add),
+        (ops.subtract, np.subtract),
+        (ops.multiply, np.multiply),
+        (ops.divide, np.divide),
+    )
     outputs = [fn(A, B) for fn, _ in pairs]
     assert all(Y.shape == np.broadcast_shapes(shape_a, shape_b) for Y in outputs)
     for actual, (_, ref) in zip(run([A, B], outputs, [a, b]), pairs):
@@ -461,8 +509,16 @@ def test_transpose_error():
         ops.transpose(te.placeholder((2, 3)), (0, 0))
 
 
-@pytest.mark.parametrize("src,dst", [((2, 3, 4), (6, 4)), ((2, 3, 4), (4, -1)), ((6,), (1, 2, 3)),
-                                     ((2, 1, 3), (3, 2)), ((4, 6), (2, 2, 2, 3))])
+@pytest.mark.parametrize(
+    "src,dst",
+    [
+        ((2, 3, 4), (6, 4)),
+        ((2, 3, 4), (4, -1)),
+        ((6,), (1, 2, 3)),
+        ((2, 1, 3), (3, 2)),
+        ((4, 6), (2, 2, 2, 3)),
+    ],
+)
 def test_reshape(run, src, dst):
     x = rand(*src, seed=36)
     X = te.placeholder(src, name="X")
@@ -479,8 +535,9 @@ def test_pad(run):
     x = rand(2, 3, seed=37)
     X = te.placeholder(x.shape, name="X")
     Y = ops.pad(X, (1, 0), (2, 3), pad_value=-1.5)
-    np.testing.assert_array_equal(run([X], Y, [x]),
-                                  np.pad(x, ((1, 2), (0, 3)), constant_values=-1.5))
+    np.testing.assert_array_equal(
+        run([X], Y, [x]), np.pad(x, ((1, 2), (0, 3)), constant_values=-1.5)
+    )
     func = te.create_prim_func([X, Y])
     block = func.root_block.body.body.body.block
     assert block.name_hint == "PadInput" and block.annotations["tag"] == "injective,pad"
@@ -507,10 +564,14 @@ def test_fused_graph_of_ops(run):
 
 @settings(max_examples=20, deadline=None)
 @given(
-    h=st.integers(3, 7), w=st.integers(3, 7), kh=st.integers(1, 3), kw=st.integers(1, 3),
+    h=st.integers(3, 7),
+    w=st.integers(3, 7),
+    kh=st.integers(1, 3),
+    kw=st.integers(1, 3),
     stride=st.tuples(st.integers(1, 3), st.integers(1, 3)),
     dilation=st.tuples(st.integers(1, 2), st.integers(1, 2)),
-    pads=st.tuples(*[st.integers(0, 2)] * 4), groups=st.sampled_from([1, 2]),
+    pads=st.tuples(*[st.integers(0, 2)] * 4),
+    groups=st.sampled_from([1, 2]),
 )
 def test_conv2d_geometry_property(h, w, kh, kw, stride, dilation, pads, groups):
     if h + pads[0] + pads[2] < dilation[0] * (kh - 1) + 1:
@@ -519,8 +580,7 @@ def test_conv2d_geometry_property(h, w, kh, kw, stride, dilation, pads, groups):
         return
     x, k = rand(1, h, w, 2, seed=h * w), rand(kh, kw, 2 // groups, 2, seed=kh + kw)
     X, K = te.placeholder(x.shape, name="X"), te.placeholder(k.shape, name="K")
-    Y = ops.group_conv2d_nhwc(X, K, stride=stride, padding=pads, dilation=dilation,
-                              groups=groups)
+    Y = ops.group_conv2d_nhwc(X, K, stride=stride, padding=pads, dilation=dilation, groups=groups)
     expected = ref_conv(x, k, stride, pads[:2], pads[2:], dilation, groups=groups)
     assert Y.shape == expected.shape
     func = te.create_prim_func([X, K, Y])
@@ -562,5 +622,5 @@ def test_depthwise_multiplier_one_reads_kernel_column_zero():
     ref = np.zeros_like(out)
     for dy in range(3):
         for dx in range(3):
-            ref += xp[:, dy:dy + 6, dx:dx + 6, :] * wa[dy, dx, :, 0]
+            ref += xp[:, dy : dy + 6, dx : dx + 6, :] * wa[dy, dx, :, 0]
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5)

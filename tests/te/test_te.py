@@ -55,8 +55,9 @@ def test_bad_dtype_and_dims():
 
 def test_compute_axes_named_after_parameters():
     A = te.placeholder((4, 5), name="A")
-    B = te.compute((4, 5), lambda row, col: A[row, col] * 2.0, name="B", tag="elemwise",
-                   attrs={"k": 1})
+    B = te.compute(
+        (4, 5), lambda row, col: A[row, col] * 2.0, name="B", tag="elemwise", attrs={"k": 1}
+    )
     op = B.op
     assert isinstance(op, te.ComputeOp)
     assert [iv.var.name for iv in op.axis] == ["row", "col"]

@@ -101,9 +101,15 @@ def build(data, depth):
     a, b = build(data, depth - 1), build(data, depth - 1)
     c = data.draw(st.sampled_from([1, 2, 3, 4, 8, -3]))
     return {
-        "+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "c*": lambda: a * c,
-        "//": lambda: T.floordiv(a, c), "%": lambda: T.floormod(a, c),
-        "/v": lambda: T.floordiv(a, b), "min": lambda: T.min(a, b), "max": lambda: T.max(a, b),
+        "+": lambda: a + b,
+        "-": lambda: a - b,
+        "*": lambda: a * b,
+        "c*": lambda: a * c,
+        "//": lambda: T.floordiv(a, c),
+        "%": lambda: T.floormod(a, c),
+        "/v": lambda: T.floordiv(a, b),
+        "min": lambda: T.min(a, b),
+        "max": lambda: T.max(a, b),
         "sel": lambda: T.Select(a < b, a, b + c),
     }[op]()
 
@@ -139,7 +145,8 @@ def test_linear_sums_are_exact(data):
     b = ana.const_int_bound(e)
     assert (b.min_value, b.max_value) == brute_bounds(e, ranges)
     assert eval_bound(e, {v: R(lo, ext) for v, (lo, ext) in ranges.items()}) == brute_bounds(
-        e, ranges)
+        e, ranges
+    )
 
 
 # ----------------------------------------------------------------------------- eval_bound

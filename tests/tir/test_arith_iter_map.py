@@ -34,8 +34,9 @@ def values_agree(indices, result, dom):
     """The normalized IterSumExprs compute the same values as ``indices`` everywhere."""
     vs = list(dom)
     norm = [normalize_iter_map_to_expr(s) for s in result.indices]
-    for combo in itertools.product(*[range(r.min.value, r.min.value + r.extent.value)
-                                     for r in dom.values()]):
+    for combo in itertools.product(
+        *[range(r.min.value, r.min.value + r.extent.value) for r in dom.values()]
+    ):
         env = dict(zip(vs, combo))
         assert [evaluate(e, env) for e in indices] == [evaluate(e, env) for e in norm]
     return True
@@ -147,13 +148,16 @@ def test_mixed_views_of_one_fused_iterator():
 
 
 def _enumerated_level(indices, dom):
-    """"bijective", "surjective" or None, by enumerating the loop domain."""
+    """ "bijective", "surjective" or None, by enumerating the loop domain."""
     vs = list(dom)
-    image = [tuple(evaluate(e, dict(zip(vs, p))) for e in indices)
-             for p in itertools.product(*[range(r.extent.value) for r in dom.values()])]
+    image = [
+        tuple(evaluate(e, dict(zip(vs, p))) for e in indices)
+        for p in itertools.product(*[range(r.extent.value) for r in dom.values()])
+    ]
     per_index = [sorted({p[n] for p in image}) for n in range(len(indices))]
     if set(image) != set(itertools.product(*per_index)) or any(
-            len({b - a for a, b in itertools.pairwise(v)}) > 1 for v in per_index):
+        len({b - a for a, b in itertools.pairwise(v)}) > 1 for v in per_index
+    ):
         return None
     return "bijective" if len(set(image)) == len(image) else "surjective"
 
@@ -180,23 +184,53 @@ def _digit_views():
         ([(l6 * 6 + l7) // 8, (l6 * 3 + l7 // 2) % 4 * 2 + l7 % 2], {l6: 4, l7: 6}),
         ([(l6 * 6 + l7) // 4 % 6, l6 // 4 * 4 + (l6 * 6 + l7) % 4], {l6: 12, l7: 6}),
         # the widest fusion is the frame of reference
-        ([(l9 * 6 + l11) // 4, l2, (l11 * 3 + l12) % 2,
-          (l9 * 18 + l11 * 3 + l12) // 4 % 3 * 2 + (l9 * 9 + (l11 * 3 + l12) // 2) % 2],
-         {l9: 4, l11: 6, l2: 2, l12: 3}),
-        ([(a % 6 * 384 + l13 * 96 + a // 6) // 36 % 16, (a % 6 * 4 + l13) // 6,
-          (a % 6 * 64 + l13 * 16 + l10 // 9) % 6, a // 6 % 6], {l10: 144, l12: 4, l13: 4}),
+        (
+            [
+                (l9 * 6 + l11) // 4,
+                l2,
+                (l11 * 3 + l12) % 2,
+                (l9 * 18 + l11 * 3 + l12) // 4 % 3 * 2 + (l9 * 9 + (l11 * 3 + l12) // 2) % 2,
+            ],
+            {l9: 4, l11: 6, l2: 2, l12: 3},
+        ),
+        (
+            [
+                (a % 6 * 384 + l13 * 96 + a // 6) // 36 % 16,
+                (a % 6 * 4 + l13) // 6,
+                (a % 6 * 64 + l13 * 16 + l10 // 9) % 6,
+                a // 6 % 6,
+            ],
+            {l10: 144, l12: 4, l13: 4},
+        ),
         # the answer does not depend on which fusion the indices reach first
-        ([g // 8 % 3 * 2 + (l10 * 3 + l11 // 4) % 2, k // 2, k % 2, l10 // 2],
-         {l8: 3, l10: 16, l11: 12}),
-        ([k // 2, k % 2, g // 8 % 3 * 2 + (l10 * 3 + l11 // 4) % 2, l10 // 2],
-         {l8: 3, l10: 16, l11: 12}),
+        (
+            [g // 8 % 3 * 2 + (l10 * 3 + l11 // 4) % 2, k // 2, k % 2, l10 // 2],
+            {l8: 3, l10: 16, l11: 12},
+        ),
+        (
+            [k // 2, k % 2, g // 8 % 3 * 2 + (l10 * 3 + l11 // 4) % 2, l10 // 2],
+            {l8: 3, l10: 16, l11: 12},
+        ),
         # two fusions of the same digits in other orders: the one an index splits is the
         # frame of reference (l11 // 18 * 8 + a // 9 % 8 is a // 9, and its first digits)
-        ([(l11 // 18 * 8 + b // 9 % 8) % 3, (b % 9 * 16 + (l11 // 18 * 8 + b // 9 % 8) // 3) % 12,
-          (b % 9 * 48 + l11 // 18 * 8 + b // 9 % 8) // 36], {l11: 108, l12: 4}),
+        (
+            [
+                (l11 // 18 * 8 + b // 9 % 8) % 3,
+                (b % 9 * 16 + (l11 // 18 * 8 + b // 9 % 8) // 3) % 12,
+                (b % 9 * 48 + l11 // 18 * 8 + b // 9 % 8) // 36,
+            ],
+            {l11: 108, l12: 4},
+        ),
         # a fusion of which the indices need only the low digits
-        ([(l10 // 36 * 6 + l10 // 6 % 6) // 4, (l10 // 36 * 6 + l10 // 6 % 6) % 4,
-          (l10 % 36 * 4 + l11) // 3 % 8, (l10 % 36 * 4 + l11) % 3], {l10: 72, l11: 4}),
+        (
+            [
+                (l10 // 36 * 6 + l10 // 6 % 6) // 4,
+                (l10 // 36 * 6 + l10 // 6 % 6) % 4,
+                (l10 % 36 * 4 + l11) // 3 % 8,
+                (l10 % 36 * 4 + l11) % 3,
+            ],
+            {l10: 72, l11: 4},
+        ),
     ]
 
 
@@ -272,8 +306,7 @@ def test_bad_arguments():
 
 def test_iter_map_simplify():
     dom = {i0: R(0, 4), i1: R(0, 8)}
-    got = iter_map_simplify([(i0 * 8 + i1) // 8, (i0 * 8 + i1) % 8, ((i0 * 8 + i1) % 16) // 8],
-                            dom)
+    got = iter_map_simplify([(i0 * 8 + i1) // 8, (i0 * 8 + i1) % 8, ((i0 * 8 + i1) % 16) // 8], dom)
     assert same(got[0], i0) and same(got[1], i1) and same(got[2], i0 % 2)
     assert same(iter_map_simplify([f // 8 * 8 + f % 8], {f: R(0, 64)})[0], f)
     # not affine: still simplified, by the plain simplifier
@@ -306,14 +339,14 @@ def test_random_split_fuse_reorder_bindings_are_bijective(data):
             outer, inner = T.Var(f"l{count}"), T.Var(f"l{count + 1}")
             count += 2
             bindings = [substitute(b, {v: outer * fac + inner}) for b in bindings]
-            loops[pos:pos + 1] = [(outer, e // fac), (inner, fac)]
+            loops[pos : pos + 1] = [(outer, e // fac), (inner, fac)]
         elif op == "fuse" and len(loops) >= 2:
             pos = data.draw(st.integers(0, len(loops) - 2))
             (va, ea), (vb, eb) = loops[pos], loops[pos + 1]
             fused = T.Var(f"l{count}")
             count += 1
             bindings = [substitute(b, {va: fused // eb, vb: fused % eb}) for b in bindings]
-            loops[pos:pos + 2] = [(fused, ea * eb)]
+            loops[pos : pos + 2] = [(fused, ea * eb)]
         elif op == "reorder":
             loops = data.draw(st.permutations(loops))
     dom = {v: R(0, e) for v, e in loops}

@@ -136,8 +136,11 @@ def build(data, depth, pool):
         if data.draw(st.booleans()):
             return data.draw(st.sampled_from(VARS))
         return T.const(data.draw(st.integers(-10, 10)))
-    op = data.draw(st.sampled_from(
-        ["add", "sub", "mul", "mulc", "div", "mod", "min", "max", "select", "fuse", "unfuse"]))
+    op = data.draw(
+        st.sampled_from(
+            ["add", "sub", "mul", "mulc", "div", "mod", "min", "max", "select", "fuse", "unfuse"]
+        )
+    )
     a = build(data, depth - 1, pool)
     c = data.draw(st.sampled_from([1, 2, 3, 4, 8, 16]))
     if op == "mulc":
@@ -331,8 +334,14 @@ def test_evaluate_float_semantics_match_numpy():
     f32 = np.float32(v)
     assert evaluate(f * 3.0 + 1.0, env) == float(f32 * np.float32(3.0) + np.float32(1.0))
     assert evaluate(g * 3.0 + 1.0, env) == v * 3.0 + 1.0
-    for name, ref in [("exp", np.exp), ("sqrt", np.sqrt), ("tanh", np.tanh), ("log", np.log),
-                      ("floor", np.floor), ("sin", np.sin)]:
+    for name, ref in [
+        ("exp", np.exp),
+        ("sqrt", np.sqrt),
+        ("tanh", np.tanh),
+        ("log", np.log),
+        ("floor", np.floor),
+        ("sin", np.sin),
+    ]:
         got = evaluate(getattr(T, name)(g), env)
         assert got == pytest.approx(float(ref(v)), rel=1e-12)
     assert evaluate(T.sigmoid(g), env) == pytest.approx(1 / (1 + math.exp(-v)), rel=1e-12)

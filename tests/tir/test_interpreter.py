@@ -11,8 +11,25 @@ from hypothesis import strategies as st
 
 from metaschedule import tir
 from metaschedule.tir import (
-    Allocate, Block, BlockRealize, Buffer, BufferRegion, BufferStore, Cast, Evaluate, For,
-    ForKind, IfThenElse, IRModule, IterType, IterVar, PrimFunc, Range, Select, SeqStmt, Var,
+    Allocate,
+    Block,
+    BlockRealize,
+    Buffer,
+    BufferRegion,
+    BufferStore,
+    Cast,
+    Evaluate,
+    For,
+    ForKind,
+    IfThenElse,
+    IRModule,
+    IterType,
+    IterVar,
+    PrimFunc,
+    Range,
+    Select,
+    SeqStmt,
+    Var,
     const,
 )
 from metaschedule.tir.expr import Div
@@ -42,9 +59,13 @@ def _spatial(name, buf_out, extents, value_fn, reads=()):
     """One data-parallel block over ``extents`` writing ``value_fn(*vs)`` to ``buf_out[vs]``."""
     loops = [Var(f"i{k}") for k in range(len(extents))]
     vs = [Var(f"v{k}") for k in range(len(extents))]
-    block = Block(tuple(IterVar(v, Range(0, e)) for v, e in zip(vs, extents)),
-                  tuple(BufferRegion.full_region(b) for b in reads),
-                  (_point(buf_out, *vs),), name, BufferStore(buf_out, value_fn(*vs), tuple(vs)))
+    block = Block(
+        tuple(IterVar(v, Range(0, e)) for v, e in zip(vs, extents)),
+        tuple(BufferRegion.full_region(b) for b in reads),
+        (_point(buf_out, *vs),),
+        name,
+        BufferStore(buf_out, value_fn(*vs), tuple(vs)),
+    )
     stmt = BlockRealize(tuple(loops), true(), block)
     for v, e in reversed(list(zip(loops, extents))):
         stmt = _loop(v, e, stmt)
@@ -57,9 +78,14 @@ def tiled_matmul(m=8, n=12, k=6, tile=4) -> PrimFunc:
     i0, j0, kk, i1, j1 = (Var(x) for x in ("i0", "j0", "k", "i1", "j1"))
     vi, vj, vk = Var("vi"), Var("vj"), Var("vk")
     block = Block(
-        (IterVar(vi, Range(0, m)), IterVar(vj, Range(0, n)),
-         IterVar(vk, Range(0, k), IterType.COMM_REDUCE)),
-        (_point(A, vi, vk), _point(B, vk, vj)), (_point(C, vi, vj),), "C",
+        (
+            IterVar(vi, Range(0, m)),
+            IterVar(vj, Range(0, n)),
+            IterVar(vk, Range(0, k), IterType.COMM_REDUCE),
+        ),
+        (_point(A, vi, vk), _point(B, vk, vj)),
+        (_point(C, vi, vj),),
+        "C",
         BufferStore(C, C[vi, vj] + A[vi, vk] * B[vk, vj], (vi, vj)),
         init=BufferStore(C, const(0.0), (vi, vj)),
     )
@@ -90,10 +116,14 @@ def test_row_max_reduction_with_init_at_nonzero_domain_min():
     """max over columns 2..7 of each row; init runs only at the first reduction step."""
     A, B = Buffer("A", (5, 8)), Buffer("B", (5,))
     i, r, vi, vr = Var("i"), Var("r"), Var("vi"), Var("vr")
-    block = Block((IterVar(vi, Range(0, 5)), IterVar(vr, Range(2, 6), IterType.COMM_REDUCE)),
-                  (_point(A, vi, vr),), (_point(B, vi),), "rowmax",
-                  BufferStore(B, tir.max(B[vi], A[vi, vr]), (vi,)),
-                  init=BufferStore(B, tir.min_value("float32"), (vi,)))
+    block = Block(
+        (IterVar(vi, Range(0, 5)), IterVar(vr, Range(2, 6), IterType.COMM_REDUCE)),
+        (_point(A, vi, vr),),
+        (_point(B, vi),),
+        "rowmax",
+        BufferStore(B, tir.max(B[vi], A[vi, vr]), (vi,)),
+        init=BufferStore(B, tir.min_value("float32"), (vi,)),
+    )
     body = _loop(i, 5, _loop(r, 6, BlockRealize((i, r), true(), block), lo=2))
     a, b = _rand(5, 8), np.full(5, 1e9, "float32")
     interpret(PrimFunc((A, B), _root(body)), a, b)
@@ -102,8 +132,9 @@ def test_row_max_reduction_with_init_at_nonzero_domain_min():
 
 def test_elementwise_select_and_exp():
     A, B = Buffer("A", (4, 5)), Buffer("B", (4, 5))
-    body = _spatial("B", B, (4, 5),
-                    lambda x, y: Select(A[x, y] > 0.0, tir.exp(A[x, y]), A[x, y] * 0.5), (A,))
+    body = _spatial(
+        "B", B, (4, 5), lambda x, y: Select(A[x, y] > 0.0, tir.exp(A[x, y]), A[x, y] * 0.5), (A,)
+    )
     a, b = _rand(4, 5), np.zeros((4, 5), "float32")
     interpret(PrimFunc((A, B), _root(body)), a, b)
     np.testing.assert_allclose(b, np.where(a > 0, np.exp(a), a * 0.5), rtol=1e-6)
@@ -111,17 +142,40 @@ def test_elementwise_select_and_exp():
 
 def test_intermediate_buffer_in_block_form_and_lowered_form():
     A, B, T = Buffer("A", (6,)), Buffer("B", (6,)), Buffer("T", (6,))
-    block_form = PrimFunc((A, B), _root(SeqStmt((
-        _spatial("T", T, (6,), lambda v: A[v] * 2.0, (A,)),
-        _spatial("B", B, (6,), lambda v: T[v] + 1.0, (T,)),
-    )), allocs=(T,)))
+    block_form = PrimFunc(
+        (A, B),
+        _root(
+            SeqStmt(
+                (
+                    _spatial("T", T, (6,), lambda v: A[v] * 2.0, (A,)),
+                    _spatial("B", B, (6,), lambda v: T[v] + 1.0, (T,)),
+                )
+            ),
+            allocs=(T,),
+        ),
+    )
     i, j = Var("i"), Var("j")
-    lowered = PrimFunc((A, B), Allocate(T, SeqStmt((
-        _loop(i, 6, BufferStore(T, A[i] * 2.0, (i,))),
-        _loop(j, 6, IfThenElse(j < 3, BufferStore(B, T[j] + 1.0, (j,)),
-                               BufferStore(B, T[j] - 1.0, (j,)))),
-        Evaluate(0),
-    ))))
+    lowered = PrimFunc(
+        (A, B),
+        Allocate(
+            T,
+            SeqStmt(
+                (
+                    _loop(i, 6, BufferStore(T, A[i] * 2.0, (i,))),
+                    _loop(
+                        j,
+                        6,
+                        IfThenElse(
+                            j < 3,
+                            BufferStore(B, T[j] + 1.0, (j,)),
+                            BufferStore(B, T[j] - 1.0, (j,)),
+                        ),
+                    ),
+                    Evaluate(0),
+                )
+            ),
+        ),
+    )
     a = _rand(6)
     b = np.zeros(6, "float32")
     interpret(block_form, a, b)
@@ -142,23 +196,34 @@ def test_unwritten_intermediate_reads_as_nan():
 def test_predicate_guards_a_non_divisible_split():
     A, B = Buffer("A", (10,)), Buffer("B", (10,))
     io, ii, v = Var("io"), Var("ii"), Var("v")
-    block = Block((IterVar(v, Range(0, 10)),), (_point(A, v),), (_point(B, v),), "B",
-                  BufferStore(B, A[v] + 1.0, (v,)))
+    block = Block(
+        (IterVar(v, Range(0, 10)),),
+        (_point(A, v),),
+        (_point(B, v),),
+        "B",
+        BufferStore(B, A[v] + 1.0, (v,)),
+    )
     realize = BlockRealize((io * 4 + ii,), io * 4 + ii < 10, block)
     func = PrimFunc((A, B), _root(_loop(io, 3, _loop(ii, 4, realize))))
     a, b = _rand(10), np.zeros(10, "float32")
     interpret(func, a, b)
     np.testing.assert_allclose(b, a + 1, rtol=1e-6)
-    unguarded = PrimFunc((A, B), _root(_loop(io, 3, _loop(ii, 4, BlockRealize(
-        (io * 4 + ii,), true(), block)))))
+    unguarded = PrimFunc(
+        (A, B), _root(_loop(io, 3, _loop(ii, 4, BlockRealize((io * 4 + ii,), true(), block))))
+    )
     with pytest.raises(IndexError, match="iter var v is bound to 10, outside its domain"):
         interpret(unguarded, a, b)
 
 
 def test_guarded_padding_load_is_lazy():
     A, B = Buffer("A", (4,)), Buffer("B", (6,))
-    body = _spatial("pad", B, (6,), lambda v: tir.if_then_else(
-        tir.all(v >= 1, v < 5), A[v - 1], const(0.0)), (A,))
+    body = _spatial(
+        "pad",
+        B,
+        (6,),
+        lambda v: tir.if_then_else(tir.all(v >= 1, v < 5), A[v - 1], const(0.0)),
+        (A,),
+    )
     a, b = _rand(4), np.ones(6, "float32")
     interpret(PrimFunc((A, B), _root(body)), a, b)
     np.testing.assert_array_equal(b, np.pad(a, 1))
@@ -214,13 +279,19 @@ def test_integer_semantics():
     F = Buffer("F", (6,), "float32")
     Z = Buffer("Z", (6,), "int8")
     i = Var("i")
-    body = _loop(i, 6, SeqStmt((
-        BufferStore(Y, X[i] // 4, (i, 0)),
-        BufferStore(Y, X[i] % 4, (i, 1)),
-        BufferStore(Y, Div(X[i], const(4)), (i, 2)),
-        BufferStore(Y, Cast("int32", F[i]), (i, 3)),
-        BufferStore(Z, Cast("int8", X[i] * 40), (i,)),
-    )))
+    body = _loop(
+        i,
+        6,
+        SeqStmt(
+            (
+                BufferStore(Y, X[i] // 4, (i, 0)),
+                BufferStore(Y, X[i] % 4, (i, 1)),
+                BufferStore(Y, Div(X[i], const(4)), (i, 2)),
+                BufferStore(Y, Cast("int32", F[i]), (i, 3)),
+                BufferStore(Z, Cast("int8", X[i] * 40), (i,)),
+            )
+        ),
+    )
     x = np.array([-9, -4, -1, 0, 5, 11], "int32")
     f = np.array([-2.7, -0.5, 0.5, 1.9, 3.0, -3.0], "float32")
     y, z = np.zeros((6, 4), "int32"), np.zeros(6, "int8")
@@ -237,22 +308,43 @@ def test_float32_rounds_per_operation_and_store():
     i = Var("i")
     # (1e8 + 1) - 1e8 is 0 in float32 and 1 in float64
     one, big = const(1.0), const(1e8)
-    body = _loop(i, 1, SeqStmt((
-        BufferStore(A, (big + one) - big, (i,)),
-        BufferStore(B, Cast("float64", const(1.0) / const(3.0)), (i,)),
-    )))
+    body = _loop(
+        i,
+        1,
+        SeqStmt(
+            (
+                BufferStore(A, (big + one) - big, (i,)),
+                BufferStore(B, Cast("float64", const(1.0) / const(3.0)), (i,)),
+            )
+        ),
+    )
     a, b = np.zeros(1, "float32"), np.zeros(1, "float64")
     interpret(PrimFunc((A, B), body), a, b)
     assert a[0] == 0.0
     assert b[0] == float(np.float32(1) / np.float32(3)) and b[0] != 1 / 3
 
 
-@pytest.mark.parametrize("name, ref", [
-    ("exp", np.exp), ("log", np.log), ("sqrt", np.sqrt), ("rsqrt", lambda x: 1 / np.sqrt(x)),
-    ("tanh", np.tanh), ("erf", np.vectorize(math.erf)), ("sigmoid", lambda x: 1 / (1 + np.exp(-x))),
-    ("fabs", np.abs), ("floor", np.floor), ("ceil", np.ceil), ("round", np.round),
-    ("sin", np.sin), ("cos", np.cos), ("exp2", np.exp2), ("log2", np.log2), ("trunc", np.trunc),
-])
+@pytest.mark.parametrize(
+    "name, ref",
+    [
+        ("exp", np.exp),
+        ("log", np.log),
+        ("sqrt", np.sqrt),
+        ("rsqrt", lambda x: 1 / np.sqrt(x)),
+        ("tanh", np.tanh),
+        ("erf", np.vectorize(math.erf)),
+        ("sigmoid", lambda x: 1 / (1 + np.exp(-x))),
+        ("fabs", np.abs),
+        ("floor", np.floor),
+        ("ceil", np.ceil),
+        ("round", np.round),
+        ("sin", np.sin),
+        ("cos", np.cos),
+        ("exp2", np.exp2),
+        ("log2", np.log2),
+        ("trunc", np.trunc),
+    ],
+)
 def test_unary_intrinsics(name, ref):
     A, B = Buffer("A", (8,)), Buffer("B", (8,))
     body = _spatial("f", B, (8,), lambda v: getattr(tir, name)(A[v]), (A,))
@@ -279,8 +371,9 @@ def test_undefined_variable_and_buffer_are_reported():
         interpret(PrimFunc((A,), _loop(i, n, Evaluate(0))), np.zeros(4, "float32"))
     ghost = Buffer("ghost", (4,))
     with pytest.raises(ValueError, match="load of buffer ghost"):
-        interpret(PrimFunc((A,), _loop(i, 4, BufferStore(A, ghost[i], (i,)))),
-                  np.zeros(4, "float32"))
+        interpret(
+            PrimFunc((A,), _loop(i, 4, BufferStore(A, ghost[i], (i,)))), np.zeros(4, "float32")
+        )
 
 
 @settings(max_examples=60, deadline=None)
@@ -290,11 +383,17 @@ def test_affine_index_arithmetic_matches_python(values, divisor):
     X, Y = Buffer("X", (n,), "int32"), Buffer("Y", (n, 3), "int64")
     i = Var("i")
     e = X[i] * 3 - divisor
-    body = _loop(i, n, SeqStmt((
-        BufferStore(Y, Cast("int64", tir.floordiv(e, divisor)), (i, 0)),
-        BufferStore(Y, Cast("int64", tir.floormod(e, divisor)), (i, 1)),
-        BufferStore(Y, Cast("int64", tir.max(e, X[i]) + tir.min(e, divisor)), (i, 2)),
-    )))
+    body = _loop(
+        i,
+        n,
+        SeqStmt(
+            (
+                BufferStore(Y, Cast("int64", tir.floordiv(e, divisor)), (i, 0)),
+                BufferStore(Y, Cast("int64", tir.floormod(e, divisor)), (i, 1)),
+                BufferStore(Y, Cast("int64", tir.max(e, X[i]) + tir.min(e, divisor)), (i, 2)),
+            )
+        ),
+    )
     x = np.array(values, "int32")
     y = np.zeros((n, 3), "int64")
     interpret(PrimFunc((X, Y), body), x, y)

@@ -6,9 +6,29 @@ import textwrap
 
 from metaschedule import tir
 from metaschedule.tir import (
-    Allocate, Block, BlockRealize, Buffer, BufferRegion, BufferStore, Cast, CommReducer,
-    Evaluate, For, ForKind, IfThenElse, IntImm, IRModule, IterType, IterVar, PrimFunc, Range,
-    Reduce, Select, SeqStmt, Var, const,
+    Allocate,
+    Block,
+    BlockRealize,
+    Buffer,
+    BufferRegion,
+    BufferStore,
+    Cast,
+    CommReducer,
+    Evaluate,
+    For,
+    ForKind,
+    IfThenElse,
+    IntImm,
+    IRModule,
+    IterType,
+    IterVar,
+    PrimFunc,
+    Range,
+    Reduce,
+    Select,
+    SeqStmt,
+    Var,
+    const,
 )
 from metaschedule.tir.expr import Div, FloatImm, Not, StringImm
 from metaschedule.tir.printer import script
@@ -29,8 +49,11 @@ def tiled_matmul() -> PrimFunc:
     i0, j0, k, i1, j1 = (Var(n) for n in ("i0", "j0", "k", "i1", "j1"))
     vi, vj, vk = Var("vi"), Var("vj"), Var("vk")
     block = Block(
-        (IterVar(vi, Range(0, 128)), IterVar(vj, Range(0, 128)),
-         IterVar(vk, Range(0, 128), IterType.COMM_REDUCE)),
+        (
+            IterVar(vi, Range(0, 128)),
+            IterVar(vj, Range(0, 128)),
+            IterVar(vk, Range(0, 128), IterType.COMM_REDUCE),
+        ),
         (_point(A, vi, vk), _point(B, vk, vj)),
         (_point(C, vi, vj),),
         "C",
@@ -44,7 +67,7 @@ def tiled_matmul() -> PrimFunc:
     return PrimFunc((A, B, C), BlockRealize((), true(), root))
 
 
-MATMUL_SCRIPT = '''\
+MATMUL_SCRIPT = """\
 @T.prim_func
 def main(A: T.Buffer((128, 128), "float32"), B: T.Buffer((128, 128), "float32"), C: T.Buffer((128, 128), "float32")):
     # with T.block("root"):
@@ -59,7 +82,7 @@ def main(A: T.Buffer((128, 128), "float32"), B: T.Buffer((128, 128), "float32"),
             T.block_attr({"meta_schedule.tiling_structure": "SSRSRS"})
             with T.init():
                 C[vi, vj] = T.float32(0)
-            C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]'''
+            C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]"""
 
 
 def test_matmul_prints_as_script():
@@ -103,8 +126,13 @@ def test_odd_name_hints_are_sanitized():
 def test_remap_when_bindings_are_plain_loops():
     A = Buffer("A", (16, 8))
     i, j, vi, vj = Var("i"), Var("j"), Var("vi"), Var("vj")
-    block = Block((IterVar(vi, Range(0, 16)), IterVar(vj, Range(0, 8), IterType.COMM_REDUCE)),
-                  (), (_point(A, vi, vj),), "B", BufferStore(A, const(1.0), (vi, vj)))
+    block = Block(
+        (IterVar(vi, Range(0, 16)), IterVar(vj, Range(0, 8), IterType.COMM_REDUCE)),
+        (),
+        (_point(A, vi, vj),),
+        "B",
+        BufferStore(A, const(1.0), (vi, vj)),
+    )
     text = script(_loop(i, 16, _loop(j, 8, BlockRealize((i, j), true(), block))))
     assert 'vi, vj = T.axis.remap("SR", [i, j])' in text
     assert "T.reads()\n" in text
@@ -113,14 +141,15 @@ def test_remap_when_bindings_are_plain_loops():
 def test_loop_kinds_annotations_and_where():
     A = Buffer("A", (64,))
     i, j, t, u, vi = Var("i"), Var("j"), Var("t"), Var("u"), Var("vi")
-    block = Block((IterVar(vi, Range(0, 60)),), (), (_point(A, vi),), "B",
-                  BufferStore(A, const(2.0), (vi,)))
+    block = Block(
+        (IterVar(vi, Range(0, 60)),), (), (_point(A, vi),), "B", BufferStore(A, const(2.0), (vi,))
+    )
     realize = BlockRealize((t * 8 + u,), t * 8 + u < 60, block)
     body = For(u, 0, 8, ForKind.UNROLLED, realize)
     body = For(t, 0, 8, ForKind.VECTORIZED, body, annotations={"pragma_x": 1})
     body = For(j, 2, 6, ForKind.THREAD_BINDING, body, thread_binding="threadIdx.x")
     body = For(i, 0, 4, ForKind.PARALLEL, body)
-    assert script(body) == textwrap.dedent('''\
+    assert script(body) == textwrap.dedent("""\
         for i in T.parallel(4):
             for j in T.thread_binding(2, 8, thread="threadIdx.x"):
                 for t in T.vectorized(8, annotations={"pragma_x": 1}):
@@ -130,7 +159,7 @@ def test_loop_kinds_annotations_and_where():
                             T.where(t * 8 + u < 60)
                             T.reads()
                             T.writes(A[vi])
-                            A[vi] = T.float32(2)''')
+                            A[vi] = T.float32(2)""")
 
 
 def test_grid_stops_at_dependent_or_annotated_loops():
@@ -197,24 +226,29 @@ def test_every_node_kind_prints():
         A: 'A: T.Buffer((4, 8), "float16", scope="shared")',
         Range(1, 4): "T.Range(min=1, extent=4)",
         kv: 'T.iter_var(k, T.Range(min=0, extent=8), "CommReduce")',
-        IterVar(i, Range(0, 32), IterType.THREAD_INDEX, "threadIdx.x"):
-            'T.iter_var(i, T.Range(min=0, extent=32), "ThreadIndex", thread="threadIdx.x")',
+        IterVar(
+            i, Range(0, 32), IterType.THREAD_INDEX, "threadIdx.x"
+        ): 'T.iter_var(i, T.Range(min=0, extent=32), "ThreadIndex", thread="threadIdx.x")',
         BufferRegion(A, (Range(0, 1), Range(2, 4))): "A[0, 2:6]",
         BufferRegion(A, (Range(i, 2), Range(0, 8))): "A[i:i + 2, 0:8]",
         reducer: "T.comm_reducer(lambda x, y: x + y, [T.float32(0)])",
-        Reduce(reducer, src, (kv,), true()):
-            "T.reduce(T.comm_reducer(lambda x, y: x + y, [T.float32(0)]), B[k], "
-            'axis=[T.iter_var(k, T.Range(min=0, extent=8), "CommReduce")])',
+        Reduce(
+            reducer, src, (kv,), true()
+        ): "T.reduce(T.comm_reducer(lambda x, y: x + y, [T.float32(0)]), B[k], "
+        'axis=[T.iter_var(k, T.Range(min=0, extent=8), "CommReduce")])',
         store: 'A[0, i] = T.Cast("float16", B[k])',
         Evaluate(const(0)): "T.evaluate(0)",
         SeqStmt((store, Evaluate(i))): 'A[0, i] = T.Cast("float16", B[k])\nT.evaluate(i)',
-        IfThenElse(i < 2, store, Evaluate(0)):
-            'if i < 2:\n    A[0, i] = T.Cast("float16", B[k])\nelse:\n    T.evaluate(0)',
-        Allocate(Buffer("tmp", (16,), scope="local"), Evaluate(1)):
-            'tmp = T.allocate((16,), "float32", scope="local")\nT.evaluate(1)',
-        Block((kv,), (), (), "blk", Evaluate(0)):
-            'with T.block("blk"):\n    k = T.axis.reduce(8)\n    T.reads()\n    T.writes()\n'
-            "    T.evaluate(0)",
+        IfThenElse(
+            i < 2, store, Evaluate(0)
+        ): 'if i < 2:\n    A[0, i] = T.Cast("float16", B[k])\nelse:\n    T.evaluate(0)',
+        Allocate(
+            Buffer("tmp", (16,), scope="local"), Evaluate(1)
+        ): 'tmp = T.allocate((16,), "float32", scope="local")\nT.evaluate(1)',
+        Block(
+            (kv,), (), (), "blk", Evaluate(0)
+        ): 'with T.block("blk"):\n    k = T.axis.reduce(8)\n    T.reads()\n    T.writes()\n'
+        "    T.evaluate(0)",
         FloatImm("float16", 2.5): "T.float16(2.5)",
         IntImm("uint8", 7): "T.uint8(7)",
         Not(const(False)): "not T.bool(False)",
@@ -228,15 +262,18 @@ def test_symbolic_shapes_and_func_attrs():
     n = Var("n")
     A = Buffer("A", (n, 4))
     i = Var("i")
-    f = PrimFunc((A,), _loop(i, n, BufferStore(A, const(1.0), (i, 0))),
-                 {"global_symbol": "fill", "tir.noalias": True})
-    assert script(f) == textwrap.dedent('''\
+    f = PrimFunc(
+        (A,),
+        _loop(i, n, BufferStore(A, const(1.0), (i, 0))),
+        {"global_symbol": "fill", "tir.noalias": True},
+    )
+    assert script(f) == textwrap.dedent("""\
         @T.prim_func
         def fill(A: T.Buffer((n, 4), "float32")):
             n = T.int32()
             T.func_attr({"tir.noalias": True})
             for i in range(n):
-                A[i, 0] = T.float32(1)''')
+                A[i, 0] = T.float32(1)""")
 
 
 def test_non_root_body_and_full_root_block():

@@ -12,13 +12,42 @@ from hypothesis import strategies as st
 
 from metaschedule import te, tir
 from metaschedule.tir import (
-    Allocate, Block, BlockRealize, Buffer, BufferRegion, BufferStore, Cast, CommReducer, Evaluate,
-    FloatImm, For, ForKind, IfThenElse, IntImm, IRModule, IterType, IterVar, Not, PrimExpr,
-    PrimFunc, Range, Reduce, Select, SeqStmt, StringImm, Var, const,
+    Allocate,
+    Block,
+    BlockRealize,
+    Buffer,
+    BufferRegion,
+    BufferStore,
+    Cast,
+    CommReducer,
+    Evaluate,
+    FloatImm,
+    For,
+    ForKind,
+    IfThenElse,
+    IntImm,
+    IRModule,
+    IterType,
+    IterVar,
+    Not,
+    PrimExpr,
+    PrimFunc,
+    Range,
+    Reduce,
+    Select,
+    SeqStmt,
+    StringImm,
+    Var,
+    const,
 )
 from metaschedule.tir.expr import Node
 from metaschedule.tir.serialize import (
-    from_json_dict, load_json, register_node, registered_types, save_json, to_json_dict,
+    from_json_dict,
+    load_json,
+    register_node,
+    registered_types,
+    save_json,
+    to_json_dict,
 )
 from metaschedule.tir.stmt import true
 from metaschedule.tir.structural import assert_structural_equal, structural_equal
@@ -64,8 +93,22 @@ def _expressions():
         X == Y,
         X != Y,
     ]
-    for op in (tir.Add, tir.Sub, tir.Mul, tir.Div, tir.FloorDiv, tir.FloorMod, tir.Min,
-               tir.Max, tir.EQ, tir.NE, tir.LT, tir.LE, tir.GT, tir.GE):
+    for op in (
+        tir.Add,
+        tir.Sub,
+        tir.Mul,
+        tir.Div,
+        tir.FloorDiv,
+        tir.FloorMod,
+        tir.Min,
+        tir.Max,
+        tir.EQ,
+        tir.NE,
+        tir.LT,
+        tir.LE,
+        tir.GT,
+        tir.GE,
+    ):
         out.append(op(X, Y))
     out.append(tir.And(X < Y, X > 0))
     out.append(tir.Or(X < Y, X > 0))
@@ -109,8 +152,15 @@ def test_python_comparison_nodes_keep_their_class():
 def test_for_kinds_round_trip(kind):
     i = Var("i")
     tag = "threadIdx.x" if kind is ForKind.THREAD_BINDING else None
-    loop = For(i, 0, 16, kind, Evaluate(i), thread_binding=tag,
-               annotations={"pragma_auto_unroll_max_step": 64})
+    loop = For(
+        i,
+        0,
+        16,
+        kind,
+        Evaluate(i),
+        thread_binding=tag,
+        annotations={"pragma_auto_unroll_max_step": 64},
+    )
     back = roundtrip(loop)
     assert back.kind is kind and back.thread_binding == tag
     assert back.body.value is back.loop_var
@@ -158,16 +208,26 @@ def make_func() -> PrimFunc:
             "int_keys": {1: "one", 2: "two"},
         },
     )
-    nest = For(i, 0, n, ForKind.PARALLEL, For(k, 0, 8, ForKind.UNROLLED,
-               BlockRealize((i, k), i < n, block)))
+    nest = For(
+        i,
+        0,
+        n,
+        ForKind.PARALLEL,
+        For(k, 0, 8, ForKind.UNROLLED, BlockRealize((i, k), i < n, block)),
+    )
     j, vj = Var("j"), Var("vj")
-    copy = Block((IterVar(vj, Range(0, n)),), (BufferRegion(T, (Range(vj, 1),)),),
-                 (BufferRegion(C_, (Range(vj, 1),)),), "copy",
-                 BufferStore(C_, T[vj], (vj,)))
+    copy = Block(
+        (IterVar(vj, Range(0, n)),),
+        (BufferRegion(T, (Range(vj, 1),)),),
+        (BufferRegion(C_, (Range(vj, 1),)),),
+        "copy",
+        BufferStore(C_, T[vj], (vj,)),
+    )
     nest2 = For(j, 0, n, ForKind.VECTORIZED, BlockRealize((j,), true(), copy))
     root = Block((), (), (), "root", SeqStmt((nest, nest2)), alloc_buffers=(T,))
-    return PrimFunc((A_, C_), BlockRealize((), true(), root),
-                    {"global_symbol": "rowsum", "tir.noalias": True})
+    return PrimFunc(
+        (A_, C_), BlockRealize((), true(), root), {"global_symbol": "rowsum", "tir.noalias": True}
+    )
 
 
 def test_primfunc_round_trip_preserves_everything():
@@ -187,7 +247,10 @@ def test_primfunc_round_trip_preserves_everything():
     assert g.attrs == {"global_symbol": "rowsum", "tir.noalias": True}
     loops = g.body.block.body.seq
     assert [loops[0].kind, loops[0].body.kind, loops[1].kind] == [
-        ForKind.PARALLEL, ForKind.UNROLLED, ForKind.VECTORIZED]
+        ForKind.PARALLEL,
+        ForKind.UNROLLED,
+        ForKind.VECTORIZED,
+    ]
 
 
 def test_sharing_survives_the_round_trip():
@@ -241,12 +304,51 @@ def test_deep_expression_round_trip():
 def test_core_classes_are_registered():
     names = set(registered_types())
     expected = {
-        "Var", "IntImm", "FloatImm", "StringImm", "Cast", "Add", "Sub", "Mul", "Div",
-        "FloorDiv", "FloorMod", "Min", "Max", "EQ", "NE", "LT", "LE", "GT", "GE", "And", "Or",
-        "Not", "Select", "Call", "BufferLoad", "CommReducer", "Reduce", "Buffer", "Range",
-        "IterVar", "BufferRegion", "BufferStore", "For", "SeqStmt", "IfThenElse", "Evaluate",
-        "Allocate", "Block", "BlockRealize", "PrimFunc", "IRModule", "IterType", "ForKind",
-        "EqualOp", "NotEqualOp",
+        "Var",
+        "IntImm",
+        "FloatImm",
+        "StringImm",
+        "Cast",
+        "Add",
+        "Sub",
+        "Mul",
+        "Div",
+        "FloorDiv",
+        "FloorMod",
+        "Min",
+        "Max",
+        "EQ",
+        "NE",
+        "LT",
+        "LE",
+        "GT",
+        "GE",
+        "And",
+        "Or",
+        "Not",
+        "Select",
+        "Call",
+        "BufferLoad",
+        "CommReducer",
+        "Reduce",
+        "Buffer",
+        "Range",
+        "IterVar",
+        "BufferRegion",
+        "BufferStore",
+        "For",
+        "SeqStmt",
+        "IfThenElse",
+        "Evaluate",
+        "Allocate",
+        "Block",
+        "BlockRealize",
+        "PrimFunc",
+        "IRModule",
+        "IterType",
+        "ForKind",
+        "EqualOp",
+        "NotEqualOp",
     }
     assert expected <= names
 
@@ -318,10 +420,15 @@ def _with(mutator):
         (_with(lambda d: d["nodes"][2]["fields"].update(b={"blob": 1})), "unrecognized encoded"),
         (_with(lambda d: d["nodes"][1]["fields"].update(dtype="float32")), "cannot build it"),
         (_with(lambda d: d["nodes"][1]["fields"].update(dtype="int33")), "cannot build it"),
-        (_with(lambda d: d["nodes"][2]["fields"].update(b=3)),
-         "node 2 \\(Add\\), field 'b': expected PrimExpr, got int"),
-        ('{"version": 1, "root": 0, "nodes": [{"type": "Var", "fields": '
-         '{"name": NaN, "dtype": "int32"}}]}', "invalid JSON literal NaN"),
+        (
+            _with(lambda d: d["nodes"][2]["fields"].update(b=3)),
+            "node 2 \\(Add\\), field 'b': expected PrimExpr, got int",
+        ),
+        (
+            '{"version": 1, "root": 0, "nodes": [{"type": "Var", "fields": '
+            '{"name": NaN, "dtype": "int32"}}]}',
+            "invalid JSON literal NaN",
+        ),
     ],
 )
 def test_malformed_input_raises_value_error(text, message):
@@ -367,11 +474,17 @@ def test_load_json_rejects_non_strings():
 # ----------------------------------------------------------------------------- properties
 
 _json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.text(max_size=5)
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.text(max_size=5)
     | st.floats(allow_nan=True, allow_infinity=True),
-    lambda inner: st.lists(inner, max_size=3) | st.tuples(inner, inner)
-    | st.dictionaries(st.text(max_size=3), inner, max_size=3)
-    | st.dictionaries(st.integers(0, 5), inner, max_size=2),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.tuples(inner, inner)
+        | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+        | st.dictionaries(st.integers(0, 5), inner, max_size=2)
+    ),
     max_leaves=10,
 )
 

@@ -14,13 +14,35 @@ from hypothesis import strategies as st
 
 from metaschedule import te, tir
 from metaschedule.tir import (
-    EQ, Add, Allocate, Block, BlockRealize, Buffer, BufferRegion, BufferStore,
-    CommReducer, Evaluate, For, ForKind, IfThenElse, IRModule, IterType, IterVar, Max, PrimFunc,
-    Range, Reduce, SeqStmt, Var, const,
+    EQ,
+    Add,
+    Allocate,
+    Block,
+    BlockRealize,
+    Buffer,
+    BufferRegion,
+    BufferStore,
+    CommReducer,
+    Evaluate,
+    For,
+    ForKind,
+    IfThenElse,
+    IRModule,
+    IterType,
+    IterVar,
+    Max,
+    PrimFunc,
+    Range,
+    Reduce,
+    SeqStmt,
+    Var,
+    const,
 )
 from metaschedule.tir.stmt import true
 from metaschedule.tir.structural import (
-    assert_structural_equal, structural_equal, structural_hash,
+    assert_structural_equal,
+    structural_equal,
+    structural_hash,
 )
 
 
@@ -62,8 +84,19 @@ def matmul(
         init=BufferStore(D, const(init_value, dtype), (vi, vj)),
         annotations=annotations if annotations is not None else {"tile": [4, 4], "unroll": 16},
     )
-    nest = For(i, 0, n, kind, For(j, 0, n, ForKind.SERIAL, For(k, 0, n, ForKind.SERIAL,
-               BlockRealize((i, j, k), true(), block))))
+    nest = For(
+        i,
+        0,
+        n,
+        kind,
+        For(
+            j,
+            0,
+            n,
+            ForKind.SERIAL,
+            For(k, 0, n, ForKind.SERIAL, BlockRealize((i, j, k), true(), block)),
+        ),
+    )
     ci, cj = Var("i"), Var("j")
     wi, wj = Var("vi"), Var("vj")
     copy = Block(
@@ -73,8 +106,13 @@ def matmul(
         name_hint="out",
         body=BufferStore(C, D[wi, wj] + const(1, dtype), (wi, wj)),
     )
-    nest2 = For(ci, 0, n, ForKind.SERIAL, For(cj, 0, n, ForKind.SERIAL,
-                BlockRealize((ci, cj), true(), copy)))
+    nest2 = For(
+        ci,
+        0,
+        n,
+        ForKind.SERIAL,
+        For(cj, 0, n, ForKind.SERIAL, BlockRealize((ci, cj), true(), copy)),
+    )
     root = Block((), (), (), "root", SeqStmt((nest, nest2)), alloc_buffers=(D,))
     return PrimFunc((A, B, C), BlockRealize((), true(), root), {"global_symbol": "main"})
 
@@ -155,9 +193,7 @@ def test_symbolic_shape_vars_of_params_are_definitions():
     n = Var("n")
     i = Var("i")
     A = Buffer("A", (n,))
-    two_vars = PrimFunc(
-        (A,), For(i, 0, Var("m"), ForKind.SERIAL, BufferStore(A, A[i] + 1.0, (i,)))
-    )
+    two_vars = PrimFunc((A,), For(i, 0, Var("m"), ForKind.SERIAL, BufferStore(A, A[i] + 1.0, (i,))))
     check_differ(f(), two_vars)
 
 
@@ -177,8 +213,16 @@ def test_bijection_distinguishes_reused_var():
         B = Buffer("B", (4, 4))
         i, j = Var("i"), Var("j")
         second = i if same else j
-        return PrimFunc((B,), For(i, 0, 4, ForKind.SERIAL, For(j, 0, 4, ForKind.SERIAL,
-                        BufferStore(B, 0.0, (i, second)))))
+        return PrimFunc(
+            (B,),
+            For(
+                i,
+                0,
+                4,
+                ForKind.SERIAL,
+                For(j, 0, 4, ForKind.SERIAL, BufferStore(B, 0.0, (i, second))),
+            ),
+        )
 
     check_equal(nest(False), nest(False))
     check_differ(nest(False), nest(True))
@@ -216,10 +260,18 @@ def test_defined_var_is_not_equal_to_a_free_var():
 def test_sibling_loops_may_reuse_one_var_object():
     B = Buffer("B", (4,))
     i, a, b = Var("i"), Var("a"), Var("b")
-    reused = SeqStmt((For(i, 0, 4, ForKind.SERIAL, BufferStore(B, 1.0, (i,))),
-                      For(i, 0, 4, ForKind.SERIAL, BufferStore(B, 2.0, (i,)))))
-    fresh = SeqStmt((For(a, 0, 4, ForKind.SERIAL, BufferStore(B, 1.0, (a,))),
-                     For(b, 0, 4, ForKind.SERIAL, BufferStore(B, 2.0, (b,)))))
+    reused = SeqStmt(
+        (
+            For(i, 0, 4, ForKind.SERIAL, BufferStore(B, 1.0, (i,))),
+            For(i, 0, 4, ForKind.SERIAL, BufferStore(B, 2.0, (i,))),
+        )
+    )
+    fresh = SeqStmt(
+        (
+            For(a, 0, 4, ForKind.SERIAL, BufferStore(B, 1.0, (a,))),
+            For(b, 0, 4, ForKind.SERIAL, BufferStore(B, 2.0, (b,))),
+        )
+    )
     check_equal(reused, fresh)
 
 
@@ -319,8 +371,9 @@ def test_python_eq_is_the_eq_operator():
 def test_thread_binding_and_for_annotations():
     def loop(tag, ann):
         i = Var("i")
-        return For(i, 0, 32, ForKind.THREAD_BINDING, Evaluate(i), thread_binding=tag,
-                   annotations=ann)
+        return For(
+            i, 0, 32, ForKind.THREAD_BINDING, Evaluate(i), thread_binding=tag, annotations=ann
+        )
 
     check_equal(loop("threadIdx.x", {}), loop("threadIdx.x", {}))
     check_differ(loop("threadIdx.x", {}), loop("threadIdx.y", {}))
@@ -340,8 +393,18 @@ def test_annotation_values():
     check_equal(with_ann(inf), with_ann(math.inf))
     i = Var("i")
     check_equal(with_ann(i + 1), with_ann(i + 1))
-    for a, b in [(1, True), (1, 1.0), (0.0, -0.0), (inf, -inf), ("1", 1), (None, 0),
-                 ([1, 2], [2, 1]), ([1], [1, 1]), ({"a": 1}, {"a": 2}), (nan, inf)]:
+    for a, b in [
+        (1, True),
+        (1, 1.0),
+        (0.0, -0.0),
+        (inf, -inf),
+        ("1", 1),
+        (None, 0),
+        ([1, 2], [2, 1]),
+        ([1], [1, 1]),
+        ({"a": 1}, {"a": 2}),
+        (nan, inf),
+    ]:
         check_differ(with_ann(a), with_ann(b))
         assert structural_hash(with_ann(a)) != structural_hash(with_ann(b))
 
@@ -368,14 +431,15 @@ def test_hash_value_is_pinned():
 
 def test_hash_is_stable_across_processes():
     code = (
-        "import sys; sys.path.insert(0, %r); import test_structural as t; "
-        "print(t.structural_hash(t.matmul()))" % os.path.dirname(__file__)
+        f"import sys; sys.path.insert(0, {os.path.dirname(__file__)!r}); "
+        "import test_structural as t; print(t.structural_hash(t.matmul()))"
     )
     outs = set()
     for seed in ("1", "2"):
         env = {**os.environ, "PYTHONHASHSEED": seed}
-        res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                             env=env, check=True)
+        res = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+        )
         outs.add(int(res.stdout.strip()))
     assert outs == {structural_hash(matmul())}
 
@@ -421,8 +485,12 @@ _OPS = [tir.Add, tir.Sub, tir.Mul, tir.Max, tir.Min, tir.FloorDiv]
 def expr_recipes(draw, depth=0):
     """A recipe (nested tuples) so the same tree can be built twice with fresh variables."""
     if depth >= 4 or draw(st.booleans()):
-        return ("leaf", draw(st.sampled_from(["x", "y", "i", "j"])) if draw(st.booleans())
-                else draw(st.integers(-3, 3)))
+        return (
+            "leaf",
+            draw(st.sampled_from(["x", "y", "i", "j"]))
+            if draw(st.booleans())
+            else draw(st.integers(-3, 3)),
+        )
     op = draw(st.integers(0, len(_OPS) - 1))
     return ("op", op, draw(expr_recipes(depth + 1)), draw(expr_recipes(depth + 1)))
 

@@ -9,16 +9,38 @@ import pytest
 
 from metaschedule import te
 from metaschedule.tir import (
-    Allocate, Block, BlockRealize, Buffer, BufferLoad, BufferRegion, BufferStore, For, ForKind,
-    IfThenElse, IterType, IterVar, PrimFunc, Range, SeqStmt, Var, const, floordiv,
+    Allocate,
+    Block,
+    BlockRealize,
+    Buffer,
+    BufferLoad,
+    BufferRegion,
+    BufferStore,
+    For,
+    ForKind,
+    IfThenElse,
+    IterType,
+    IterVar,
+    PrimFunc,
+    Range,
+    SeqStmt,
+    Var,
+    const,
+    floordiv,
     post_order_visit,
 )
 from metaschedule.tir.functor import substitute
 from metaschedule.tir.interpreter import interpret
 from metaschedule.tir.stmt import true
 from metaschedule.tir.transform import (
-    LOWER_PASSES, compact_allocations, convert_blocks, lower, lower_alloc_buffers, lower_init,
-    plan_allocations, simplify_indices,
+    LOWER_PASSES,
+    compact_allocations,
+    convert_blocks,
+    lower,
+    lower_alloc_buffers,
+    lower_init,
+    plan_allocations,
+    simplify_indices,
 )
 from metaschedule.tir.transform.affine import affine, bounds, const_bounds
 
@@ -50,33 +72,71 @@ def tiled_matmul_local(n: int = 16, ti: int = 4, tj: int = 8) -> PrimFunc:
     i0, j0, k, i1, j1, i2, j2 = (Var(x) for x in ("i0", "j0", "k", "i1", "j1", "i2", "j2"))
     vi, vj, vk = Var("vi"), Var("vj"), Var("vk")
     update = Block(
-        iter_vars=(IterVar(vi, Range(0, n)), IterVar(vj, Range(0, n)),
-                   IterVar(vk, Range(0, n), IterType.COMM_REDUCE)),
+        iter_vars=(
+            IterVar(vi, Range(0, n)),
+            IterVar(vj, Range(0, n)),
+            IterVar(vk, Range(0, n), IterType.COMM_REDUCE),
+        ),
         reads=(_region(A, vi, vk), _region(B, vk, vj)),
         writes=(_region(CL, vi, vj),),
         name_hint="C_local",
         body=BufferStore(CL, CL[vi, vj] + A[vi, vk] * B[vk, vj], (vi, vj)),
         init=BufferStore(CL, const(0.0), (vi, vj)),
     )
-    nest1 = For(k, 0, n, ForKind.SERIAL, For(i1, 0, ti, ForKind.SERIAL, For(
-        j1, 0, tj, ForKind.SERIAL,
-        BlockRealize((i0 * ti + i1, j0 * tj + j1, k), true(), update))))
+    nest1 = For(
+        k,
+        0,
+        n,
+        ForKind.SERIAL,
+        For(
+            i1,
+            0,
+            ti,
+            ForKind.SERIAL,
+            For(
+                j1,
+                0,
+                tj,
+                ForKind.SERIAL,
+                BlockRealize((i0 * ti + i1, j0 * tj + j1, k), true(), update),
+            ),
+        ),
+    )
     wi, wj = Var("wi"), Var("wj")
     write_back = Block(
         iter_vars=(IterVar(wi, Range(0, n)), IterVar(wj, Range(0, n))),
-        reads=(_region(CL, wi, wj),), writes=(_region(C, wi, wj),), name_hint="C",
+        reads=(_region(CL, wi, wj),),
+        writes=(_region(C, wi, wj),),
+        name_hint="C",
         body=BufferStore(C, CL[wi, wj], (wi, wj)),
     )
-    nest2 = For(i2, 0, ti, ForKind.SERIAL, For(j2, 0, tj, ForKind.SERIAL, BlockRealize(
-        (i0 * ti + i2, j0 * tj + j2), true(), write_back)))
-    body = For(i0, 0, n // ti, ForKind.PARALLEL,
-               For(j0, 0, n // tj, ForKind.SERIAL, SeqStmt((nest1, nest2))))
+    nest2 = For(
+        i2,
+        0,
+        ti,
+        ForKind.SERIAL,
+        For(
+            j2,
+            0,
+            tj,
+            ForKind.SERIAL,
+            BlockRealize((i0 * ti + i2, j0 * tj + j2), true(), write_back),
+        ),
+    )
+    body = For(
+        i0,
+        0,
+        n // ti,
+        ForKind.PARALLEL,
+        For(j0, 0, n // tj, ForKind.SERIAL, SeqStmt((nest1, nest2))),
+    )
     root = Block((), (), (), "root", body, alloc_buffers=(CL,))
     return PrimFunc((A, B, C), BlockRealize((), true(), root))
 
 
-def fused_tiled_matmul_local(n: int = 16, ti: int = 4, tj: int = 8,
-                             kind: ForKind = ForKind.PARALLEL) -> PrimFunc:
+def fused_tiled_matmul_local(
+    n: int = 16, ti: int = 4, tj: int = 8, kind: ForKind = ForKind.PARALLEL
+) -> PrimFunc:
     """tiled_matmul_local with the tile loops fused into one loop ``f`` of ``kind``: the tile
     is indexed by ``f // (n // tj)`` in rows and ``f % (n // tj)`` in columns."""
     func = tiled_matmul_local(n, ti, tj)
@@ -95,11 +155,21 @@ def guarded_copy(n: int = 10, factor: int = 4) -> PrimFunc:
     """B[v] = A[v] + 1 over a non-divisible split: the BlockRealize has a predicate."""
     A, B = Buffer("A", (n,)), Buffer("B", (n,))
     io, ii, v = Var("io"), Var("ii"), Var("v")
-    blk = Block((IterVar(v, Range(0, n)),), (_region(A, v),), (_region(B, v),), "B",
-                BufferStore(B, A[v] + 1.0, (v,)))
+    blk = Block(
+        (IterVar(v, Range(0, n)),),
+        (_region(A, v),),
+        (_region(B, v),),
+        "B",
+        BufferStore(B, A[v] + 1.0, (v,)),
+    )
     pred = io * factor + ii < n
-    nest = For(io, 0, -(-n // factor), ForKind.SERIAL, For(ii, 0, factor, ForKind.SERIAL,
-               BlockRealize((io * factor + ii,), pred, blk)))
+    nest = For(
+        io,
+        0,
+        -(-n // factor),
+        ForKind.SERIAL,
+        For(ii, 0, factor, ForKind.SERIAL, BlockRealize((io * factor + ii,), pred, blk)),
+    )
     root = Block((), (), (), "root", nest)
     return PrimFunc((A, B), BlockRealize((), true(), root))
 
@@ -109,13 +179,23 @@ def running_sum(n: int = 12) -> PrimFunc:
     A, B = Buffer("A", (n,)), Buffer("B", (n,))
     acc = Buffer("acc", (1,))
     i = Var("i")
-    body = SeqStmt((
-        BufferStore(acc, const(0.0), (0,)),
-        For(i, 0, n, ForKind.SERIAL, SeqStmt((
-            BufferStore(acc, acc[0] + A[i], (0,)),
-            BufferStore(B, acc[0], (i,)),
-        ))),
-    ))
+    body = SeqStmt(
+        (
+            BufferStore(acc, const(0.0), (0,)),
+            For(
+                i,
+                0,
+                n,
+                ForKind.SERIAL,
+                SeqStmt(
+                    (
+                        BufferStore(acc, acc[0] + A[i], (0,)),
+                        BufferStore(B, acc[0], (i,)),
+                    )
+                ),
+            ),
+        )
+    )
     root = Block((), (), (), "root", body, alloc_buffers=(acc,))
     return PrimFunc((A, B), BlockRealize((), true(), root))
 
@@ -243,11 +323,13 @@ def _carried_by_pairs(kind: ForKind) -> PrimFunc:
     A, B = Buffer("A", (8,)), Buffer("B", (4,))
     acc = Buffer("acc", (4,))
     f, i = Var("f"), Var("i")
-    body = SeqStmt((
-        For(i, 0, 4, ForKind.SERIAL, BufferStore(acc, const(0.0), (i,))),
-        For(f, 0, 8, kind, BufferStore(acc, acc[floordiv(f, 2)] + A[f], (floordiv(f, 2),))),
-        For(i, 0, 4, ForKind.SERIAL, BufferStore(B, acc[i], (i,))),
-    ))
+    body = SeqStmt(
+        (
+            For(i, 0, 4, ForKind.SERIAL, BufferStore(acc, const(0.0), (i,))),
+            For(f, 0, 8, kind, BufferStore(acc, acc[floordiv(f, 2)] + A[f], (floordiv(f, 2),))),
+            For(i, 0, 4, ForKind.SERIAL, BufferStore(B, acc[i], (i,))),
+        )
+    )
     return PrimFunc((A, B), Allocate(acc, body))
 
 
@@ -258,18 +340,52 @@ def test_plan_allocations_needs_a_one_to_one_split_of_the_fused_loop():
     A = Buffer("A", (8, 8))
     f, j = Var("f"), Var("j")
     # f // 2 in one dimension only: iterations 2m and 2m + 1 both touch row m
-    loop = For(f, 0, 8, ForKind.SERIAL, For(j, 0, 8, ForKind.SERIAL, SeqStmt((
-        BufferStore(T, T[floordiv(f, 2), j] + 1.0, (floordiv(f, 2), j)),
-        BufferStore(A, T[floordiv(f, 2), j], (f, j)),
-    ))))
+    loop = For(
+        f,
+        0,
+        8,
+        ForKind.SERIAL,
+        For(
+            j,
+            0,
+            8,
+            ForKind.SERIAL,
+            SeqStmt(
+                (
+                    BufferStore(T, T[floordiv(f, 2), j] + 1.0, (floordiv(f, 2), j)),
+                    BufferStore(A, T[floordiv(f, 2), j], (f, j)),
+                )
+            ),
+        ),
+    )
     func = plan_allocations(PrimFunc((A,), Allocate(T, loop)))
     assert isinstance(func.body, Allocate)
     # f // 2 and f % 2 in two dimensions: one-to-one, so the buffer moves in
     i = Var("i")
-    loop2 = For(f, 0, 8, ForKind.SERIAL, SeqStmt((
-        For(j, 0, 4, ForKind.SERIAL, BufferStore(T, const(1.0), (floordiv(f, 2), (f % 2) * 4 + j))),
-        For(i, 0, 4, ForKind.SERIAL, BufferStore(A, T[floordiv(f, 2), (f % 2) * 4 + i], (f, i))),
-    )))
+    loop2 = For(
+        f,
+        0,
+        8,
+        ForKind.SERIAL,
+        SeqStmt(
+            (
+                For(
+                    j,
+                    0,
+                    4,
+                    ForKind.SERIAL,
+                    BufferStore(T, const(1.0), (floordiv(f, 2), (f % 2) * 4 + j)),
+                ),
+                For(
+                    i,
+                    0,
+                    4,
+                    ForKind.SERIAL,
+                    BufferStore(A, T[floordiv(f, 2), (f % 2) * 4 + i], (f, i)),
+                ),
+            )
+        ),
+    )
     func = plan_allocations(PrimFunc((A,), Allocate(T, loop2)))
     assert isinstance(func.body, For) and isinstance(func.body.body, Allocate)
     func = lower(func)
@@ -282,11 +398,19 @@ def test_parallel_loop_privatizes_buffers_it_cannot_prove_disjoint():
     A, B = Buffer("A", (6, 4)), Buffer("B", (6,))
     T = Buffer("T", (4,))
     p, i, j = Var("p"), Var("i"), Var("j")
-    body = For(p, 0, 6, ForKind.PARALLEL, SeqStmt((
-        For(i, 0, 4, ForKind.SERIAL, BufferStore(T, A[p, i] * 2.0, (i,))),
-        BufferStore(B, const(0.0), (p,)),
-        For(j, 0, 4, ForKind.SERIAL, BufferStore(B, B[p] + T[j], (p,))),
-    )))
+    body = For(
+        p,
+        0,
+        6,
+        ForKind.PARALLEL,
+        SeqStmt(
+            (
+                For(i, 0, 4, ForKind.SERIAL, BufferStore(T, A[p, i] * 2.0, (i,))),
+                BufferStore(B, const(0.0), (p,)),
+                For(j, 0, 4, ForKind.SERIAL, BufferStore(B, B[p] + T[j], (p,))),
+            )
+        ),
+    )
     before = PrimFunc((A, B), Allocate(T, body))
     func = plan_allocations(before)
     assert isinstance(func.body, For) and isinstance(func.body.body, Allocate)
@@ -307,11 +431,13 @@ def test_plan_allocations_narrows_to_the_statements_that_use_it():
     A, B = Buffer("A", (4,)), Buffer("B", (4,))
     T = Buffer("T", (4,))
     i, j, k = Var("i"), Var("j"), Var("k")
-    body = SeqStmt((
-        For(i, 0, 4, ForKind.SERIAL, BufferStore(T, A[i] * 2.0, (i,))),
-        For(j, 0, 4, ForKind.SERIAL, BufferStore(B, T[j], (j,))),
-        For(k, 0, 4, ForKind.SERIAL, BufferStore(A, A[k] + 1.0, (k,))),
-    ))
+    body = SeqStmt(
+        (
+            For(i, 0, 4, ForKind.SERIAL, BufferStore(T, A[i] * 2.0, (i,))),
+            For(j, 0, 4, ForKind.SERIAL, BufferStore(B, T[j], (j,))),
+            For(k, 0, 4, ForKind.SERIAL, BufferStore(A, A[k] + 1.0, (k,))),
+        )
+    )
     func = plan_allocations(PrimFunc((A, B), Allocate(T, body)))
     assert isinstance(func.body, SeqStmt) and isinstance(func.body.seq[0], Allocate)
     assert len(func.body.seq) == 2 and len(func.body.seq[0].body.seq) == 2
@@ -341,10 +467,12 @@ def test_compact_allocations_leaves_full_buffers_and_params():
 def test_compact_allocations_offsets_partial_region():
     A, T = Buffer("A", (4,)), Buffer("T", (10,))
     i = Var("i")
-    body = SeqStmt((
-        For(i, 0, 4, ForKind.SERIAL, BufferStore(T, A[i], (i + 3,))),
-        For(i, 0, 4, ForKind.SERIAL, BufferStore(A, T[i + 3] * 2.0, (i,))),
-    ))
+    body = SeqStmt(
+        (
+            For(i, 0, 4, ForKind.SERIAL, BufferStore(T, A[i], (i + 3,))),
+            For(i, 0, 4, ForKind.SERIAL, BufferStore(A, T[i + 3] * 2.0, (i,))),
+        )
+    )
     before = PrimFunc((A,), Allocate(T, body))
     func = compact_allocations(before)
     assert func.body.buffer.static_shape() == (4,)
@@ -355,8 +483,13 @@ def test_simplify_indices_uses_loop_ranges():
     A = Buffer("A", (8, 8))
     i0, i1 = Var("i0"), Var("i1")
     idx = floordiv(i0 * 8 + i1, 8)
-    body = For(i0, 0, 8, ForKind.SERIAL, For(i1, 0, 8, ForKind.SERIAL,
-               BufferStore(A, const(1.0), (idx, (i0 * 8 + i1) % 8))))
+    body = For(
+        i0,
+        0,
+        8,
+        ForKind.SERIAL,
+        For(i1, 0, 8, ForKind.SERIAL, BufferStore(A, const(1.0), (idx, (i0 * 8 + i1) % 8))),
+    )
     func = simplify_indices(PrimFunc((A,), body))
     (store,) = nodes(func.body, BufferStore)
     assert store.indices[0] is i0 and store.indices[1] is i1

@@ -5,8 +5,24 @@ from __future__ import annotations
 import pytest
 
 from metaschedule.tir import (
-    Allocate, Block, BlockRealize, Buffer, BufferRegion, BufferStore, Evaluate, For, ForKind,
-    IfThenElse, IRModule, IterType, IterVar, PrimFunc, Range, SeqStmt, Var, const,
+    Allocate,
+    Block,
+    BlockRealize,
+    Buffer,
+    BufferRegion,
+    BufferStore,
+    Evaluate,
+    For,
+    ForKind,
+    IfThenElse,
+    IRModule,
+    IterType,
+    IterVar,
+    PrimFunc,
+    Range,
+    SeqStmt,
+    Var,
+    const,
 )
 from metaschedule.tir.stmt import true
 from metaschedule.tir.verify import IRVerifyError, verify, verify_well_formed
@@ -35,8 +51,11 @@ def matmul_parts(n=8):
     A, B, C = (Buffer(x, (n, n)) for x in "ABC")
     i, j, k = Var("i"), Var("j"), Var("k")
     vi, vj, vk = Var("vi"), Var("vj"), Var("vk")
-    iters = (IterVar(vi, Range(0, n)), IterVar(vj, Range(0, n)),
-             IterVar(vk, Range(0, n), IterType.COMM_REDUCE))
+    iters = (
+        IterVar(vi, Range(0, n)),
+        IterVar(vj, Range(0, n)),
+        IterVar(vk, Range(0, n), IterType.COMM_REDUCE),
+    )
     store = BufferStore(C, C[vi, vj] + A[vi, vk] * B[vk, vj], (vi, vj))
     init = BufferStore(C, const(0.0), (vi, vj))
     return locals()
@@ -44,12 +63,14 @@ def matmul_parts(n=8):
 
 def matmul(p=None, n=8, **block_changes) -> PrimFunc:
     p = p or matmul_parts(n)
-    fields = dict(
-        iter_vars=p["iters"],
-        reads=(_point(p["A"], p["vi"], p["vk"]), _point(p["B"], p["vk"], p["vj"])),
-        writes=(_point(p["C"], p["vi"], p["vj"]),),
-        name_hint="C", body=p["store"], init=p["init"],
-    )
+    fields = {
+        "iter_vars": p["iters"],
+        "reads": (_point(p["A"], p["vi"], p["vk"]), _point(p["B"], p["vk"], p["vj"])),
+        "writes": (_point(p["C"], p["vi"], p["vj"]),),
+        "name_hint": "C",
+        "body": p["store"],
+        "init": p["init"],
+    }
     fields.update(block_changes)
     block = Block(**fields)
     realize = BlockRealize((p["i"], p["j"], p["k"]), true(), block)
@@ -71,10 +92,19 @@ def test_valid_block_and_lowered_functions_pass():
     verify(IRModule({"main": matmul(), "other": matmul(n=4)}))
     A, T = Buffer("A", (8,)), Buffer("T", (8,), scope="local")
     i = Var("i")
-    lowered = Allocate(T, _loop(i, 8, SeqStmt((
-        BufferStore(T, A[i] * 2.0, (i,)),
-        IfThenElse(i < 4, BufferStore(A, T[i], (i,)), Evaluate(0)),
-    ))))
+    lowered = Allocate(
+        T,
+        _loop(
+            i,
+            8,
+            SeqStmt(
+                (
+                    BufferStore(T, A[i] * 2.0, (i,)),
+                    IfThenElse(i < 4, BufferStore(A, T[i], (i,)), Evaluate(0)),
+                )
+            ),
+        ),
+    )
     verify_well_formed(PrimFunc((A,), lowered))
 
 
@@ -108,19 +138,32 @@ def test_binding_may_use_enclosing_block_iter_vars_but_not_siblings():
     A = Buffer("A", (8,))
     io, ii = Var("io"), Var("ii")
     vo, v = Var("vo"), Var("v")
-    inner = Block((IterVar(v, Range(0, 8)),), (), (_point(A, v),), "inner",
-                  BufferStore(A, const(1.0), (v,)))
-    outer = Block((IterVar(vo, Range(0, 2)),), (), (), "outer",
-                  _loop(ii, 4, BlockRealize((vo * 4 + ii,), true(), inner)))
+    inner = Block(
+        (IterVar(v, Range(0, 8)),), (), (_point(A, v),), "inner", BufferStore(A, const(1.0), (v,))
+    )
+    outer = Block(
+        (IterVar(vo, Range(0, 2)),),
+        (),
+        (),
+        "outer",
+        _loop(ii, 4, BlockRealize((vo * 4 + ii,), true(), inner)),
+    )
     good = PrimFunc((A,), _root(_loop(io, 2, BlockRealize((io,), true(), outer))))
     verify_well_formed(good)  # blockize-style nesting is well formed
 
-    first = Block((IterVar(vo, Range(0, 8)),), (), (_point(A, vo),), "first",
-                  BufferStore(A, const(1.0), (vo,)))
-    second = Block((IterVar(v, Range(0, 8)),), (), (_point(A, v),), "second",
-                   BufferStore(A, const(2.0), (v,)))
-    bad = _loop(io, 8, SeqStmt((BlockRealize((io,), true(), first),
-                                BlockRealize((vo,), true(), second))))
+    first = Block(
+        (IterVar(vo, Range(0, 8)),),
+        (),
+        (_point(A, vo),),
+        "first",
+        BufferStore(A, const(1.0), (vo,)),
+    )
+    second = Block(
+        (IterVar(v, Range(0, 8)),), (), (_point(A, v),), "second", BufferStore(A, const(2.0), (v,))
+    )
+    bad = _loop(
+        io, 8, SeqStmt((BlockRealize((io,), true(), first), BlockRealize((vo,), true(), second)))
+    )
     _fails(PrimFunc((A,), _root(bad)), "variable vo is used but not defined", 'block "second"')
 
 
@@ -153,8 +196,10 @@ def test_index_count_and_index_dtype():
     x = Var("x", "float32")
     load = p["A"][p["vi"], p["vk"]]
     _set(load, indices=(p["vi"], x))
-    _fails(matmul(p, body=BufferStore(p["C"], load, (p["vi"], p["vj"]))),
-           "index x of buffer A has non-integer dtype float32")
+    _fails(
+        matmul(p, body=BufferStore(p["C"], load, (p["vi"], p["vj"]))),
+        "index x of buffer A has non-integer dtype float32",
+    )
 
 
 def test_store_dtype_mismatch():
@@ -165,8 +210,11 @@ def test_store_dtype_mismatch():
 
 def test_init_requires_a_reduction_iter_var():
     p = matmul_parts()
-    spatial = (IterVar(p["vi"], Range(0, 8)), IterVar(p["vj"], Range(0, 8)),
-               IterVar(p["vk"], Range(0, 8)))
+    spatial = (
+        IterVar(p["vi"], Range(0, 8)),
+        IterVar(p["vj"], Range(0, 8)),
+        IterVar(p["vk"], Range(0, 8)),
+    )
     _fails(matmul(p, iter_vars=spatial), "block C has an init statement but no reduction iter var")
 
 
@@ -226,7 +274,9 @@ def test_symbolic_shape_vars_are_defined():
 def test_context_is_truncated_to_a_few_lines():
     A = Buffer("A", (4,))
     i, j = Var("i"), Var("j")
-    stores = SeqStmt(tuple(BufferStore(A, const(float(t)), (i,)) for t in range(30))
-                     + (BufferStore(A, const(1.0), (j,)),))
+    stores = SeqStmt(
+        tuple(BufferStore(A, const(float(t)), (i,)) for t in range(30))
+        + (BufferStore(A, const(1.0), (j,)),)
+    )
     msg = _fails(PrimFunc((A,), _loop(i, 4, stores)), "variable j is used", "in loop i")
     assert msg.splitlines()[-1].strip() == "..." and len(msg.splitlines()) < 20

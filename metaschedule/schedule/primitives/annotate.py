@@ -36,14 +36,18 @@ class AnnotateMixin(ScheduleBase):
         """Remove the annotation ``ann_key`` from a block or loop."""
         fname, node = self._node_of(block_or_loop)
         if ann_key not in node.annotations:
-            raise ScheduleError(f"{type(node).__name__} has no annotation {ann_key!r}; it has "
-                                f"{sorted(node.annotations)}")
+            raise ScheduleError(
+                f"{type(node).__name__} has no annotation {ann_key!r}; it has "
+                f"{sorted(node.annotations)}"
+            )
         anns = {k: v for k, v in node.annotations.items() if k != ann_key}
         self.state.replace(fname, {node: dataclasses.replace(node, annotations=anns)})
         self._record("Unannotate", [block_or_loop], [ann_key], [])
 
 
-register_inst_kind(InstructionKind("Annotate", "annotate", inputs=("block_or_loop", "ann_val"),
-                                   attrs=("ann_key",)))
-register_inst_kind(InstructionKind("Unannotate", "unannotate", inputs=("block_or_loop",),
-                                   attrs=("ann_key",)))
+register_inst_kind(
+    InstructionKind("Annotate", "annotate", inputs=("block_or_loop", "ann_val"), attrs=("ann_key",))
+)
+register_inst_kind(
+    InstructionKind("Unannotate", "unannotate", inputs=("block_or_loop",), attrs=("ann_key",))
+)

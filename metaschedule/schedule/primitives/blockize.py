@@ -98,8 +98,12 @@ def _digits(sp: IterSplitExpr) -> list[tuple[PrimExpr, int, int, int]]:
             continue
         if lo % st or hi % lo or lo % lf:
             raise _NoDiv(f"digits [{lo}, {hi}) straddle a term of scale {st}")
-        sub = IterSplitExpr(t.source, const(_int(t.lower_factor) * (lo // st)),
-                            const(hi // lo), const(scale * (lo // lf)))
+        sub = IterSplitExpr(
+            t.source,
+            const(_int(t.lower_factor) * (lo // st)),
+            const(hi // lo),
+            const(scale * (lo // lf)),
+        )
         out += _digits(sub)
     return out
 
@@ -109,9 +113,13 @@ def _term(src: PrimExpr, lf: int, ext: int, scale: int) -> PrimExpr:
     return (e % ext) * scale
 
 
-def divide_bindings(values: Sequence[PrimExpr], outer: dict[Var, Range],
-                    inner: dict[Var, Range], ana: Analyzer, predicate: PrimExpr | bool = True
-                    ) -> list[tuple[PrimExpr, PrimExpr, int]]:
+def divide_bindings(
+    values: Sequence[PrimExpr],
+    outer: dict[Var, Range],
+    inner: dict[Var, Range],
+    ana: Analyzer,
+    predicate: PrimExpr | bool = True,
+) -> list[tuple[PrimExpr, PrimExpr, int]]:
     """Each ``value == outer_part * factor + inner_part``: (outer_part, inner_part, factor).
 
     ``outer_part`` uses only ``outer`` loops, ``inner_part`` only ``inner`` ones. The
@@ -131,21 +139,24 @@ def divide_bindings(values: Sequence[PrimExpr], outer: dict[Var, Range],
     return out
 
 
-def _divide(s: IterSumExpr, value: PrimExpr, inner: dict[Var, Range], ana: Analyzer
-            ) -> tuple[PrimExpr, PrimExpr, int]:
+def _divide(
+    s: IterSumExpr, value: PrimExpr, inner: dict[Var, Range], ana: Analyzer
+) -> tuple[PrimExpr, PrimExpr, int]:
     terms = _digits(s.args[0]) if s.args else []
     ins, outs = [], []
     for src, lf, ext, scale in terms:
         used = collect_vars(src)
         (ins if used & set(inner) else outs).append((src, lf, ext, scale))
     factor = 1
-    for src, lf, ext, scale in sorted(ins, key=lambda t: t[3]):
+    for _src, _lf, ext, scale in sorted(ins, key=lambda t: t[3]):
         if scale != factor:
             raise _NoDiv(f"the inner loops do not form the low digits of {value}")
         factor *= ext
     if any(scale % factor for _, _, _, scale in outs):
-        raise _NoDiv(f"an outer loop has a stride in {value} that is not a multiple of the "
-                     f"inner extent {factor}")
+        raise _NoDiv(
+            f"an outer loop has a stride in {value} that is not a multiple of the "
+            f"inner extent {factor}"
+        )
     base = s.base
     if isinstance(base, IntImm):
         q, r = divmod(base.value, factor)
@@ -168,8 +179,7 @@ def _divide(s: IterSumExpr, value: PrimExpr, inner: dict[Var, Range], ana: Analy
 
 class BlockizeMixin(ScheduleBase):
     @atomic
-    def blockize(self, target: LoopRV | list[BlockRV], preserve_unit_iters: bool = True
-                 ) -> BlockRV:
+    def blockize(self, target: LoopRV | list[BlockRV], preserve_unit_iters: bool = True) -> BlockRV:
         """Wrap the subtree under a loop, or consecutive sibling blocks, in a new block::
 
             for i0, i1 in T.grid(4, 8):        for i0 in range(4):
@@ -194,17 +204,22 @@ class BlockizeMixin(ScheduleBase):
         if isinstance(target, LoopRV):
             inputs = [target]
             out = self._blockize_loop(target, bool(preserve_unit_iters))
-        elif (isinstance(target, (list, tuple)) and len(target) == 1
-              and isinstance(target[0], LoopRV)):
+        elif (
+            isinstance(target, (list, tuple)) and len(target) == 1 and isinstance(target[0], LoopRV)
+        ):
             inputs = [target[0]]
             out = self._blockize_loop(target[0], bool(preserve_unit_iters))
-        elif (isinstance(target, (list, tuple)) and target
-              and all(isinstance(b, BlockRV) for b in target)):
+        elif (
+            isinstance(target, (list, tuple))
+            and target
+            and all(isinstance(b, BlockRV) for b in target)
+        ):
             inputs = list(target)
             out = self._blockize_blocks(list(target))
         else:
-            raise BlockizeError(f"blockize: expected a LoopRV or a non-empty list of BlockRVs, "
-                                f"got {target!r}")
+            raise BlockizeError(
+                f"blockize: expected a LoopRV or a non-empty list of BlockRVs, got {target!r}"
+            )
         self._record("Blockize", inputs, [bool(preserve_unit_iters)], [out])
         return out
 
@@ -215,7 +230,8 @@ class BlockizeMixin(ScheduleBase):
         if len(blocks) != 1:
             raise BlockizeError(
                 f"blockize: loop {lname} must hold exactly one block, it holds "
-                f"{[b.block.name_hint for b in blocks]}; blockize a list of blocks instead")
+                f"{[b.block.name_hint for b in blocks]}; blockize a list of blocks instead"
+            )
         realize = blocks[0]
         block = realize.block
         loops = self.state.loops_above(fname, realize)
@@ -235,19 +251,23 @@ class BlockizeMixin(ScheduleBase):
             shown = ", ".join(f"{iv.var.name} = {v}" for iv, v in zip(block.iter_vars, values))
             raise NotAffineError(
                 f"blockize: block {block.name_hint!r} has non-affine bindings [{shown}] ({err}); "
-                "blockize needs affine bindings") from None
+                "blockize needs affine bindings"
+            ) from None
         except _NoDiv as err:
             iv, value = block.iter_vars[err.index], values[err.index]
             raise SubspaceNotDivisibleError(
                 f"blockize: the binding {iv.var.name} = {value} of block {block.name_hint!r} "
                 f"cannot be divided into a part of the loops above {lname} and a part of "
-                f"the loops from {lname} down ({err})") from None
+                f"the loops from {lname} down ({err})"
+            ) from None
         for iv, (o, i, factor) in zip(block.iter_vars, parts):
             ext_set = ana.int_set(o, outer)
             lo, hi = ext_set.min, ext_set.max
             if lo is None or hi is None:
-                raise SubspaceNotDivisibleError(f"blockize: cannot bound the outer part {o} of "
-                                                f"{iv.var.name} in block {block.name_hint!r}")
+                raise SubspaceNotDivisibleError(
+                    f"blockize: cannot bound the outer part {o} of "
+                    f"{iv.var.name} in block {block.name_hint!r}"
+                )
             dom = Range(lo, ana.simplify(hi - lo + 1))
             unit = isinstance(dom.extent, IntImm) and dom.extent.value == 1
             if unit and not preserve_unit_iters:
@@ -256,11 +276,13 @@ class BlockizeMixin(ScheduleBase):
             ov = IterVar(Var(iv.var.name + "_o", iv.var.dtype), dom, iv.iter_type)
             outer_ivs.append(ov)
             outer_vals.append(o)
-            inner_vals.append(ana.simplify(ov.var * factor + i) if factor != 1 else
-                              ana.simplify(ov.var + i))
+            inner_vals.append(
+                ana.simplify(ov.var * factor + i) if factor != 1 else ana.simplify(ov.var + i)
+            )
         # outer loop vars that an outer iter var stands for exactly
-        as_outer = {v: ov.var for ov, v in zip(outer_ivs, outer_vals)
-                    if isinstance(v, Var) and v in outer}
+        as_outer = {
+            v: ov.var for ov, v in zip(outer_ivs, outer_vals) if isinstance(v, Var) and v in outer
+        }
         outer_pred, inner_pred = [], []
         for c in conjuncts(realize.predicate):
             used = collect_vars(c)
@@ -273,11 +295,13 @@ class BlockizeMixin(ScheduleBase):
             else:
                 raise SubspaceNotDivisibleError(
                     f"blockize: the predicate {c} of block {block.name_hint!r} mixes the loops "
-                    f"above {lname} with the loops below it")
+                    f"above {lname} with the loops below it"
+                )
         for lp in inner_loops:
             if collect_vars((lp.min, lp.extent)) & set(outer):
-                raise BlockizeError(f"blockize: the bounds of loop {lp.loop_var.name} depend on "
-                                    f"loops above {lname}")
+                raise BlockizeError(
+                    f"blockize: the bounds of loop {lp.loop_var.name} depend on loops above {lname}"
+                )
         new_inner = BlockRealize(tuple(inner_vals), and_all(inner_pred), block)
         outer_ana = Analyzer()
         for ov in outer_ivs:
@@ -291,7 +315,8 @@ class BlockizeMixin(ScheduleBase):
             iter_vars=tuple(outer_ivs),
             reads=tuple(clamp_region(r, outer_ana) for r in reads),
             writes=tuple(clamp_region(w, outer_ana) for w in writes),
-            name_hint=name, body=body,
+            name_hint=name,
+            body=body,
         )
         new = BlockRealize(tuple(outer_vals), and_all(outer_pred), outer_block)
         self.state.replace(fname, {loop_node: new})
@@ -303,8 +328,9 @@ class BlockizeMixin(ScheduleBase):
         realizes = [r for _, r in located]
         names = [r.block.name_hint for r in realizes]
         if any(f != fname for f, _ in located) or len(set(names)) != len(names):
-            raise BlockizeError(f"blockize: the blocks {names} must be distinct blocks of one "
-                                "function")
+            raise BlockizeError(
+                f"blockize: the blocks {names} must be distinct blocks of one function"
+            )
         if any(self.state.parent(fname, r) is None for r in realizes):
             raise BlockizeError("blockize: the root block cannot be wrapped in another block")
         if len(realizes) > 1:
@@ -316,16 +342,23 @@ class BlockizeMixin(ScheduleBase):
         kids = body_children(parent)
         order = sorted(positions)
         if order != list(range(order[0], order[0] + len(order))) or len(set(order)) != len(order):
-            raise BlockizeError(f"blockize: the blocks {names} must be consecutive children of "
-                                "one loop or block, each in its own subtree")
+            raise BlockizeError(
+                f"blockize: the blocks {names} must be consecutive children of "
+                "one loop or block, each in its own subtree"
+            )
         for pos, r in zip(positions, realizes):
             under = self.state.child_block_realizes(kids[pos])
             if kids[pos] is not r and (len(under) != 1 or under[0] is not r):
-                raise BlockizeError(f"blockize: block {r.block.name_hint!r} shares its loops with "
-                                    "other blocks; pass those blocks too")
+                raise BlockizeError(
+                    f"blockize: block {r.block.name_hint!r} shares its loops with "
+                    "other blocks; pass those blocks too"
+                )
         scope_loops = self.state.loops_above(fname, realizes[0])
-        outer_loops = (scope_loops[: next(i for i, lp in enumerate(scope_loops) if lp is parent)
-                                   + 1] if isinstance(parent, For) else [])
+        outer_loops = (
+            scope_loops[: next(i for i, lp in enumerate(scope_loops) if lp is parent) + 1]
+            if isinstance(parent, For)
+            else []
+        )
         outer = loop_doms(outer_loops)
         kinds: dict[Var, set[IterType]] = {v: set() for v in outer}
         used_stmt: set[Var] = set()
@@ -340,11 +373,14 @@ class BlockizeMixin(ScheduleBase):
             if not ks and lp.loop_var not in used_stmt:
                 continue
             if len(ks) > 1:
-                raise BlockizeError(f"blockize: loop {lp.loop_var.name} feeds iter vars of "
-                                    f"different kinds in blocks {names}")
+                raise BlockizeError(
+                    f"blockize: loop {lp.loop_var.name} feeds iter vars of "
+                    f"different kinds in blocks {names}"
+                )
             kind = next(iter(ks)) if ks else IterType.DATA_PAR
-            iv = IterVar(Var("v" + lp.loop_var.name, lp.loop_var.dtype),
-                         Range(lp.min, lp.extent), kind)
+            iv = IterVar(
+                Var("v" + lp.loop_var.name, lp.loop_var.dtype), Range(lp.min, lp.extent), kind
+            )
             outer_ivs.append(iv)
             vmap[lp.loop_var] = iv.var
         ana = Analyzer()
@@ -356,30 +392,44 @@ class BlockizeMixin(ScheduleBase):
         for pos in sorted(positions):
             stmt = kids[pos]
             r = realizes[positions.index(pos)]
-            inner_loops = self.state.loops_above(fname, r)[len(outer_loops):]
-            new_r = BlockRealize(tuple(substitute(v, vmap) for v in r.iter_values),
-                                 substitute(r.predicate, vmap), r.block)
+            inner_loops = self.state.loops_above(fname, r)[len(outer_loops) :]
+            new_r = BlockRealize(
+                tuple(substitute(v, vmap) for v in r.iter_values),
+                substitute(r.predicate, vmap),
+                r.block,
+            )
             bmap = dict(zip((iv.var for iv in r.block.iter_vars), new_r.iter_values))
             regions_r += relax_region(r.block.reads, bmap, loop_doms(inner_loops), ana)
             regions_w += relax_region(r.block.writes, bmap, loop_doms(inner_loops), ana)
             edit = StmtEditor().add(r, lambda _, n=new_r: n)
             for lp in inner_loops:
-                edit.add(lp, lambda n: dataclasses.replace(
-                    n, min=substitute(n.min, vmap), extent=substitute(n.extent, vmap)))
+                edit.add(
+                    lp,
+                    lambda n: dataclasses.replace(
+                        n, min=substitute(n.min, vmap), extent=substitute(n.extent, vmap)
+                    ),
+                )
             new_kids.append(edit.run(stmt))
-        name = unique_block_name(self.state, fname, "outer_" + "_".join(
-            names[positions.index(p)] for p in sorted(positions)))
+        name = unique_block_name(
+            self.state,
+            fname,
+            "outer_" + "_".join(names[positions.index(p)] for p in sorted(positions)),
+        )
         body = new_kids[0] if len(new_kids) == 1 else SeqStmt(tuple(new_kids))
         outer_block = Block(
             iter_vars=tuple(outer_ivs),
             reads=tuple(clamp_region(x, ana) for x in union_regions(regions_r, ana)),
             writes=tuple(clamp_region(x, ana) for x in union_regions(regions_w, ana)),
-            name_hint=name, body=body,
+            name_hint=name,
+            body=body,
         )
-        new = BlockRealize(tuple(lp.loop_var for lp in outer_loops if lp.loop_var in vmap),
-                           const(True), outer_block)
+        new = BlockRealize(
+            tuple(lp.loop_var for lp in outer_loops if lp.loop_var in vmap),
+            const(True),
+            outer_block,
+        )
         start = order[0]
-        children = kids[:start] + [new] + kids[start + len(order):]
+        children = kids[:start] + [new] + kids[start + len(order) :]
         self.state.replace(fname, {parent: with_children(parent, children)})
         return self._new_block_rv(fname, name)
 
@@ -392,7 +442,8 @@ def _loop_bounds(stmt: Stmt) -> list[PrimExpr]:
     return out
 
 
-register_inst_kind(InstructionKind("Blockize", "blockize", inputs=("target[]",),
-                                   attrs=("preserve_unit_iters",)))
+register_inst_kind(
+    InstructionKind("Blockize", "blockize", inputs=("target[]",), attrs=("preserve_unit_iters",))
+)
 
 __all__ = ["BlockizeMixin", "divide_bindings"]

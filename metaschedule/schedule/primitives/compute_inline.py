@@ -50,20 +50,25 @@ def _spatial_store(realize: BlockRealize, primitive: str, role: str) -> BufferSt
     b = realize.block
     name = b.name_hint
     if not is_leaf_block(b):
-        raise NotInlinableError(f"{primitive}: block {name!r} has nested blocks; only leaf "
-                                f"blocks can be inlined")
+        raise NotInlinableError(
+            f"{primitive}: block {name!r} has nested blocks; only leaf blocks can be inlined"
+        )
     if b.init is not None or any(iv.iter_type != IterType.DATA_PAR for iv in b.iter_vars):
-        raise NotInlinableError(f"{primitive}: block {name!r} is a reduction; only spatial "
-                                f"blocks can be inlined ({role})")
+        raise NotInlinableError(
+            f"{primitive}: block {name!r} is a reduction; only spatial "
+            f"blocks can be inlined ({role})"
+        )
     if not isinstance(b.body, BufferStore):
         raise NotInlinableError(
             f"{primitive}: the body of block {name!r} must be a single BufferStore "
-            f"`buf[v...] = expr`, got a {type(b.body).__name__}")
+            f"`buf[v...] = expr`, got a {type(b.body).__name__}"
+        )
     store = b.body
     if len(b.writes) != 1 or b.writes[0].buffer is not store.buffer:
         raise NotInlinableError(
             f"{primitive}: block {name!r} must write exactly the buffer it stores to "
-            f"({store.buffer.name!r}); its writes are {[w.buffer.name for w in b.writes]}")
+            f"({store.buffer.name!r}); its writes are {[w.buffer.name for w in b.writes]}"
+        )
     return store
 
 
@@ -77,7 +82,8 @@ def _index_vars(realize: BlockRealize, indices, what: str, primitive: str) -> li
             shown = ", ".join(str(i) for i in indices)
             raise NotInlinableError(
                 f"{primitive}: block {b.name_hint!r} {what} [{shown}]; each index must be a "
-                "distinct iteration variable of the block")
+                "distinct iteration variable of the block"
+            )
         out.append(idx)
     return out
 
@@ -88,17 +94,21 @@ def _check_value_vars(realize: BlockRealize, value, allowed: list[Var], primitiv
     if extra:
         raise NotInlinableError(
             f"{primitive}: the value stored by block {realize.block.name_hint!r} depends on "
-            f"iteration variables {sorted(v.name for v in extra)} that do not index its output")
+            f"iteration variables {sorted(v.name for v in extra)} that do not index its output"
+        )
 
 
 def _check_intermediate(func: PrimFunc, buffer: Buffer, writer: str, primitive: str) -> None:
     if any(p is buffer for p in func.params):
         raise NotInlinableError(
             f"{primitive}: block {writer!r} writes the function output {buffer.name!r}; only "
-            "intermediate buffers (allocated inside the function) can be inlined away")
+            "intermediate buffers (allocated inside the function) can be inlined away"
+        )
     if allocation_site(func, buffer) is None:
-        raise NotInlinableError(f"{primitive}: buffer {buffer.name!r} written by block "
-                                f"{writer!r} is not allocated by any block")
+        raise NotInlinableError(
+            f"{primitive}: buffer {buffer.name!r} written by block "
+            f"{writer!r} is not allocated by any block"
+        )
 
 
 def _all_blocks(state: ScheduleState, fname: str) -> list[Block]:
@@ -123,7 +133,8 @@ class _Rewriter(Mutator):
         new = self.generic_visit(block)
         if any(a is self.buffer for a in new.alloc_buffers):
             new = dataclasses.replace(
-                new, alloc_buffers=tuple(a for a in new.alloc_buffers if a is not self.buffer))
+                new, alloc_buffers=tuple(a for a in new.alloc_buffers if a is not self.buffer)
+            )
         return new
 
 
@@ -158,8 +169,9 @@ class _Inliner(_Rewriter):
         return dataclasses.replace(new, reads=tuple(union_regions(reads, ana)))
 
 
-def check_compute_inline(state: ScheduleState, fname: str, realize: BlockRealize,
-                         primitive: str = "compute_inline") -> tuple[BufferStore, list[Var]]:
+def check_compute_inline(
+    state: ScheduleState, fname: str, realize: BlockRealize, primitive: str = "compute_inline"
+) -> tuple[BufferStore, list[Var]]:
     """Check that ``realize``'s block can be inlined; its store and index variables."""
     func = state.func(fname)
     name = realize.block.name_hint
@@ -169,14 +181,20 @@ def check_compute_inline(state: ScheduleState, fname: str, realize: BlockRealize
     lhs = _index_vars(realize, store.indices, f"stores {buf.name} at", primitive)
     _check_value_vars(realize, store.value, lhs, primitive)
     if buffer_loads(store.value, buf):
-        raise NotInlinableError(f"{primitive}: block {name!r} reads the buffer {buf.name!r} "
-                                "it writes")
+        raise NotInlinableError(
+            f"{primitive}: block {name!r} reads the buffer {buf.name!r} it writes"
+        )
     _check_intermediate(func, buf, name, primitive)
-    others = [b.name_hint for b in _all_blocks(state, fname)
-              if b is not realize.block and any(w.buffer is buf for w in b.writes)]
+    others = [
+        b.name_hint
+        for b in _all_blocks(state, fname)
+        if b is not realize.block and any(w.buffer is buf for w in b.writes)
+    ]
     if others:
-        raise NotInlinableError(f"{primitive}: buffer {buf.name!r} is also written by blocks "
-                                f"{others}; only a block that is its only writer can be inlined")
+        raise NotInlinableError(
+            f"{primitive}: buffer {buf.name!r} is also written by blocks "
+            f"{others}; only a block that is its only writer can be inlined"
+        )
     return store, lhs
 
 
@@ -191,8 +209,9 @@ def can_compute_inline(state: ScheduleState, fname: str, realize: BlockRealize) 
     return isinstance(parent, SeqStmt) and len(parent.seq) > 1
 
 
-def plan_compute_inline(state: ScheduleState, fname: str, realize: BlockRealize,
-                        primitive: str = "compute_inline") -> PrimFunc:
+def plan_compute_inline(
+    state: ScheduleState, fname: str, realize: BlockRealize, primitive: str = "compute_inline"
+) -> PrimFunc:
     """The function with ``realize``'s block inlined into its consumers (checks first)."""
     store, lhs = check_compute_inline(state, fname, realize, primitive)
     func = state.func(fname)
@@ -208,18 +227,23 @@ def plan_compute_inline(state: ScheduleState, fname: str, realize: BlockRealize,
 def _single_producer(blocks, realize, primitive) -> tuple[BlockRealize, Buffer]:
     """The one block of the scope producing what ``realize`` reads, and that buffer."""
     cname = realize.block.name_hint
-    prod_bufs = [b for b in buffers_of(realize.block.reads)
-                 if any(w is not realize for w in writers_in_scope(blocks, b))]
+    prod_bufs = [
+        b
+        for b in buffers_of(realize.block.reads)
+        if any(w is not realize for w in writers_in_scope(blocks, b))
+    ]
     prods = {id(w): w for b in prod_bufs for w in writers_in_scope(blocks, b) if w is not realize}
     if len(prods) != 1 or len(prod_bufs) != 1:
         raise NotInlinableError(
             f"{primitive}: block {cname!r} must read exactly one buffer produced in its scope, "
             f"by a single block; it reads {[b.name for b in prod_bufs]} produced by "
-            f"{[p.block.name_hint for p in prods.values()]}")
+            f"{[p.block.name_hint for p in prods.values()]}"
+        )
     producer = next(iter(prods.values()))
     if blocks.index(producer) > blocks.index(realize):
-        raise NotInlinableError(f"{primitive}: producer {producer.block.name_hint!r} comes "
-                                f"after block {cname!r}")
+        raise NotInlinableError(
+            f"{primitive}: producer {producer.block.name_hint!r} comes after block {cname!r}"
+        )
     return producer, prod_bufs[0]
 
 
@@ -229,17 +253,21 @@ def _bijective_load(realize, producer, c_store, buf, p_idx, primitive) -> list[V
     cname, pname = realize.block.name_hint, producer.block.name_hint
     loads = buffer_loads(c_store, buf)
     if not loads:
-        raise NotInlinableError(f"{primitive}: block {cname!r} declares a read of {buf.name!r} "
-                                "but never loads it")
+        raise NotInlinableError(
+            f"{primitive}: block {cname!r} declares a read of {buf.name!r} but never loads it"
+        )
     c_idx = _index_vars(realize, loads[0].indices, f"loads {buf.name} at", primitive)
     for ld in loads[1:]:
         if any(a is not b for a, b in zip(ld.indices, c_idx)):
-            raise NotInlinableError(f"{primitive}: block {cname!r} loads {buf.name!r} at "
-                                    "different indices; it must load one element per iteration")
+            raise NotInlinableError(
+                f"{primitive}: block {cname!r} loads {buf.name!r} at "
+                "different indices; it must load one element per iteration"
+            )
     if len(c_idx) != len(realize.block.iter_vars):
         raise NotInlinableError(
             f"{primitive}: block {cname!r} has {len(realize.block.iter_vars)} iteration variables"
-            f" but indexes {buf.name!r} with {len(c_idx)}; the index must be a bijection")
+            f" but indexes {buf.name!r} with {len(c_idx)}; the index must be a bijection"
+        )
     ana = Analyzer()
     c_dom = {iv.var: iv.dom for iv in realize.block.iter_vars}
     p_dom = {iv.var: iv.dom for iv in producer.block.iter_vars}
@@ -249,26 +277,35 @@ def _bijective_load(realize, producer, c_store, buf, p_idx, primitive) -> list[V
             raise NotInlinableError(
                 f"{primitive}: dimension {d} of {buf.name!r}: block {cname!r} iterates "
                 f"{cv.name} over [{cd.min}, {cd.min} + {cd.extent}) but producer {pname!r} writes"
-                f" [{pd.min}, {pd.min} + {pd.extent}); the domains must match")
+                f" [{pd.min}, {pd.min} + {pd.extent}); the domains must match"
+            )
     return c_idx
 
 
 def _check_output_untouched(blocks, producer, realize, out_buf, primitive) -> None:
     """The consumer's store moves up to the producer: nothing in between (nor the producer)
     may use its output. Its other inputs are not written in the scope (single producer)."""
-    between = blocks[blocks.index(producer) + 1:blocks.index(realize)]
-    touch = [r.block.name_hint for r in between
-             if any(x.buffer is out_buf for x in (*r.block.reads, *r.block.writes))]
+    between = blocks[blocks.index(producer) + 1 : blocks.index(realize)]
+    touch = [
+        r.block.name_hint
+        for r in between
+        if any(x.buffer is out_buf for x in (*r.block.reads, *r.block.writes))
+    ]
     if any(r.buffer is out_buf for r in producer.block.reads):
         touch.append(producer.block.name_hint)
     if touch:
         raise NotInlinableError(
             f"{primitive}: blocks {touch} access {out_buf.name!r}, the output of "
-            f"{realize.block.name_hint!r}, between the producer and the consumer")
+            f"{realize.block.name_hint!r}, between the producer and the consumer"
+        )
 
 
-def plan_reverse_compute_inline(state: ScheduleState, fname: str, realize: BlockRealize,
-                                primitive: str = "reverse_compute_inline") -> PrimFunc:
+def plan_reverse_compute_inline(
+    state: ScheduleState,
+    fname: str,
+    realize: BlockRealize,
+    primitive: str = "reverse_compute_inline",
+) -> PrimFunc:
     """The function with ``realize``'s block merged into its producer (checks first)."""
     func = state.func(fname)
     cname = realize.block.name_hint
@@ -281,11 +318,16 @@ def plan_reverse_compute_inline(state: ScheduleState, fname: str, realize: Block
     p_idx = _index_vars(producer, p_store.indices, f"stores {buf.name} at", primitive)
     _check_value_vars(producer, p_store.value, p_idx, primitive)
     _check_intermediate(func, buf, pname, primitive)
-    readers = [b.name_hint for b in _all_blocks(state, fname)
-               if b is not realize.block and any(r.buffer is buf for r in b.reads)]
+    readers = [
+        b.name_hint
+        for b in _all_blocks(state, fname)
+        if b is not realize.block and any(r.buffer is buf for r in b.reads)
+    ]
     if readers:
-        raise NotInlinableError(f"{primitive}: buffer {buf.name!r} is also read by blocks "
-                                f"{readers}; block {cname!r} must be its only consumer")
+        raise NotInlinableError(
+            f"{primitive}: buffer {buf.name!r} is also read by blocks "
+            f"{readers}; block {cname!r} must be its only consumer"
+        )
     c_idx = _bijective_load(realize, producer, c_store, buf, p_idx, primitive)
     _check_output_untouched(blocks, producer, realize, out_buf, primitive)
     # the producer now stores the consumer's value, in its own variables
@@ -303,8 +345,11 @@ def plan_reverse_compute_inline(state: ScheduleState, fname: str, realize: Block
     other_reads = [substitute(r, vmap) for r in realize.block.reads if r.buffer is not buf]
     new_block = dataclasses.replace(
         producer.block,
-        body=BufferStore(out_buf, _Fold().visit(c_store.value),
-                         tuple(substitute(i, vmap) for i in c_store.indices)),
+        body=BufferStore(
+            out_buf,
+            _Fold().visit(c_store.value),
+            tuple(substitute(i, vmap) for i in c_store.indices),
+        ),
         reads=tuple(union_regions(list(producer.block.reads) + other_reads, Analyzer())),
         writes=tuple(substitute(w, vmap) for w in realize.block.writes),
     )
@@ -375,5 +420,6 @@ class ComputeInlineMixin(ScheduleBase):
 
 
 register_inst_kind(InstructionKind("ComputeInline", "compute_inline", inputs=("block",)))
-register_inst_kind(InstructionKind("ReverseComputeInline", "reverse_compute_inline",
-                                   inputs=("block",)))
+register_inst_kind(
+    InstructionKind("ReverseComputeInline", "reverse_compute_inline", inputs=("block",))
+)

@@ -35,8 +35,9 @@ class ComputeLocationMixin(ScheduleBase):
         h = self._handle(loop)
         return h[0] if h[0] in ("root", "inline") else None
 
-    def _move(self, block: BlockRV, loop: LoopRV, preserve_unit_loops: bool, index: int,
-              reverse: bool) -> None:
+    def _move(
+        self, block: BlockRV, loop: LoopRV, preserve_unit_loops: bool, index: int, reverse: bool
+    ) -> None:
         """compute_at (or reverse_compute_at) to a loop or to a sampled marker."""
         marker = self._marker(loop)
         if marker == "inline":
@@ -49,15 +50,19 @@ class ComputeLocationMixin(ScheduleBase):
         fname, realize = self._block(block)
         lfname, node = self._loop(loop)
         if lfname != fname:
-            raise LoopPositionError(f"block {realize.block.name_hint!r} is in function {fname!r}"
-                                    f" but loop {node.loop_var.name} is in {lfname!r}")
-        mapping = plan_compute_at(self.state, fname, realize, node, bool(preserve_unit_loops),
-                                  int(index), reverse)
+            raise LoopPositionError(
+                f"block {realize.block.name_hint!r} is in function {fname!r}"
+                f" but loop {node.loop_var.name} is in {lfname!r}"
+            )
+        mapping = plan_compute_at(
+            self.state, fname, realize, node, bool(preserve_unit_loops), int(index), reverse
+        )
         self.state.replace(fname, mapping)
 
     @atomic
-    def compute_at(self, block: BlockRV, loop: LoopRV, preserve_unit_loops: bool = False,
-                   index: int = -1) -> None:
+    def compute_at(
+        self, block: BlockRV, loop: LoopRV, preserve_unit_loops: bool = False, index: int = -1
+    ) -> None:
         """Move a producer under ``loop`` of its consumers, computing only what they read.
 
         Before::
@@ -90,8 +95,9 @@ class ComputeLocationMixin(ScheduleBase):
         self._record("ComputeAt", [block, loop], [bool(preserve_unit_loops), int(index)], [])
 
     @atomic
-    def reverse_compute_at(self, block: BlockRV, loop: LoopRV, preserve_unit_loops: bool = False,
-                           index: int = -1) -> None:
+    def reverse_compute_at(
+        self, block: BlockRV, loop: LoopRV, preserve_unit_loops: bool = False, index: int = -1
+    ) -> None:
         """Move a consumer under ``loop`` of its producers, computing what they just wrote.
 
         Before::
@@ -120,8 +126,7 @@ class ComputeLocationMixin(ScheduleBase):
             one of its reduction variables.
         """
         self._move(block, loop, preserve_unit_loops, index, reverse=True)
-        self._record("ReverseComputeAt", [block, loop], [bool(preserve_unit_loops), int(index)],
-                     [])
+        self._record("ReverseComputeAt", [block, loop], [bool(preserve_unit_loops), int(index)], [])
 
     @atomic
     def sample_compute_location(self, block: BlockRV, decision: int | None = None) -> LoopRV:
@@ -144,7 +149,8 @@ class ComputeLocationMixin(ScheduleBase):
                 legal = [c[0] for c in compute_location_candidates(self.state, fname, realize)]
                 raise ScheduleError(
                     f"sample_compute_location: decision {want} is not a legal location of "
-                    f"block {realize.block.name_hint!r}; legal: {legal}")
+                    f"block {realize.block.name_hint!r}; legal: {legal}"
+                )
             chosen, node = found
         if chosen == -2:
             out = self._new_marker_loop_rv("inline")
@@ -156,10 +162,25 @@ class ComputeLocationMixin(ScheduleBase):
         return out
 
 
-register_inst_kind(InstructionKind("ComputeAt", "compute_at", inputs=("block", "loop"),
-                                   attrs=("preserve_unit_loops", "index")))
-register_inst_kind(InstructionKind("ReverseComputeAt", "reverse_compute_at",
-                                   inputs=("block", "loop"),
-                                   attrs=("preserve_unit_loops", "index")))
-register_inst_kind(InstructionKind("SampleComputeLocation", "sample_compute_location",
-                                   inputs=("block",), is_pure=True, has_decision=True))
+register_inst_kind(
+    InstructionKind(
+        "ComputeAt", "compute_at", inputs=("block", "loop"), attrs=("preserve_unit_loops", "index")
+    )
+)
+register_inst_kind(
+    InstructionKind(
+        "ReverseComputeAt",
+        "reverse_compute_at",
+        inputs=("block", "loop"),
+        attrs=("preserve_unit_loops", "index"),
+    )
+)
+register_inst_kind(
+    InstructionKind(
+        "SampleComputeLocation",
+        "sample_compute_location",
+        inputs=("block",),
+        is_pure=True,
+        has_decision=True,
+    )
+)

@@ -81,15 +81,28 @@ class GetBlockMixin(ScheduleBase):
 
 for _kind in (
     InstructionKind("GetBlock", "get_block", attrs=("name", "func_name"), is_pure=True),
-    InstructionKind("GetLoops", "get_loops", inputs=("block_or_loop",), is_pure=True,
-                    returns_list=True),
-    InstructionKind("GetChildBlocks", "get_child_blocks", inputs=("block_or_loop",),
-                    is_pure=True, returns_list=True),
-    InstructionKind("GetProducers", "get_producers", inputs=("block",), is_pure=True,
-                    returns_list=True),
-    InstructionKind("GetConsumers", "get_consumers", inputs=("block",), is_pure=True,
-                    returns_list=True),
-    InstructionKind("GetOutputBlocks", "get_output_blocks", inputs=("scope_block",),
-                    is_pure=True, returns_list=True),
+    InstructionKind(
+        "GetLoops", "get_loops", inputs=("block_or_loop",), is_pure=True, returns_list=True
+    ),
+    InstructionKind(
+        "GetChildBlocks",
+        "get_child_blocks",
+        inputs=("block_or_loop",),
+        is_pure=True,
+        returns_list=True,
+    ),
+    InstructionKind(
+        "GetProducers", "get_producers", inputs=("block",), is_pure=True, returns_list=True
+    ),
+    InstructionKind(
+        "GetConsumers", "get_consumers", inputs=("block",), is_pure=True, returns_list=True
+    ),
+    InstructionKind(
+        "GetOutputBlocks",
+        "get_output_blocks",
+        inputs=("scope_block",),
+        is_pure=True,
+        returns_list=True,
+    ),
 ):
     register_inst_kind(_kind)

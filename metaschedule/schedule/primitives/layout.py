@@ -53,8 +53,9 @@ class IndexMap(Node):
         object.__setattr__(self, "final_indices", tuple(convert(e) for e in self.final_indices))
 
     @staticmethod
-    def from_func(func: Callable[..., Any], ndim: int | None = None,
-                  index_dtype: str = "int32") -> IndexMap:
+    def from_func(
+        func: Callable[..., Any], ndim: int | None = None, index_dtype: str = "int32"
+    ) -> IndexMap:
         """Build the map from a Python function of the indices, e.g. ``lambda i, j: (j, i)``.
 
         ``ndim`` is the number of indices of a function taking ``*args`` (ignored otherwise).
@@ -72,11 +73,13 @@ class IndexMap(Node):
             out = (out,)
         return IndexMap(variables, tuple(convert(e) for e in out))
 
-    def map_indices(self, indices: Sequence[PrimExpr], ana: Analyzer | None = None
-                    ) -> tuple[PrimExpr, ...]:
+    def map_indices(
+        self, indices: Sequence[PrimExpr], ana: Analyzer | None = None
+    ) -> tuple[PrimExpr, ...]:
         if len(indices) != len(self.initial_indices):
-            raise IndexMapError(f"{self} maps {len(self.initial_indices)} indices, got "
-                                f"{len(indices)}")
+            raise IndexMapError(
+                f"{self} maps {len(self.initial_indices)} indices, got {len(indices)}"
+            )
         vmap = {v: convert(i) for v, i in zip(self.initial_indices, indices)}
         ana = ana or Analyzer()
         return tuple(ana.simplify(substitute(e, vmap)) for e in self.final_indices)
@@ -107,8 +110,10 @@ def as_index_map(index_map: Any, ndim: int) -> IndexMap:
         return IndexMap.from_json(index_map)
     if callable(index_map):
         return IndexMap.from_func(index_map, ndim)
-    raise IndexMapError(f"transform_layout: expected an IndexMap or a function of the indices, "
-                        f"got {type(index_map).__name__}: {index_map!r}")
+    raise IndexMapError(
+        f"transform_layout: expected an IndexMap or a function of the indices, "
+        f"got {type(index_map).__name__}: {index_map!r}"
+    )
 
 
 # ----------------------------------------------------------------------------- rewriting
@@ -149,8 +154,10 @@ class _LayoutRewriter(Mutator):
         for e in self.imap.map_indices(points, self.ana):
             s = self.ana.int_set(e, dom)
             if s.min is None or s.max is None:
-                raise IndexMapError(f"transform_layout: cannot bound {e} over the region "
-                                    f"{node} of buffer {self.old.name!r}")
+                raise IndexMapError(
+                    f"transform_layout: cannot bound {e} over the region "
+                    f"{node} of buffer {self.old.name!r}"
+                )
             ranges.append(Range(s.min, self.ana.simplify(s.max - s.min + 1)))
         return BufferRegion(self.new, tuple(ranges))
 
@@ -161,7 +168,8 @@ def _new_shape(buf: Buffer, imap: IndexMap) -> tuple[PrimExpr, ...]:
     if not res.success:
         raise IndexMapError(
             f"transform_layout: {imap} is not a bijective affine map of the indices of buffer "
-            f"{buf.name!r} (shape {[str(s) for s in buf.shape]}): {'; '.join(res.errors)}")
+            f"{buf.name!r} (shape {[str(s) for s in buf.shape]}): {'; '.join(res.errors)}"
+        )
     ana = Analyzer()
     shape = []
     for e in imap.final_indices:
@@ -169,7 +177,8 @@ def _new_shape(buf: Buffer, imap: IndexMap) -> tuple[PrimExpr, ...]:
         if s.min is None or s.max is None or not ana.can_prove_equal(s.min, 0):
             raise IndexMapError(
                 f"transform_layout: the new index {e} of buffer {buf.name!r} ranges over "
-                f"[{s.min}, {s.max}]; every new index must start at 0")
+                f"[{s.min}, {s.max}]; every new index must start at 0"
+            )
         shape.append(ana.simplify(s.max + 1))
     return tuple(shape)
 
@@ -185,27 +194,32 @@ def _buffer_spec(block: Block, buffer: Any) -> tuple[str, int]:
                 if r.buffer.name == buffer:
                     return kind, k
         names = sorted({r.buffer.name for r in (*block.reads, *block.writes)})
-        raise BufferIndexError(f"transform_layout: block {block.name_hint!r} accesses no buffer "
-                               f"named {buffer!r}; it accesses {names}")
+        raise BufferIndexError(
+            f"transform_layout: block {block.name_hint!r} accesses no buffer "
+            f"named {buffer!r}; it accesses {names}"
+        )
     if isinstance(buffer, int) and not isinstance(buffer, bool):
         return "write", buffer
-    if (isinstance(buffer, (tuple, list)) and len(buffer) == 2
-            and buffer[0] in ("read", "write")):
+    if isinstance(buffer, (tuple, list)) and len(buffer) == 2 and buffer[0] in ("read", "write"):
         return buffer[0], buffer[1]
-    raise BufferIndexError(f"transform_layout: expected ('read'|'write', index), an int write "
-                           f"index or a buffer name, got {buffer!r}")
+    raise BufferIndexError(
+        f"transform_layout: expected ('read'|'write', index), an int write "
+        f"index or a buffer name, got {buffer!r}"
+    )
 
 
 class LayoutMixin(ScheduleBase):
-    def _allocated_buffer(self, fname: str, block: Block, index: int, kind: str,
-                          primitive: str) -> tuple[Buffer, Block]:
+    def _allocated_buffer(
+        self, fname: str, block: Block, index: int, kind: str, primitive: str
+    ) -> tuple[Buffer, Block]:
         buf = nth_buffer(block, index, kind, primitive)
         site = allocation_site(self.state.func(fname), buf)
         if site is None:
             raise NonAllocatedBufferError(
                 f"{primitive}: buffer {buf.name!r} (accessed by block {block.name_hint!r}) is a "
                 f"parameter of function {fname!r}; only buffers allocated in the function "
-                "(alloc_buffers of a block) can be changed")
+                "(alloc_buffers of a block) can be changed"
+            )
         return buf, site
 
     def _replace_func_buffer(self, fname: str, mutator: Mutator) -> None:
@@ -232,8 +246,9 @@ class LayoutMixin(ScheduleBase):
         self._record("SetScope", [block], [idx, scope], [])
 
     @atomic
-    def storage_align(self, block: BlockRV, buffer_index: int, axis: int, factor: int,
-                      offset: int) -> None:
+    def storage_align(
+        self, block: BlockRV, buffer_index: int, axis: int, factor: int, offset: int
+    ) -> None:
         """Ask that the stride of ``axis`` of a written buffer be ``factor * k + offset``.
 
         Recorded, as in TVM, in the block annotation ``buffer_dim_align``: one list per
@@ -253,15 +268,21 @@ class LayoutMixin(ScheduleBase):
         buf, _ = self._allocated_buffer(fname, b, idx, "write", "storage_align")
         ndim = buf.ndim
         if not -ndim <= axis < ndim:
-            raise StorageAlignError(f"storage_align: axis {axis} is out of range for buffer "
-                                    f"{buf.name!r} of {ndim} dimensions (block {b.name_hint!r})")
+            raise StorageAlignError(
+                f"storage_align: axis {axis} is out of range for buffer "
+                f"{buf.name!r} of {ndim} dimensions (block {b.name_hint!r})"
+            )
         axis %= ndim
         if factor < 1:
-            raise StorageAlignError(f"storage_align: factor must be >= 1, got {factor} (buffer "
-                                    f"{buf.name!r}, block {b.name_hint!r})")
+            raise StorageAlignError(
+                f"storage_align: factor must be >= 1, got {factor} (buffer "
+                f"{buf.name!r}, block {b.name_hint!r})"
+            )
         if not 0 <= offset < factor:
-            raise StorageAlignError(f"storage_align: offset must be in [0, {factor}), got "
-                                    f"{offset} (buffer {buf.name!r}, block {b.name_hint!r})")
+            raise StorageAlignError(
+                f"storage_align: offset must be in [0, {factor}), got "
+                f"{offset} (buffer {buf.name!r}, block {b.name_hint!r})"
+            )
         old = b.annotations.get("buffer_dim_align") or []
         table = [list(map(list, entry)) for entry in old]
         table += [[] for _ in range(len(b.writes) - len(table))]
@@ -272,8 +293,12 @@ class LayoutMixin(ScheduleBase):
         self._record("StorageAlign", [block], [idx, axis, factor, offset], [])
 
     @atomic
-    def transform_layout(self, block: BlockRV, buffer: tuple[str, int] | int | str,
-                         index_map: IndexMap | Callable[..., Any]) -> None:
+    def transform_layout(
+        self,
+        block: BlockRV,
+        buffer: tuple[str, int] | int | str,
+        index_map: IndexMap | Callable[..., Any],
+    ) -> None:
         """Give a buffer a new layout through ``index_map``, rewriting every access::
 
             B = alloc_buffer((4, 8))                    B = alloc_buffer((8, 4))
@@ -296,18 +321,32 @@ class LayoutMixin(ScheduleBase):
         buf, _ = self._allocated_buffer(fname, realize.block, idx, kind, "transform_layout")
         imap = as_index_map(index_map, buf.ndim)
         if len(imap.initial_indices) != buf.ndim:
-            raise IndexMapError(f"transform_layout: {imap} takes {len(imap.initial_indices)} "
-                                f"indices, but buffer {buf.name!r} has {buf.ndim} dimensions")
+            raise IndexMapError(
+                f"transform_layout: {imap} takes {len(imap.initial_indices)} "
+                f"indices, but buffer {buf.name!r} has {buf.ndim} dimensions"
+            )
         new = Buffer(buf.name, _new_shape(buf, imap), buf.dtype, buf.scope)
         self._replace_func_buffer(fname, _LayoutRewriter(buf, new, imap))
         self._record("TransformLayout", [block], [[kind, idx], imap.as_json()], [])
 
 
-register_inst_kind(InstructionKind("SetScope", "set_scope", inputs=("block",),
-                                   attrs=("buffer_index", "storage_scope")))
-register_inst_kind(InstructionKind("StorageAlign", "storage_align", inputs=("block",),
-                                   attrs=("buffer_index", "axis", "factor", "offset")))
-register_inst_kind(InstructionKind("TransformLayout", "transform_layout", inputs=("block",),
-                                   attrs=("buffer", "index_map")))
+register_inst_kind(
+    InstructionKind(
+        "SetScope", "set_scope", inputs=("block",), attrs=("buffer_index", "storage_scope")
+    )
+)
+register_inst_kind(
+    InstructionKind(
+        "StorageAlign",
+        "storage_align",
+        inputs=("block",),
+        attrs=("buffer_index", "axis", "factor", "offset"),
+    )
+)
+register_inst_kind(
+    InstructionKind(
+        "TransformLayout", "transform_layout", inputs=("block",), attrs=("buffer", "index_map")
+    )
+)
 
 __all__ = ["IndexMap", "LayoutMixin", "as_index_map"]

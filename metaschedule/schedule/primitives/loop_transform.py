@@ -79,7 +79,8 @@ class LoopTransformMixin(ScheduleBase):
             f, node = self._loop(rv)
             if fname is not None and f != fname:
                 raise ScheduleError(
-                    f"{primitive}: loops come from different functions {fname}, {f}")
+                    f"{primitive}: loops come from different functions {fname}, {f}"
+                )
             fname = f
             if any(node is other for other in nodes):
                 raise ScheduleError(f"{primitive}: loop {node.loop_var.name} is given twice")
@@ -152,8 +153,13 @@ class LoopTransformMixin(ScheduleBase):
         new_loops_dom = {v: Range(const(0, dtype), const(f, dtype)) for v, f in zip(new_vars, ints)}
         outer = {**self._outer_doms(fname, node), **new_loops_dom}
         body = LoopVarRewriter(
-            {node.loop_var: value}, {node.loop_var: Range(node.min, node.extent)}, outer,
-            predicate, bool(preserve_unit_iters), affine_memo(self.state), fast,
+            {node.loop_var: value},
+            {node.loop_var: Range(node.min, node.extent)},
+            outer,
+            predicate,
+            bool(preserve_unit_iters),
+            affine_memo(self.state),
+            fast,
         ).visit(node.body)
         for var, f in zip(reversed(new_vars), reversed(ints)):
             body = For(var, const(0, dtype), const(f, dtype), ForKind.SERIAL, body)
@@ -210,8 +216,15 @@ class LoopTransformMixin(ScheduleBase):
             fused: Range(const(0, dtype), const(total, dtype)),
         }
         old_ranges = {n.loop_var: Range(n.min, n.extent) for n in nodes}
-        body = LoopVarRewriter(vmap, old_ranges, outer, None, bool(preserve_unit_iters),
-                               affine_memo(self.state), digit_values=True).visit(nodes[-1].body)
+        body = LoopVarRewriter(
+            vmap,
+            old_ranges,
+            outer,
+            None,
+            bool(preserve_unit_iters),
+            affine_memo(self.state),
+            digit_values=True,
+        ).visit(nodes[-1].body)
         new = For(fused, const(0, dtype), const(total, dtype), ForKind.SERIAL, body)
         self.state.replace(fname, {nodes[0]: new})
         out = self._new_loop_rv(fname, fused)

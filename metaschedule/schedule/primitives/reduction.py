@@ -96,17 +96,22 @@ def _const_value(e: PrimExpr):
 def match_reduction(block: Block, primitive: str) -> Reduction:
     """The reducer of ``block``, or a :class:`NotReductionError` saying what does not match."""
     name = block.name_hint
-    expect = ("expected an init C[idx] = identity and a body C[idx] = op(C[idx], x) with op "
-              "one of +, *, max, min")
+    expect = (
+        "expected an init C[idx] = identity and a body C[idx] = op(C[idx], x) with op "
+        "one of +, *, max, min"
+    )
     body, init = block.body, block.init
     if not isinstance(body, BufferStore) or not isinstance(init, BufferStore):
-        raise NotReductionError(f"{primitive}: block {name!r} is not a recognised reduction: "
-                                f"{expect}")
+        raise NotReductionError(
+            f"{primitive}: block {name!r} is not a recognised reduction: {expect}"
+        )
     op = type(body.value)
     op = next((k for k in _REDUCERS if issubclass(op, k)), None)
     if op is None:
-        raise NotReductionError(f"{primitive}: block {name!r} updates {body.buffer.name} with "
-                                f"{body.value}, not a commutative reducer: {expect}")
+        raise NotReductionError(
+            f"{primitive}: block {name!r} updates {body.buffer.name} with "
+            f"{body.value}, not a commutative reducer: {expect}"
+        )
     buf, idx = body.buffer, body.indices
     a, b = body.value.a, body.value.b
     if isinstance(a, BufferLoad) and a.buffer is buf and _same(a.indices, idx):
@@ -114,19 +119,26 @@ def match_reduction(block: Block, primitive: str) -> Reduction:
     elif isinstance(b, BufferLoad) and b.buffer is buf and _same(b.indices, idx):
         source = a
     else:
-        raise NotReductionError(f"{primitive}: block {name!r} does not combine "
-                                f"{buf.name}[{', '.join(map(str, idx))}] with a value: {expect}")
+        raise NotReductionError(
+            f"{primitive}: block {name!r} does not combine "
+            f"{buf.name}[{', '.join(map(str, idx))}] with a value: {expect}"
+        )
     if buffer_loads(source, buf):
-        raise NotReductionError(f"{primitive}: the reduced value of block {name!r} reads "
-                                f"{buf.name} again: {expect}")
+        raise NotReductionError(
+            f"{primitive}: the reduced value of block {name!r} reads {buf.name} again: {expect}"
+        )
     if init.buffer is not buf or not _same(init.indices, idx):
-        raise NotReductionError(f"{primitive}: the init of block {name!r} does not store to "
-                                f"{buf.name}[{', '.join(map(str, idx))}]: {expect}")
+        raise NotReductionError(
+            f"{primitive}: the init of block {name!r} does not store to "
+            f"{buf.name}[{', '.join(map(str, idx))}]: {expect}"
+        )
     kind, identity = _REDUCERS[op]
     ident = identity(buf.dtype)
     if _const_value(init.value) is None or _const_value(init.value) != _const_value(ident):
-        raise NotReductionError(f"{primitive}: block {name!r} is a {kind} but its init stores "
-                                f"{init.value}, not the identity {ident}")
+        raise NotReductionError(
+            f"{primitive}: block {name!r} is a {kind} but its init stores "
+            f"{init.value}, not the identity {ident}"
+        )
     return Reduction(op, buf, tuple(idx), source, ident)
 
 
@@ -161,8 +173,9 @@ class ReductionMixin(ScheduleBase):
             raise NotReductionError(f"{primitive}: the root block is not a reduction")
         why = not_reduction_reason(scope_blocks(self.state, fname, realize), realize)
         if why is not None:
-            raise NotReductionError(f"{primitive}: block {realize.block.name_hint!r} is not a "
-                                    f"reduction block: {why}")
+            raise NotReductionError(
+                f"{primitive}: block {realize.block.name_hint!r} is not a reduction block: {why}"
+            )
 
     @atomic
     def rfactor(self, loop: LoopRV, factor_axis: int) -> BlockRV:
@@ -189,7 +202,8 @@ class ReductionMixin(ScheduleBase):
         if len(blocks) != 1:
             raise LoopPropertyError(
                 f"rfactor: loop {lname} must hold exactly one block, the reduction block; it "
-                f"holds {[b.block.name_hint for b in blocks]}")
+                f"holds {[b.block.name_hint for b in blocks]}"
+            )
         realize = blocks[0]
         block = realize.block
         self._check_reduction_block(fname, realize, "rfactor")
@@ -198,47 +212,67 @@ class ReductionMixin(ScheduleBase):
         loops = self.state.loops_above(fname, realize)
         uses = _loop_uses(realize, loops)
         if IterType.DATA_PAR in uses[rf_loop.loop_var]:
-            raise LoopPropertyError(f"rfactor: loop {lname} is bound to a data-parallel iter var "
-                                    f"of block {block.name_hint!r}; rfactor needs a reduction loop")
+            raise LoopPropertyError(
+                f"rfactor: loop {lname} is bound to a data-parallel iter var "
+                f"of block {block.name_hint!r}; rfactor needs a reduction loop"
+            )
         if IterType.COMM_REDUCE not in uses[rf_loop.loop_var]:
-            raise LoopPropertyError(f"rfactor: loop {lname} is not bound to any reduction iter "
-                                    f"var of block {block.name_hint!r}")
+            raise LoopPropertyError(
+                f"rfactor: loop {lname} is not bound to any reduction iter "
+                f"var of block {block.name_hint!r}"
+            )
         red_loops = [lp for lp in loops if IterType.COMM_REDUCE in uses[lp.loop_var]]
         for lp in red_loops:
             if IterType.DATA_PAR in uses[lp.loop_var]:
                 raise LoopPropertyError(
                     f"rfactor: loop {lp.loop_var.name} is bound to both data-parallel and "
-                    f"reduction iter vars of block {block.name_hint!r}")
+                    f"reduction iter vars of block {block.name_hint!r}"
+                )
         top = self._exclusive_top(fname, realize, loops)
-        nest = loops[next(i for i, lp in enumerate(loops) if lp is top):]
+        nest = loops[next(i for i, lp in enumerate(loops) if lp is top) :]
         for lp in red_loops:
             if not any(lp is x for x in nest):
                 raise LoopPropertyError(
                     f"rfactor: reduction loop {lp.loop_var.name} of block {block.name_hint!r} "
-                    "also holds other blocks; rfactor needs the reduction loops to hold only it")
+                    "also holds other blocks; rfactor needs the reduction loops to hold only it"
+                )
         ndim = len(red.indices)
         axis = given_axis = self._int(factor_axis)
         if not -(ndim + 1) <= axis <= ndim:
-            raise FactorAxisError(f"rfactor: factor_axis {axis} is out of range [{-(ndim + 1)}, "
-                                  f"{ndim}] for buffer {red.buffer.name!r} of {ndim} dimensions")
+            raise FactorAxisError(
+                f"rfactor: factor_axis {axis} is out of range [{-(ndim + 1)}, "
+                f"{ndim}] for buffer {red.buffer.name!r} of {ndim} dimensions"
+            )
         axis = axis + ndim + 1 if axis < 0 else axis
 
         # the rfactor block: one iter var per reduction loop, the rf loop's spatial
-        new_of_loop = {lp.loop_var: IterVar(
-            Var("v" + lp.loop_var.name, lp.loop_var.dtype), Range(lp.min, lp.extent),
-            IterType.DATA_PAR if lp is rf_loop else IterType.COMM_REDUCE) for lp in red_loops}
+        new_of_loop = {
+            lp.loop_var: IterVar(
+                Var("v" + lp.loop_var.name, lp.loop_var.dtype),
+                Range(lp.min, lp.extent),
+                IterType.DATA_PAR if lp is rf_loop else IterType.COMM_REDUCE,
+            )
+            for lp in red_loops
+        }
         lvmap = {lv: iv.var for lv, iv in new_of_loop.items()}
-        vmap = {iv.var: substitute(v, lvmap) for iv, v in zip(block.iter_vars, realize.iter_values)
-                if iv.iter_type == IterType.COMM_REDUCE}
-        spatial = [(iv, v) for iv, v in zip(block.iter_vars, realize.iter_values)
-                   if iv.iter_type == IterType.DATA_PAR]
+        vmap = {
+            iv.var: substitute(v, lvmap)
+            for iv, v in zip(block.iter_vars, realize.iter_values)
+            if iv.iter_type == IterType.COMM_REDUCE
+        }
+        spatial = [
+            (iv, v)
+            for iv, v in zip(block.iter_vars, realize.iter_values)
+            if iv.iter_type == IterType.DATA_PAR
+        ]
         rf_iv = new_of_loop[rf_loop.loop_var]
         rf_index = rf_iv.var - rf_loop.min if not is_const_int(rf_loop.min, 0) else rf_iv.var
         rf_shape = list(red.buffer.shape)
         rf_shape.insert(axis, rf_loop.extent)
         rf_name = unique_block_name(self.state, fname, f"{block.name_hint}_rf")
-        rf_buf = Buffer(f"{red.buffer.name}_rf", tuple(rf_shape), red.buffer.dtype,
-                        red.buffer.scope)
+        rf_buf = Buffer(
+            f"{red.buffer.name}_rf", tuple(rf_shape), red.buffer.dtype, red.buffer.scope
+        )
         idx = list(red.indices)
         rf_idx = tuple(idx[:axis] + [rf_index] + idx[axis:])
         reads_self = wb_reads_self = any(r.buffer is red.buffer for r in block.reads)
@@ -249,8 +283,11 @@ class ReductionMixin(ScheduleBase):
         else:  # nothing left to reduce in the rfactor block: a plain store
             rf_body, rf_init, reads_self = BufferStore(rf_buf, rf_source, rf_idx), None, False
         rf_block = Block(
-            iter_vars=(rf_iv, *(iv for iv, _ in spatial),
-                       *(new_of_loop[lp.loop_var] for lp in red_loops if lp is not rf_loop)),
+            iter_vars=(
+                rf_iv,
+                *(iv for iv, _ in spatial),
+                *(new_of_loop[lp.loop_var] for lp in red_loops if lp is not rf_loop),
+            ),
             reads=tuple(([_point(rf_buf, rf_idx)] if reads_self else []) + other_reads),
             writes=(_point(rf_buf, rf_idx),),
             name_hint=rf_name,
@@ -258,18 +295,23 @@ class ReductionMixin(ScheduleBase):
             init=rf_init,
             annotations=block.annotations,
         )
-        rf_values = (rf_loop.loop_var, *(v for _, v in spatial),
-                     *(lp.loop_var for lp in red_loops if lp is not rf_loop))
+        rf_values = (
+            rf_loop.loop_var,
+            *(v for _, v in spatial),
+            *(lp.loop_var for lp in red_loops if lp is not rf_loop),
+        )
         rf_realize = BlockRealize(rf_values, realize.predicate, rf_block)
 
         # the write-back block, in its own nest of the spatial loops and the rf loop
-        wb_loops = [lp for lp in nest
-                    if lp is rf_loop or IterType.DATA_PAR in uses[lp.loop_var]]
+        wb_loops = [lp for lp in nest if lp is rf_loop or IterType.DATA_PAR in uses[lp.loop_var]]
         new_loop_var = {lp.loop_var: Var(lp.loop_var.name, lp.loop_var.dtype) for lp in wb_loops}
         dropped = {lp.loop_var for lp in nest} - set(new_loop_var)
         wb_spatial = [_fresh(iv) for iv, _ in spatial]
-        wb_rf = IterVar(Var("v" + lname, rf_loop.loop_var.dtype), Range(rf_loop.min,
-                        rf_loop.extent), IterType.COMM_REDUCE)
+        wb_rf = IterVar(
+            Var("v" + lname, rf_loop.loop_var.dtype),
+            Range(rf_loop.min, rf_loop.extent),
+            IterType.COMM_REDUCE,
+        )
         svmap = {iv.var: new.var for (iv, _), new in zip(spatial, wb_spatial)}
         wb_idx = tuple(substitute(i, svmap) for i in red.indices)
         wb_rf_index = wb_rf.var - rf_loop.min if not is_const_int(rf_loop.min, 0) else wb_rf.var
@@ -277,16 +319,20 @@ class ReductionMixin(ScheduleBase):
         wb_writes = tuple(substitute(w, svmap) for w in block.writes)
         wb_block = Block(
             iter_vars=(wb_rf, *wb_spatial),
-            reads=tuple(([_point(red.buffer, wb_idx)] if wb_reads_self else [])
-                        + [_point(rf_buf, wb_rf_idx)]),
+            reads=tuple(
+                ([_point(red.buffer, wb_idx)] if wb_reads_self else [])
+                + [_point(rf_buf, wb_rf_idx)]
+            ),
             writes=wb_writes,
             name_hint=block.name_hint,
             body=red.update(red.buffer, wb_idx, rf_buf.load(wb_rf_idx)),
             init=red.init(red.buffer, wb_idx),
             annotations=block.annotations,
         )
-        wb_values = (new_loop_var[rf_loop.loop_var],
-                     *(substitute(v, new_loop_var) for _, v in spatial))
+        wb_values = (
+            new_loop_var[rf_loop.loop_var],
+            *(substitute(v, new_loop_var) for _, v in spatial),
+        )
         wb_pred = _keep_conjuncts(realize.predicate, dropped, new_loop_var)
         wb: Stmt = BlockRealize(wb_values, wb_pred, wb_block)
         for lp in reversed(wb_loops):
@@ -340,7 +386,8 @@ class ReductionMixin(ScheduleBase):
         if lfname != fname or pos is None:
             raise LoopPositionError(
                 f"decompose_reduction: loop {loop_node.loop_var.name} is not an ancestor of "
-                f"block {b.name_hint!r} (within its scope)")
+                f"block {b.name_hint!r} (within its scope)"
+            )
         self._check_reduction_block(fname, realize, "decompose_reduction")
         scope = self.state.scope_realize(fname, realize)
         uses = _loop_uses(realize, loops)
@@ -350,31 +397,40 @@ class ReductionMixin(ScheduleBase):
                     f"decompose_reduction: loop {lp.loop_var.name}, above loop "
                     f"{loop_node.loop_var.name}, feeds a reduction iter var of block "
                     f"{b.name_hint!r}; the init must go above every reduction loop, so pass "
-                    f"loop {lp.loop_var.name} or a loop above it")
+                    f"loop {lp.loop_var.name} or a loop above it"
+                )
         chosen = []
         for lp in loops[pos:]:
             kinds = uses[lp.loop_var]
             if IterType.DATA_PAR in kinds and IterType.COMM_REDUCE in kinds:
                 raise LoopPropertyError(
                     f"decompose_reduction: loop {lp.loop_var.name} feeds both data-parallel and "
-                    f"reduction iter vars of block {b.name_hint!r}")
+                    f"reduction iter vars of block {b.name_hint!r}"
+                )
             if IterType.DATA_PAR in kinds:
                 chosen.append(lp)
-        new_lv = {lp.loop_var: Var(lp.loop_var.name + "_init", lp.loop_var.dtype)
-                  for lp in chosen}
+        new_lv = {lp.loop_var: Var(lp.loop_var.name + "_init", lp.loop_var.dtype) for lp in chosen}
         dropped = {lp.loop_var for lp in loops[pos:]} - set(new_lv)
-        spatial = [(iv, v) for iv, v in zip(b.iter_vars, realize.iter_values)
-                   if iv.iter_type == IterType.DATA_PAR]
+        spatial = [
+            (iv, v)
+            for iv, v in zip(b.iter_vars, realize.iter_values)
+            if iv.iter_type == IterType.DATA_PAR
+        ]
         fresh = [_fresh(iv) for iv, _ in spatial]
         vmap = {iv.var: f.var for (iv, _), f in zip(spatial, fresh)}
         init_name = unique_block_name(self.state, fname, f"{b.name_hint}_init")
         init_block = Block(
-            iter_vars=tuple(fresh), reads=(),
+            iter_vars=tuple(fresh),
+            reads=(),
             writes=tuple(substitute(w, vmap) for w in b.writes),
-            name_hint=init_name, body=substitute(b.init, vmap),
+            name_hint=init_name,
+            body=substitute(b.init, vmap),
         )
-        stmt: Stmt = BlockRealize(tuple(substitute(v, new_lv) for _, v in spatial),
-                                  _keep_conjuncts(realize.predicate, dropped, new_lv), init_block)
+        stmt: Stmt = BlockRealize(
+            tuple(substitute(v, new_lv) for _, v in spatial),
+            _keep_conjuncts(realize.predicate, dropped, new_lv),
+            init_block,
+        )
         for lp in reversed(chosen):
             stmt = dataclasses.replace(lp, loop_var=new_lv[lp.loop_var], body=stmt)
         parent = enclosing_loop_or_block(self.state, fname, self.state.parent(fname, loop_node))
@@ -387,9 +443,9 @@ class ReductionMixin(ScheduleBase):
         return out
 
 
-register_inst_kind(InstructionKind("RFactor", "rfactor", inputs=("loop",),
-                                   attrs=("factor_axis",)))
-register_inst_kind(InstructionKind("DecomposeReduction", "decompose_reduction",
-                                   inputs=("block", "loop")))
+register_inst_kind(InstructionKind("RFactor", "rfactor", inputs=("loop",), attrs=("factor_axis",)))
+register_inst_kind(
+    InstructionKind("DecomposeReduction", "decompose_reduction", inputs=("block", "loop"))
+)
 
 __all__ = ["Reduction", "ReductionMixin", "match_reduction"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 from ...tir import IntImm
 from ..base import ScheduleBase, atomic
@@ -59,8 +59,10 @@ class SamplingMixin(ScheduleBase):
         """
         fname, node = self._loop(loop)
         if not isinstance(node.extent, IntImm):
-            raise ScheduleError(f"sample_perfect_tile needs a constant extent, loop "
-                                f"{node.loop_var.name} has {node.extent}")
+            raise ScheduleError(
+                f"sample_perfect_tile needs a constant extent, loop "
+                f"{node.loop_var.name} has {node.extent}"
+            )
         if n < 1:
             raise ScheduleError(f"sample_perfect_tile needs n >= 1, got {n}")
         extent = node.extent.value
@@ -105,16 +107,31 @@ class SamplingMixin(ScheduleBase):
                     break
         decision = int(decision)
         if not 0 <= decision < len(candidates):
-            raise ScheduleError(f"decision {decision} is out of range for {len(candidates)} "
-                                "candidates")
+            raise ScheduleError(
+                f"decision {decision} is out of range for {len(candidates)} candidates"
+            )
         out = self._new_expr_rv(candidates[decision])
         self._record("SampleCategorical", [], [candidates, probs], [out], decision)
         return out
 
 
-register_inst_kind(InstructionKind(
-    "SamplePerfectTile", "sample_perfect_tile", inputs=("loop",),
-    attrs=("n", "max_innermost_factor"), is_pure=True, has_decision=True, returns_list=True))
-register_inst_kind(InstructionKind(
-    "SampleCategorical", "sample_categorical", attrs=("candidates", "probs"), is_pure=True,
-    has_decision=True))
+register_inst_kind(
+    InstructionKind(
+        "SamplePerfectTile",
+        "sample_perfect_tile",
+        inputs=("loop",),
+        attrs=("n", "max_innermost_factor"),
+        is_pure=True,
+        has_decision=True,
+        returns_list=True,
+    )
+)
+register_inst_kind(
+    InstructionKind(
+        "SampleCategorical",
+        "sample_categorical",
+        attrs=("candidates", "probs"),
+        is_pure=True,
+        has_decision=True,
+    )
+)

@@ -6,12 +6,27 @@ several computes (one block each), as topi does.
 """
 
 from .conv import (
-    conv1d_nwc, conv2d_nhwc, conv2d_transpose_nhwc, conv3d_ndhwc, depthwise_conv2d_nhwc,
+    conv1d_nwc,
+    conv2d_nhwc,
+    conv2d_transpose_nhwc,
+    conv3d_ndhwc,
+    depthwise_conv2d_nhwc,
     group_conv2d_nhwc,
 )
 from .elemwise import (
-    add, bias_add, broadcast_shape, divide, exp, gelu, maximum, minimum, multiply, relu,
-    sigmoid, subtract, tanh,
+    add,
+    bias_add,
+    broadcast_shape,
+    divide,
+    exp,
+    gelu,
+    maximum,
+    minimum,
+    multiply,
+    relu,
+    sigmoid,
+    subtract,
+    tanh,
 )
 from .matmul import batch_matmul, dense, matmul
 from .nn import layer_norm, softmax
@@ -19,9 +34,34 @@ from .pool import avg_pool2d, global_avg_pool2d, max_pool2d
 from .transform import pad, reshape, transpose
 
 __all__ = [
-    "add", "avg_pool2d", "batch_matmul", "bias_add", "broadcast_shape", "conv1d_nwc",
-    "conv2d_nhwc", "conv2d_transpose_nhwc", "conv3d_ndhwc", "dense", "depthwise_conv2d_nhwc",
-    "divide", "exp", "gelu", "global_avg_pool2d", "group_conv2d_nhwc", "layer_norm",
-    "matmul", "max_pool2d", "maximum", "minimum", "multiply", "pad", "relu", "reshape",
-    "sigmoid", "softmax", "subtract", "tanh", "transpose",
+    "add",
+    "avg_pool2d",
+    "batch_matmul",
+    "bias_add",
+    "broadcast_shape",
+    "conv1d_nwc",
+    "conv2d_nhwc",
+    "conv2d_transpose_nhwc",
+    "conv3d_ndhwc",
+    "dense",
+    "depthwise_conv2d_nhwc",
+    "divide",
+    "exp",
+    "gelu",
+    "global_avg_pool2d",
+    "group_conv2d_nhwc",
+    "layer_norm",
+    "matmul",
+    "max_pool2d",
+    "maximum",
+    "minimum",
+    "multiply",
+    "pad",
+    "relu",
+    "reshape",
+    "sigmoid",
+    "softmax",
+    "subtract",
+    "tanh",
+    "transpose",
 ]

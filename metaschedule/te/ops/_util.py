@@ -85,9 +85,7 @@ def pad_tuple(
         if len(pads) == n:
             pads = pads + pads
         elif len(pads) != 2 * n:
-            raise ValueError(
-                f"{op}: padding needs 1, {n} or {2 * n} values, got {tuple(padding)}"
-            )
+            raise ValueError(f"{op}: padding needs 1, {n} or {2 * n} values, got {tuple(padding)}")
     if any(p < 0 for p in pads):
         raise ValueError(f"{op}: padding must be non-negative, got {pads}")
     return pads[:n], pads[n:]

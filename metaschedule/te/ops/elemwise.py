@@ -11,7 +11,7 @@ from ...tir.expr import PrimExpr, const, convert
 from ..tensor import Tensor, compute
 from ._util import check_tensor, normalize_axis
 
-Operand = Union[Tensor, PrimExpr, int, float]
+Operand = Union[Tensor, PrimExpr, int, float]  # noqa: UP007 (a runtime alias, py3.10)
 
 
 def broadcast_shape(a: tuple[int, ...], b: tuple[int, ...], op: str) -> tuple[int, ...]:
@@ -43,8 +43,7 @@ def _binary(a: Operand, b: Operand, fn: Callable, name: str) -> Tensor:
     def read(x: Operand, idx: tuple) -> PrimExpr:
         return broadcast_load(x, idx) if isinstance(x, Tensor) else convert(x, ref.dtype)
 
-    return compute(shape, lambda *idx: fn(read(a, idx), read(b, idx)), name=name,
-                   tag="broadcast")
+    return compute(shape, lambda *idx: fn(read(a, idx), read(b, idx)), name=name, tag="broadcast")
 
 
 def add(a: Operand, b: Operand, name: str = "T_add") -> Tensor:

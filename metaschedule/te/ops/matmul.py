@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ..tensor import Tensor, compute, reduce_axis, sum as te_sum
+from ..tensor import Tensor, compute, reduce_axis
+from ..tensor import sum as te_sum
 from ._util import check_tensor, to_dtype
 from .elemwise import bias_add
 

@@ -7,7 +7,9 @@ from collections.abc import Sequence
 from ...tir import op as _op
 from ...tir.dtype import is_float
 from ...tir.expr import PrimExpr, const
-from ..tensor import Tensor, compute, max as te_max, reduce_axis, sum as te_sum
+from ..tensor import Tensor, compute, reduce_axis
+from ..tensor import max as te_max
+from ..tensor import sum as te_sum
 from ._util import check_tensor, normalize_axis
 
 
@@ -37,22 +39,31 @@ def softmax(x: Tensor, axis: int = -1) -> Tensor:
 
     k1 = reduce_axis((0, x.shape[axis]), name="k")
     maxelem = compute(
-        red_shape, lambda *i: te_max(x[_expand(kept, [axis], x.ndim, i, [k1.var])], axis=k1),
-        name="T_softmax_maxelem", tag="softmax_maxelem",
+        red_shape,
+        lambda *i: te_max(x[_expand(kept, [axis], x.ndim, i, [k1.var])], axis=k1),
+        name="T_softmax_maxelem",
+        tag="softmax_maxelem",
     )
 
     def drop(idx: tuple) -> tuple:
         return tuple(idx[d] for d in kept)
 
-    expo = compute(x.shape, lambda *i: _op.exp(x[i] - maxelem[drop(i)]), name="T_softmax_exp",
-                   tag="softmax_exp")
+    expo = compute(
+        x.shape,
+        lambda *i: _op.exp(x[i] - maxelem[drop(i)]),
+        name="T_softmax_exp",
+        tag="softmax_exp",
+    )
     k2 = reduce_axis((0, x.shape[axis]), name="k")
     expsum = compute(
-        red_shape, lambda *i: te_sum(expo[_expand(kept, [axis], x.ndim, i, [k2.var])], axis=k2),
-        name="T_softmax_expsum", tag="softmax_expsum",
+        red_shape,
+        lambda *i: te_sum(expo[_expand(kept, [axis], x.ndim, i, [k2.var])], axis=k2),
+        name="T_softmax_expsum",
+        tag="softmax_expsum",
     )
-    return compute(x.shape, lambda *i: expo[i] / expsum[drop(i)], name="T_softmax_norm",
-                   tag="softmax_norm")
+    return compute(
+        x.shape, lambda *i: expo[i] / expsum[drop(i)], name="T_softmax_norm", tag="softmax_norm"
+    )
 
 
 def layer_norm(
@@ -69,8 +80,12 @@ def layer_norm(
     squared deviations from the mean, a stable two-pass variance) and ``T_layer_norm``.
     """
     _float_tensor(x, "layer_norm")
-    axes = sorted({normalize_axis(a, x.ndim, "layer_norm")
-                   for a in ((axis,) if isinstance(axis, int) else axis)})
+    axes = sorted(
+        {
+            normalize_axis(a, x.ndim, "layer_norm")
+            for a in ((axis,) if isinstance(axis, int) else axis)
+        }
+    )
     if not axes:
         raise ValueError("layer_norm: no axis to normalise over")
     kept = [d for d in range(x.ndim) if d not in axes]
@@ -79,8 +94,10 @@ def layer_norm(
         if t is not None:
             check_tensor(t, "layer_norm", what)
             if t.shape != norm_shape:
-                raise ValueError(f"layer_norm: {what} has shape {t.shape}, expected "
-                                 f"{norm_shape} (the normalised dimensions of {x.shape})")
+                raise ValueError(
+                    f"layer_norm: {what} has shape {t.shape}, expected "
+                    f"{norm_shape} (the normalised dimensions of {x.shape})"
+                )
     red_shape = tuple(x.shape[d] for d in kept)
     count = 1
     for s in norm_shape:
@@ -94,7 +111,8 @@ def layer_norm(
     total = compute(
         red_shape,
         lambda *i: te_sum(x[_expand(kept, axes, x.ndim, i, [r.var for r in r1])], axis=r1),
-        name="T_layer_norm_sum", tag="layer_norm_sum",
+        name="T_layer_norm_sum",
+        tag="layer_norm_sum",
     )
     r2 = raxes()
 

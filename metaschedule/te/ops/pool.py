@@ -7,15 +7,24 @@ from collections.abc import Sequence
 from ...tir import op as _op
 from ...tir.dtype import is_float
 from ...tir.expr import PrimExpr, cast, const
-from ..tensor import Tensor, compute, max as te_max, reduce_axis, sum as te_sum
+from ..tensor import Tensor, compute, reduce_axis
+from ..tensor import max as te_max
+from ..tensor import sum as te_sum
 from ._util import check_tensor, named, pad_tuple, positive_tuple
 from .transform import pad
 
 IntOrSeq = int | Sequence[int]
 
 
-def _geometry(data: Tensor, kernel: IntOrSeq, stride: IntOrSeq, padding, dilation: IntOrSeq,
-              ceil_mode: bool, op: str):
+def _geometry(
+    data: Tensor,
+    kernel: IntOrSeq,
+    stride: IntOrSeq,
+    padding,
+    dilation: IntOrSeq,
+    ceil_mode: bool,
+    op: str,
+):
     """Kernel, strides, dilations, pads before, explicit pads after, total pads after, output."""
     check_tensor(data, op, "data", ndim=4)
     ks = positive_tuple(kernel, 2, op, "kernel")
@@ -27,8 +36,10 @@ def _geometry(data: Tensor, kernel: IntOrSeq, stride: IntOrSeq, padding, dilatio
         size, window = data.shape[1 + d], dilations[d] * (ks[d] - 1) + 1
         span = size + before[d] + after[d] - window
         if span < 0:
-            raise ValueError(f"{op}: window {ks} (dilation {dilations}) is larger than the "
-                             f"padded input {data.shape}")
+            raise ValueError(
+                f"{op}: window {ks} (dilation {dilations}) is larger than the "
+                f"padded input {data.shape}"
+            )
         n = (-(-span // strides[d]) if ceil_mode else span // strides[d]) + 1
         if ceil_mode and (n - 1) * strides[d] >= size + before[d]:
             n -= 1  # the last window must start inside the input or the leading padding
@@ -41,27 +52,37 @@ def _pooled(data, ks, strides, dilations, before, total_after, fill, reducer):
     """The body of the window reduction (after a ``pad_temp`` block when padded)."""
     padded = data
     if any(before) or any(total_after):
-        padded = pad(data, (0, *before, 0), (0, *total_after, 0), pad_value=fill,
-                     name="pad_temp")
+        padded = pad(data, (0, *before, 0), (0, *total_after, 0), pad_value=fill, name="pad_temp")
     ry, rx = reduce_axis((0, ks[0]), name="rv0"), reduce_axis((0, ks[1]), name="rv1")
 
     def window(o, r, s, d):
         return (o * s if s != 1 else o) + (r * d if d != 1 else r)
 
     def body(n, y, x, c):
-        src = padded[n, window(y, ry.var, strides[0], dilations[0]),
-                     window(x, rx.var, strides[1], dilations[1]), c]
+        src = padded[
+            n,
+            window(y, ry.var, strides[0], dilations[0]),
+            window(x, rx.var, strides[1], dilations[1]),
+            c,
+        ]
         return reducer(src, axis=[ry, rx])
 
     return body
 
 
-def max_pool2d(data: Tensor, kernel: IntOrSeq, stride: IntOrSeq, padding=0,
-               dilation: IntOrSeq = 1, ceil_mode: bool = False,
-               name: str = "pool_max") -> Tensor:
+def max_pool2d(
+    data: Tensor,
+    kernel: IntOrSeq,
+    stride: IntOrSeq,
+    padding=0,
+    dilation: IntOrSeq = 1,
+    ceil_mode: bool = False,
+    name: str = "pool_max",
+) -> Tensor:
     """Max pooling of NHWC ``data``; padding is filled with the dtype's lowest value."""
-    ks, st, dl, before, _, total_after, out = _geometry(data, kernel, stride, padding, dilation,
-                                                        ceil_mode, "max_pool2d")
+    ks, st, dl, before, _, total_after, out = _geometry(
+        data, kernel, stride, padding, dilation, ceil_mode, "max_pool2d"
+    )
     fill = float("-inf")
     body = _pooled(data, ks, st, dl, before, total_after, fill, te_max)
     shape = (data.shape[0], *out, data.shape[3])
@@ -84,9 +105,16 @@ def _count(o: PrimExpr, k: int, s: int, d: int, lo: int, hi: int) -> PrimExpr | 
     return _op.max(last - first, 0)
 
 
-def avg_pool2d(data: Tensor, kernel: IntOrSeq, stride: IntOrSeq, padding=0,
-               dilation: IntOrSeq = 1, ceil_mode: bool = False, count_include_pad: bool = True,
-               name: str = "pool_avg") -> Tensor:
+def avg_pool2d(
+    data: Tensor,
+    kernel: IntOrSeq,
+    stride: IntOrSeq,
+    padding=0,
+    dilation: IntOrSeq = 1,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+    name: str = "pool_avg",
+) -> Tensor:
     """Average pooling of NHWC ``data``: a ``pool_sum`` block, then a ``pool_avg`` division.
 
     With ``count_include_pad`` the divisor counts the window positions inside the
@@ -97,11 +125,13 @@ def avg_pool2d(data: Tensor, kernel: IntOrSeq, stride: IntOrSeq, padding=0,
     if not is_float(data.dtype):
         raise TypeError(f"avg_pool2d needs a float tensor, got {data.name} of dtype {data.dtype}")
     ks, st, dl, before, after, total_after, out = _geometry(
-        data, kernel, stride, padding, dilation, ceil_mode, "avg_pool2d")
+        data, kernel, stride, padding, dilation, ceil_mode, "avg_pool2d"
+    )
     body = _pooled(data, ks, st, dl, before, total_after, 0.0, te_sum)
     shape = (data.shape[0], *out, data.shape[3])
-    pooled = compute(shape, named(("ax0", "ax1", "ax2", "ax3"), body), name="pool_sum",
-                     tag="pool_sum")
+    pooled = compute(
+        shape, named(("ax0", "ax1", "ax2", "ax3"), body), name="pool_sum", tag="pool_sum"
+    )
     H, W = data.shape[1:3]
     constant = count_include_pad and total_after == after
     dtype = data.dtype
@@ -120,8 +150,7 @@ def avg_pool2d(data: Tensor, kernel: IntOrSeq, stride: IntOrSeq, padding=0,
         count = counts[0] * counts[1]
         return pooled[n, y, x, c] / cast(dtype, _op.max(count, 1))
 
-    return compute(shape, named(("ax0", "ax1", "ax2", "ax3"), divide), name=name,
-                   tag="elemwise")
+    return compute(shape, named(("ax0", "ax1", "ax2", "ax3"), divide), name=name, tag="elemwise")
 
 
 def global_avg_pool2d(data: Tensor, name: str = "adaptive_pool_avg") -> Tensor:
@@ -131,15 +160,19 @@ def global_avg_pool2d(data: Tensor, name: str = "adaptive_pool_avg") -> Tensor:
     ry, rx = reduce_axis((0, H), name="rv0"), reduce_axis((0, W), name="rv1")
     summed = compute(
         (N, 1, 1, C),
-        named(("ax0", "ax1", "ax2", "ax3"),
-              lambda n, y, x, c: te_sum(data[n, y + ry.var, x + rx.var, c], axis=[ry, rx])),
+        named(
+            ("ax0", "ax1", "ax2", "ax3"),
+            lambda n, y, x, c: te_sum(data[n, y + ry.var, x + rx.var, c], axis=[ry, rx]),
+        ),
         name="adaptive_pool_sum",
         tag="adaptive_pool_sum",
     )
     return compute(
         (N, 1, 1, C),
-        named(("ax0", "ax1", "ax2", "ax3"),
-              lambda n, y, x, c: summed[n, y, x, c] / const(H * W, data.dtype)),
+        named(
+            ("ax0", "ax1", "ax2", "ax3"),
+            lambda n, y, x, c: summed[n, y, x, c] / const(H * W, data.dtype),
+        ),
         name=name,
         tag="elemwise",
     )

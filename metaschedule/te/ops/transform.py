@@ -64,8 +64,11 @@ def transpose(x: Tensor, axes: Sequence[int] | None = None, name: str = "T_trans
     """Permute the dimensions of ``x`` (reverse them when ``axes`` is None), as numpy."""
     check_tensor(x, "transpose", "x")
     n = x.ndim
-    axes = tuple(reversed(range(n))) if axes is None else tuple(a % n if -n <= a < n else a
-                                                                 for a in axes)
+    axes = (
+        tuple(reversed(range(n)))
+        if axes is None
+        else tuple(a % n if -n <= a < n else a for a in axes)
+    )
     if sorted(axes) != list(range(n)):
         raise ValueError(f"transpose: axes {axes} are not a permutation of range({n})")
     shape = tuple(x.shape[a] for a in axes)

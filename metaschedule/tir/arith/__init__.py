@@ -15,8 +15,21 @@ from .iter_map import (
 )
 
 __all__ = [
-    "NEG_INF", "POS_INF", "Analyzer", "ConstIntBound", "IntervalSet", "IterMapResult", "IterMark",
-    "IterSplitExpr", "IterSumExpr", "detect_iter_map", "eval_bound", "evaluate",
-    "is_affine_binding", "iter_map_simplify", "normalize_iter_map_to_expr", "simplify",
+    "NEG_INF",
+    "POS_INF",
+    "Analyzer",
+    "ConstIntBound",
+    "IntervalSet",
+    "IterMapResult",
+    "IterMark",
+    "IterSplitExpr",
+    "IterSumExpr",
+    "detect_iter_map",
+    "eval_bound",
+    "evaluate",
+    "is_affine_binding",
+    "iter_map_simplify",
+    "normalize_iter_map_to_expr",
+    "simplify",
     "union_interval",
 ]

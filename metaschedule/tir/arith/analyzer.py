@@ -86,7 +86,8 @@ class Analyzer:
             return False
         if isinstance(old, Range):
             return self.can_prove_equal(old.min, new.min) and self.can_prove_equal(
-                old.extent, new.extent)
+                old.extent, new.extent
+            )
         return self.can_prove_equal(old, new)
 
     @contextlib.contextmanager
@@ -136,7 +137,8 @@ class Analyzer:
     def _symbolic_ranges(self) -> bool:
         return not self._proving and any(
             not (isinstance(r.min, E.IntImm) and isinstance(r.extent, E.IntImm))
-            for r in self._ranges.values())
+            for r in self._ranges.values()
+        )
 
     def _bound(self, expr: E.PrimExpr) -> Bound:
         return ConstIntBoundAnalyzer(self._bounds).bound(expr)
@@ -197,13 +199,17 @@ class Analyzer:
                 verdict = _decide(cls, self._bound(lo)[0], self._bound(hi)[1])
                 if verdict is not None:
                     return verdict
-                symbolic = {v: r for v, r in self._ranges.items()
-                            if not (isinstance(r.min, E.IntImm) and isinstance(r.extent, E.IntImm))}
+                symbolic = {
+                    v: r
+                    for v, r in self._ranges.items()
+                    if not (isinstance(r.min, E.IntImm) and isinstance(r.extent, E.IntImm))
+                }
                 present = (free_vars(lo) | free_vars(hi)) & set(symbolic)
                 if not present:
                     return False
-                used = set().union(*(free_vars(symbolic[v].min) | free_vars(symbolic[v].extent)
-                                     for v in present))
+                used = set().union(
+                    *(free_vars(symbolic[v].min) | free_vars(symbolic[v].extent) for v in present)
+                )
                 v = next((v for v in present if v not in used), next(iter(present)))
                 lo = self.int_set(lo, {v: symbolic[v]}).min
                 hi = self.int_set(hi, {v: symbolic[v]}).max

@@ -20,9 +20,19 @@ from ..dtype import bits, is_bool, is_float
 Scalar = int | float | bool
 
 _UNARY = {
-    "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh, "fabs": np.abs,
-    "floor": np.floor, "ceil": np.ceil, "round": np.rint, "sin": np.sin, "cos": np.cos,
-    "exp2": np.exp2, "log2": np.log2, "trunc": np.trunc,
+    "exp": np.exp,
+    "log": np.log,
+    "sqrt": np.sqrt,
+    "tanh": np.tanh,
+    "fabs": np.abs,
+    "floor": np.floor,
+    "ceil": np.ceil,
+    "round": np.rint,
+    "sin": np.sin,
+    "cos": np.cos,
+    "exp2": np.exp2,
+    "log2": np.log2,
+    "trunc": np.trunc,
     "rsqrt": lambda x: 1 / np.sqrt(x),
     "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
     "erf": lambda x: math.erf(float(x)),

@@ -367,8 +367,9 @@ class IntervalEvaluator:
         for n in reversed(spine):
             b = self._interval(n.b)
             if isinstance(n, E.Sub):
-                b = IntervalSet(None if b.max is None else -b.max,
-                                None if b.min is None else -b.min)
+                b = IntervalSet(
+                    None if b.max is None else -b.max, None if b.min is None else -b.min
+                )
             lo = None if lo is None or b.min is None else lo + b.min
             hi = None if hi is None or b.max is None else hi + b.max
         return IntervalSet(self._s(lo), self._s(hi))
@@ -399,11 +400,15 @@ class IntervalEvaluator:
             if b.is_single_point():
                 k = b.min
                 if self._nonneg(k):
-                    return IntervalSet(s(a.min * k) if a.min is not None else None,
-                                       s(a.max * k) if a.max is not None else None)
+                    return IntervalSet(
+                        s(a.min * k) if a.min is not None else None,
+                        s(a.max * k) if a.max is not None else None,
+                    )
                 if self._nonpos(k):
-                    return IntervalSet(s(a.max * k) if a.max is not None else None,
-                                       s(a.min * k) if a.min is not None else None)
+                    return IntervalSet(
+                        s(a.max * k) if a.max is not None else None,
+                        s(a.min * k) if a.min is not None else None,
+                    )
                 return None
             if self._nonneg(a.min) and self._nonneg(b.min):
                 hi = None if a.max is None or b.max is None else s(a.max * b.max)
@@ -416,15 +421,18 @@ class IntervalEvaluator:
             if isinstance(e, E.Div) and not self._nonneg(a.min):
                 return None
             k = b.min
-            return IntervalSet(None if a.min is None else s(E.FloorDiv(a.min, k)),
-                               None if a.max is None else s(E.FloorDiv(a.max, k)))
+            return IntervalSet(
+                None if a.min is None else s(E.FloorDiv(a.min, k)),
+                None if a.max is None else s(E.FloorDiv(a.max, k)),
+            )
         if isinstance(e, E.FloorMod):
             a, b = sets
             if not b.is_single_point() or not self.ana.can_prove(b.min > 0):
                 return None
             k = b.min
-            if a.is_bounded() and self.ana.can_prove_equal(E.FloorDiv(a.min, k),
-                                                           E.FloorDiv(a.max, k)):
+            if a.is_bounded() and self.ana.can_prove_equal(
+                E.FloorDiv(a.min, k), E.FloorDiv(a.max, k)
+            ):
                 return IntervalSet(s(E.FloorMod(a.min, k)), s(E.FloorMod(a.max, k)))
             zero = E.const(0, e.dtype)
             if self._nonneg(a.min) and a.max is not None:
@@ -448,8 +456,10 @@ class IntervalEvaluator:
             return IntervalSet(lo, hi)
         if isinstance(e, E.Cast) and is_int(e.value.dtype) and bits(e.dtype) >= bits(e.value.dtype):
             a = sets[0]
-            return IntervalSet(None if a.min is None else s(E.cast(e.dtype, a.min)),
-                               None if a.max is None else s(E.cast(e.dtype, a.max)))
+            return IntervalSet(
+                None if a.min is None else s(E.cast(e.dtype, a.min)),
+                None if a.max is None else s(E.cast(e.dtype, a.max)),
+            )
         return None
 
 

@@ -53,8 +53,12 @@ def _is_fused(m: IterMark) -> bool:
 class SplitChecker:
     """Checks the splits of ``indices`` (each an IterSumExpr of at most one split)."""
 
-    def __init__(self, arith: SplitArith, input_marks: Sequence[IterMark],
-                 tightened: Sequence[tuple[IterMark, str]]):
+    def __init__(
+        self,
+        arith: SplitArith,
+        input_marks: Sequence[IterMark],
+        tightened: Sequence[tuple[IterMark, str]],
+    ):
         self.ar = arith
         self.input_marks = list(input_marks)
         self.tightened = list(tightened)
@@ -136,7 +140,8 @@ class SplitChecker:
                 return [sp]
             ar = self.ar
             if ar.divisible(sp.lower_factor, lo) and ar.divisible(
-                    ar.mul(lo, frame.extent), ar.mul(sp.lower_factor, sp.extent)):
+                ar.mul(lo, frame.extent), ar.mul(sp.lower_factor, sp.extent)
+            ):
                 return [IterSplitExpr(frame, ar.div(sp.lower_factor, lo), sp.extent, sp.scale)]
         parts = self._term_digits(m, sp)
         if parts is None:
@@ -205,8 +210,7 @@ class SplitChecker:
         """``[(term, lf, ext)]``: digits ``[lf, lf*ext)`` of each term that ``sp`` covers."""
         terms = m.source.args
         lo, ext = sp.lower_factor, sp.extent
-        if is_int(lo) and is_int(ext) and all(
-                is_int(t.scale) and is_int(t.extent) for t in terms):
+        if is_int(lo) and is_int(ext) and all(is_int(t.scale) and is_int(t.extent) for t in terms):
             lo, hi = lo.value, lo.value * ext.value
             if hi > terms[-1].scale.value * terms[-1].extent.value:
                 return None
@@ -224,11 +228,12 @@ class SplitChecker:
         # symbolic factors: only whole terms
         hi = self.ar.mul(lo, ext)
         first = next((k for k, t in enumerate(terms) if self.ar.eq(t.scale, lo)), None)
-        last = next((k for k, t in enumerate(terms)
-                     if self.ar.eq(self.ar.mul(t.scale, t.extent), hi)), None)
+        last = next(
+            (k for k, t in enumerate(terms) if self.ar.eq(self.ar.mul(t.scale, t.extent), hi)), None
+        )
         if first is None or last is None or first > last:
             return None
-        return [(t, E.IntImm(t.extent.dtype, 1), t.extent) for t in terms[first:last + 1]]
+        return [(t, E.IntImm(t.extent.dtype, 1), t.extent) for t in terms[first : last + 1]]
 
     def rank(self, frame: IterMark) -> tuple[bool, int]:
         """Preference among frames holding the same digits: a frame that the indices use
@@ -287,10 +292,8 @@ class SplitChecker:
         lo, top = sp.lower_factor.value, sp.lower_factor.value * sp.extent.value
         edges = set()
         for frame, part in self.parents.get(id(sp.source), []):
-            if not self.blocked(frame, avoid) and is_int(part.lower_factor) and is_int(
-                    part.extent):
-                edges.update((part.lower_factor.value,
-                              part.lower_factor.value * part.extent.value))
+            if not self.blocked(frame, avoid) and is_int(part.lower_factor) and is_int(part.extent):
+                edges.update((part.lower_factor.value, part.lower_factor.value * part.extent.value))
         cuts = [lo]
         for b in sorted(e for e in edges if lo < e < top):
             if b % cuts[-1] == 0 and top % b == 0:
@@ -299,12 +302,23 @@ class SplitChecker:
             return [sp]
         cuts.append(top)
         dt = sp.extent.dtype
-        return [IterSplitExpr(sp.source, E.IntImm(dt, a), E.IntImm(dt, b // a),
-                              self.ar.mul(sp.scale, E.IntImm(dt, a // lo)))
-                for a, b in itertools.pairwise(cuts)]
+        return [
+            IterSplitExpr(
+                sp.source,
+                E.IntImm(dt, a),
+                E.IntImm(dt, b // a),
+                self.ar.mul(sp.scale, E.IntImm(dt, a // lo)),
+            )
+            for a, b in itertools.pairwise(cuts)
+        ]
 
-    def resolve(self, sp: IterSplitExpr, avoid: AbstractSet[int] = frozenset(),
-                cut: bool = True, depth: int = 0) -> list[IterSplitExpr]:
+    def resolve(
+        self,
+        sp: IterSplitExpr,
+        avoid: AbstractSet[int] = frozenset(),
+        cut: bool = True,
+        depth: int = 0,
+    ) -> list[IterSplitExpr]:
         """Lift ``sp`` (cut where needed) through frames and aliases, short of ``avoid``.
 
         The terms a frame consumes are not cut: a term that straddles another frame's term
@@ -316,8 +330,9 @@ class SplitChecker:
             new = self.lift(part, avoid)
             hit = self.alias.get(id(new.source))
             if hit is not None and id(hit[0]) not in avoid:
-                new = IterSplitExpr(hit[0], self.ar.mul(hit[1], new.lower_factor), new.extent,
-                                    new.scale)
+                new = IterSplitExpr(
+                    hit[0], self.ar.mul(hit[1], new.lower_factor), new.extent, new.scale
+                )
             elif hit is not None:  # ``part`` itself splits an alias of a frame in ``avoid``
                 new = part
             if new is part or depth >= _MAX_DEPTH:
@@ -373,8 +388,9 @@ class SplitChecker:
             out[id(x.source)] = x
             hit = self.alias.get(id(x.source))
             if hit is not None and id(hit[0]) not in avoid:
-                stack.append(IterSplitExpr(hit[0], ar.mul(hit[1], x.lower_factor), x.extent,
-                                           x.scale))
+                stack.append(
+                    IterSplitExpr(hit[0], ar.mul(hit[1], x.lower_factor), x.extent, x.scale)
+                )
             for frame, part in self.parents.get(id(x.source), []):
                 if not self.blocked(frame, avoid) and self._holds(part, x):
                     lf = ar.mul(part.scale, ar.div(x.lower_factor, part.lower_factor))
@@ -385,11 +401,13 @@ class SplitChecker:
         """Whether the digits of ``sp`` lie inside those of ``part`` (splits of one mark)."""
         ar = self.ar
         return ar.divisible(sp.lower_factor, part.lower_factor) and ar.divisible(
-            ar.mul(part.lower_factor, part.extent), ar.mul(sp.lower_factor, sp.extent))
+            ar.mul(part.lower_factor, part.extent), ar.mul(sp.lower_factor, sp.extent)
+        )
 
     # uses ---------------------------------------------------------------------------------
-    def collect_uses(self, opened: list[IterSplitExpr]
-                     ) -> dict[int, tuple[IterMark, list[IterSplitExpr]]]:
+    def collect_uses(
+        self, opened: list[IterSplitExpr]
+    ) -> dict[int, tuple[IterMark, list[IterSplitExpr]]]:
         uses: dict[int, tuple[IterMark, list[IterSplitExpr]]] = {}
         busy: set[int] = set()
 
@@ -411,8 +429,7 @@ class SplitChecker:
         return uses
 
     def check_mark(self, mark: IterMark, splits: list[IterSplitExpr], level: CheckLevel) -> None:
-        if all(is_int(s.lower_factor) and is_int(s.extent) for s in splits) and is_int(
-                mark.extent):
+        if all(is_int(s.lower_factor) and is_int(s.extent) for s in splits) and is_int(mark.extent):
             order = sorted(splits, key=lambda s: s.lower_factor.value)
             covered = 1
             for s in order:
@@ -420,12 +437,15 @@ class SplitChecker:
                 ok = lf == covered if level == "bijective" else lf % covered == 0
                 if not ok:
                     raise NotAffine(
-                        f"the splits of {mark!r} overlap or leave gaps: {[str(s) for s in order]}")
+                        f"the splits of {mark!r} overlap or leave gaps: {[str(s) for s in order]}"
+                    )
                 covered = lf * s.extent.value
             if mark.extent.value % covered != 0 or (
-                    level == "bijective" and covered != mark.extent.value):
+                level == "bijective" and covered != mark.extent.value
+            ):
                 raise NotAffine(
-                    f"the splits of {mark!r} do not cover it exactly: {[str(s) for s in order]}")
+                    f"the splits of {mark!r} do not cover it exactly: {[str(s) for s in order]}"
+                )
             return
         # symbolic: an exact chain from lower_factor 1 up
         rest = list(splits)
@@ -434,12 +454,14 @@ class SplitChecker:
             nxt = next((s for s in rest if self.ar.eq(s.lower_factor, covered)), None)
             if nxt is None:
                 raise NotAffine(
-                    f"the splits of {mark!r} overlap or leave gaps: {[str(s) for s in splits]}")
+                    f"the splits of {mark!r} overlap or leave gaps: {[str(s) for s in splits]}"
+                )
             rest.remove(nxt)
             covered = self.ar.mul(covered, nxt.extent)
         if level == "bijective" and not self.ar.eq(covered, mark.extent):
             raise NotAffine(
-                f"the splits of {mark!r} do not cover it exactly: {[str(s) for s in splits]}")
+                f"the splits of {mark!r} do not cover it exactly: {[str(s) for s in splits]}"
+            )
 
 
 def _divisors(n: int) -> list[int]:

@@ -37,8 +37,10 @@ class IterSplitExpr:
     scale: E.PrimExpr
 
     def __repr__(self) -> str:
-        return (f"split({self.source!r}, lower_factor={self.lower_factor}, "
-                f"extent={self.extent}, scale={self.scale})")
+        return (
+            f"split({self.source!r}, lower_factor={self.lower_factor}, "
+            f"extent={self.extent}, scale={self.scale})"
+        )
 
     def __str__(self) -> str:
         return str(normalize_iter_map_to_expr(self))

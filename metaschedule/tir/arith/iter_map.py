@@ -36,8 +36,15 @@ from .iter_expr import (
 )
 
 __all__ = [
-    "CheckLevel", "IterMapResult", "IterMark", "IterSplitExpr", "IterSumExpr", "detect_iter_map",
-    "is_affine_binding", "iter_map_simplify", "normalize_iter_map_to_expr",
+    "CheckLevel",
+    "IterMapResult",
+    "IterMark",
+    "IterSplitExpr",
+    "IterSumExpr",
+    "detect_iter_map",
+    "is_affine_binding",
+    "iter_map_simplify",
+    "normalize_iter_map_to_expr",
 ]
 
 
@@ -87,8 +94,9 @@ class _Rewriter(SplitArith):
 
     # sums ---------------------------------------------------------------------------------
     def scale_sum(self, s: IterSumExpr, k: E.PrimExpr) -> IterSumExpr:
-        args = tuple(IterSplitExpr(a.source, a.lower_factor, a.extent, self.mul(a.scale, k))
-                     for a in s.args)
+        args = tuple(
+            IterSplitExpr(a.source, a.lower_factor, a.extent, self.mul(a.scale, k)) for a in s.args
+        )
         return self.make_sum(args, self.mul(s.base, k))
 
     def add_sums(self, x: IterSumExpr, y: IterSumExpr) -> IterSumExpr:
@@ -100,10 +108,14 @@ class _Rewriter(SplitArith):
         out: list[IterSplitExpr] = []
         for a in args:
             for n, b in enumerate(out):
-                if (b.source is a.source and self.eq(b.lower_factor, a.lower_factor)
-                        and self.eq(b.extent, a.extent)):
-                    out[n] = IterSplitExpr(b.source, b.lower_factor, b.extent,
-                                           self.ana.simplify(b.scale + a.scale))
+                if (
+                    b.source is a.source
+                    and self.eq(b.lower_factor, a.lower_factor)
+                    and self.eq(b.extent, a.extent)
+                ):
+                    out[n] = IterSplitExpr(
+                        b.source, b.lower_factor, b.extent, self.ana.simplify(b.scale + a.scale)
+                    )
                     break
             else:
                 out.append(a)
@@ -115,10 +127,12 @@ class _Rewriter(SplitArith):
                 for j, hi in enumerate(out):
                     if i == j or lo.source is not hi.source:
                         continue
-                    if (self.eq(hi.lower_factor, self.mul(lo.lower_factor, lo.extent))
-                            and self.eq(hi.scale, self.mul(lo.scale, lo.extent))):
-                        new = IterSplitExpr(lo.source, lo.lower_factor,
-                                            self.mul(lo.extent, hi.extent), lo.scale)
+                    if self.eq(hi.lower_factor, self.mul(lo.lower_factor, lo.extent)) and self.eq(
+                        hi.scale, self.mul(lo.scale, lo.extent)
+                    ):
+                        new = IterSplitExpr(
+                            lo.source, lo.lower_factor, self.mul(lo.extent, hi.extent), lo.scale
+                        )
                         out = [x for n, x in enumerate(out) if n not in (i, j)] + [new]
                         merged = True
                         break
@@ -131,8 +145,12 @@ class _Rewriter(SplitArith):
         if len(s.args) == 1:
             return s.args[0]
         args = list(s.args)
-        succ = [any(j != i and self.eq(a.scale, self.mul(b.scale, b.extent))
-                    for j, b in enumerate(args)) for i, a in enumerate(args)]
+        succ = [
+            any(
+                j != i and self.eq(a.scale, self.mul(b.scale, b.extent)) for j, b in enumerate(args)
+            )
+            for i, a in enumerate(args)
+        ]
         starts = [a for a, is_succ in zip(args, succ) if not is_succ]
         if len(starts) != 1:
             raise NotAffine(f"cannot fuse {s}: its terms overlap or leave gaps")
@@ -147,11 +165,20 @@ class _Rewriter(SplitArith):
             rest.remove(nxt)
             expected = self.mul(nxt.scale, nxt.extent)
         base_scale = chain[0].scale
-        norm = tuple(IterSplitExpr(a.source, a.lower_factor, a.extent,
-                                   self.div(a.scale, base_scale)) for a in chain)
+        norm = tuple(
+            IterSplitExpr(a.source, a.lower_factor, a.extent, self.div(a.scale, base_scale))
+            for a in chain
+        )
         extent = self.div(expected, base_scale)
-        key = tuple((id(a.source), self.keyer.key(a.lower_factor), self.keyer.key(a.extent),
-                     self.keyer.key(a.scale)) for a in norm)
+        key = tuple(
+            (
+                id(a.source),
+                self.keyer.key(a.lower_factor),
+                self.keyer.key(a.extent),
+                self.keyer.key(a.scale),
+            )
+            for a in norm
+        )
         mark = self.fused.get(key)
         if mark is None:
             mark = self.fused[key] = IterMark(IterSumExpr(norm, E.IntImm(extent.dtype, 0)), extent)
@@ -188,8 +215,11 @@ class _Rewriter(SplitArith):
 
     def _low_high(self, s: IterSumExpr, c: E.PrimExpr):
         """Split ``s = c*high + low`` with ``0 <= low < c`` when all terms are constant."""
-        if not is_int(c) or not is_int(s.base) or not all(
-                is_int(a.scale) and is_int(a.extent) for a in s.args):
+        if (
+            not is_int(c)
+            or not is_int(s.base)
+            or not all(is_int(a.scale) and is_int(a.extent) for a in s.args)
+        ):
             return None
         cv = c.value
         bq, br = divmod(s.base.value, cv)
@@ -200,9 +230,13 @@ class _Rewriter(SplitArith):
         if lo < 0 or hi >= cv:
             return None
         dt = c.dtype
-        q = IterSumExpr(tuple(IterSplitExpr(a.source, a.lower_factor, a.extent,
-                                            E.IntImm(dt, a.scale.value // cv)) for a in high),
-                        E.IntImm(dt, bq))
+        q = IterSumExpr(
+            tuple(
+                IterSplitExpr(a.source, a.lower_factor, a.extent, E.IntImm(dt, a.scale.value // cv))
+                for a in high
+            ),
+            E.IntImm(dt, bq),
+        )
         return q, IterSumExpr(tuple(low), E.IntImm(dt, br))
 
     def _fused_with_base(self, s: IterSumExpr, c: E.PrimExpr) -> tuple[IterSplitExpr, E.PrimExpr]:
@@ -224,8 +258,9 @@ class _Rewriter(SplitArith):
             if not self.divisible(sp.extent, f):
                 raise NotAffine(f"split of extent {sp.extent} by {f} is not exact")
             one = E.IntImm(c.dtype, 1)
-            new = IterSplitExpr(sp.source, self.mul(sp.lower_factor, f), self.div(sp.extent, f),
-                                one)
+            new = IterSplitExpr(
+                sp.source, self.mul(sp.lower_factor, f), self.div(sp.extent, f), one
+            )
         else:
             raise NotAffine(f"cannot divide the iterator {sp} by {c}")
         return IterSumExpr((new,), base)
@@ -257,8 +292,11 @@ class _Rewriter(SplitArith):
             return
         conjs = _conjuncts(pred)
         # bounds on single loop variables first: fused iterators are built from their marks
-        conjs.sort(key=lambda c: not (isinstance(c, E.CmpOp) and (
-            isinstance(c.a, E.Var) or isinstance(c.b, E.Var))))
+        conjs.sort(
+            key=lambda c: (
+                not (isinstance(c, E.CmpOp) and (isinstance(c.a, E.Var) or isinstance(c.b, E.Var)))
+            )
+        )
         for conj in conjs:
             if not self.uses_iters(conj):
                 continue
@@ -271,8 +309,11 @@ class _Rewriter(SplitArith):
                 continue
             sp = self.fuse(s)
             mark = sp.source
-            if not (self.eq(sp.lower_factor, 1) and self.eq(sp.scale, 1)
-                    and self.eq(sp.extent, mark.extent)):
+            if not (
+                self.eq(sp.lower_factor, 1)
+                and self.eq(sp.scale, 1)
+                and self.eq(sp.extent, mark.extent)
+            ):
                 raise NotAffine(f"unsupported predicate {conj}: not a bound on a whole iterator")
             ub = self.ana.simplify(conj.b - s.base + (1 if isinstance(conj, E.LE) else 0))
             if self.ana.can_prove(ub >= mark.extent):

@@ -38,10 +38,22 @@ __all__ = [
 ]
 
 _DISPATCH = {
-    E.Var: "_var", E.Add: "_arith", E.Sub: "_arith", E.Mul: "_arith", E.FloorDiv: "_divmod",
-    E.FloorMod: "_divmod", E.Div: "_div", E.Min: "_minmax", E.Max: "_minmax", E.And: "_andor",
-    E.Or: "_andor", E.Not: "_not", E.Select: "_select", E.Cast: "_cast", E.Call: "_call",
-    **{cls: "_compare" for cls in (E.EQ, E.NE, E.LT, E.LE, E.GT, E.GE, E.EqualOp, E.NotEqualOp)},
+    E.Var: "_var",
+    E.Add: "_arith",
+    E.Sub: "_arith",
+    E.Mul: "_arith",
+    E.FloorDiv: "_divmod",
+    E.FloorMod: "_divmod",
+    E.Div: "_div",
+    E.Min: "_minmax",
+    E.Max: "_minmax",
+    E.And: "_andor",
+    E.Or: "_andor",
+    E.Not: "_not",
+    E.Select: "_select",
+    E.Cast: "_cast",
+    E.Call: "_call",
+    **dict.fromkeys((E.EQ, E.NE, E.LT, E.LE, E.GT, E.GE, E.EqualOp, E.NotEqualOp), "_compare"),
 }
 _NEGATED_CMP = {E.EQ: E.NE, E.NE: E.EQ, E.LT: E.GE, E.GE: E.LT, E.LE: E.GT, E.GT: E.LE}
 
@@ -52,8 +64,12 @@ _NEGATED_CMP = {E.EQ: E.NE, E.NE: E.EQ, E.LT: E.GE, E.GE: E.LT, E.LE: E.GT, E.GT
 class Simplifier(PolyForm, DivModRules, Mutator):
     """One simplification run. ``bounds`` are variable bounds, ``values`` substitutions."""
 
-    def __init__(self, bounds: Mapping[E.Var, Bound], values: Mapping[E.Var, E.PrimExpr],
-                 prover: Callable[[E.PrimExpr], bool] | None = None):
+    def __init__(
+        self,
+        bounds: Mapping[E.Var, Bound],
+        values: Mapping[E.Var, E.PrimExpr],
+        prover: Callable[[E.PrimExpr], bool] | None = None,
+    ):
         self.keyer = ExprKeyer()
         # optional symbolic prover of integer comparisons (for symbolic loop ranges)
         self.prover = prover
@@ -232,8 +248,11 @@ class Simplifier(PolyForm, DivModRules, Mutator):
                     return a
                 lo_first = (alo, ahi) if alo <= blo else (blo, bhi)
                 hi_second = (blo, bhi) if alo <= blo else (alo, ahi)
-                if lo_first[0] <= NEG_INF and hi_second[1] >= POS_INF and (
-                        hi_second[0] <= lo_first[1] + 1):
+                if (
+                    lo_first[0] <= NEG_INF
+                    and hi_second[1] >= POS_INF
+                    and (hi_second[0] <= lo_first[1] + 1)
+                ):
                     return E.const(True, "bool")
         return self._rebuild(e, a, b)
 

@@ -13,7 +13,16 @@ from .simplify import simplify_indices
 from .storage_sync import insert_storage_sync, is_storage_sync, storage_sync
 
 __all__ = [
-    "GPU_LOWER_PASSES", "LOWER_PASSES", "compact_allocations", "convert_blocks",
-    "insert_storage_sync", "is_storage_sync", "lower", "lower_alloc_buffers", "lower_init",
-    "plan_allocations", "simplify_indices", "storage_sync",
+    "GPU_LOWER_PASSES",
+    "LOWER_PASSES",
+    "compact_allocations",
+    "convert_blocks",
+    "insert_storage_sync",
+    "is_storage_sync",
+    "lower",
+    "lower_alloc_buffers",
+    "lower_init",
+    "plan_allocations",
+    "simplify_indices",
+    "storage_sync",
 ]

@@ -13,8 +13,8 @@ accesses and non-negative divisions.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from .. import expr as E
 from ..dtype import is_int

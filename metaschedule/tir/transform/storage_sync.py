@@ -59,9 +59,7 @@ class _Accesses:
         loop's iterations write their own elements (a cooperative fetch).
         """
         later_writes = other.writes if waw else set()
-        return bool(
-            (self.writes & (other.reads | later_writes)) or (self.reads & other.writes)
-        )
+        return bool((self.writes & (other.reads | later_writes)) or (self.reads & other.writes))
 
     def update(self, other: _Accesses) -> None:
         self.reads |= other.reads
@@ -135,8 +133,7 @@ class _Inserter:
     def _splittable(self, child: Stmt) -> bool:
         """False when ``child`` is handled as one unit (a barrier goes before it)."""
         if isinstance(child, (For, Allocate)) or (
-            isinstance(child, IfThenElse)
-            and not (collect_vars(child.condition) & self.thread_vars)
+            isinstance(child, IfThenElse) and not (collect_vars(child.condition) & self.thread_vars)
         ):
             return True
         return False
