@@ -182,7 +182,7 @@ def test_max_total_ms_bounds_the_timing(lib):
         x, y, z
     )
     elapsed = time.perf_counter() - start
-    assert elapsed < 1.0  # unbounded: 1000 repeats of 20 ms = 20 s
+    assert elapsed < 10.0  # unbounded: 1000 repeats of 20 ms = 20 s
     assert 1 <= len(res.results) < 1000 and res.number > 1  # sized by the probes
     assert all(0 < r < 0.001 for r in res.results)
 

@@ -462,7 +462,7 @@ def test_hash_and_equal_are_fast_on_10k_nodes():
     start = time.perf_counter()
     assert structural_hash(f) == structural_hash(g)
     assert structural_equal(f, g)
-    assert time.perf_counter() - start < 1.5  # both hashes and one comparison
+    assert time.perf_counter() - start < 15  # both hashes and one comparison; quadratic: minutes
 
 
 def test_deep_expressions_do_not_hit_the_recursion_limit():
