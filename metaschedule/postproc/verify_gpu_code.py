@@ -29,7 +29,7 @@ from ..tir.expr import BufferLoad, PrimExpr, Var
 from ..tir.functor import Visitor, collect_vars
 from ..schedule.state import child_stmts
 from ..tir.stmt import Block, BufferStore, Stmt
-from ..tir.transform import lower
+from ..tir.transform import GPU_LOWER_PASSES, lower
 from ..tir.transform.affine import Interval, bounds
 from ..tir.transform.region import extent_of
 from .base import Postproc
@@ -82,7 +82,7 @@ class VerifyGPUCode(Postproc):
             if not _thread_extents_in_bounds(func.body):
                 return False
             try:
-                lowered = lower(func)
+                lowered = lower(func, GPU_LOWER_PASSES)
             except ValueError:
                 return False
             if gpu_code_errors(lowered, self.limits):

@@ -1,0 +1,339 @@
+"""Pass: lower reductions whose loops are bound to ``threadIdx`` into a shared-memory tree.
+
+A *cross-thread reduction* is a reduction block one of whose reduction iteration
+variables is fed by a loop bound to ``threadIdx`` (what the CrossThreadReduction schedule
+rule makes): the threads of a GPU block share one output element. On a GPU they cannot
+all update it; instead each thread folds its own iterations into a register, the
+partial results meet in shared memory, and a tree of halving steps combines them::
+
+    for tx in T.thread_binding(8, "threadIdx.x"):       for tx in T.thread_binding(8, ...):
+        for k0 in range(4):                                 acc[0] = -inf
+            with T.block("red"):                             for k0 in range(4):
+                vi = T.axis.spatial(...)                        acc[0] = max(acc[0], X[vi, k0 * 8 + tx])
+                vk = T.axis.reduce(32, k0 * 8 + tx)          part[tx] = acc[0]
+                with T.init(): red[vi] = -inf      ->        if tx < 4: part[tx] = max(part[tx], part[tx + 4])
+                red[vi] = max(red[vi], X[vi, vk])            if tx < 2: part[tx] = max(part[tx], part[tx + 2])
+                                                             if tx < 1: part[tx] = max(part[tx], part[tx + 1])
+                                                             if tx == 0: red[vi] = part[0]
+
+The barriers between the steps are inserted by ``insert_storage_sync`` (``part`` is a
+``shared`` buffer, one slot per thread; ``acc`` is ``local``). The halving works for any
+thread count: a step with ``n`` live slots folds the upper ``n // 2`` into the lower.
+
+Supported: a block whose body is ``red[idx] = f(red[idx], value)`` for ``f`` one of
+``+``, ``*``, ``max``, ``min``, with an ``init``, exactly one ``threadIdx`` loop feeding its
+reduction variables, only reduction (or unit) loops between that loop and the block, and
+every reduction loop at or inside it. Anything else raises ``ValueError`` saying what.
+Warp shuffles (``__shfl_down_sync``) are a later optimisation of the same tree.
+"""
+
+from __future__ import annotations
+
+from ..buffer import Buffer
+from ..expr import EQ, LT, Add, And, BufferLoad, IntImm, Max, Min, Mul, PrimExpr, Var, const, logical_and
+from ..function import PrimFunc
+from ..structural import structural_equal
+from ..functor import collect_vars, post_order_visit, replace_fields, substitute
+from ..stmt import (
+    Allocate,
+    Block,
+    BlockRealize,
+    BufferRegion,
+    BufferStore,
+    For,
+    ForKind,
+    IfThenElse,
+    IterType,
+    Range,
+    SeqStmt,
+    Stmt,
+    seq,
+)
+
+__all__ = ["has_cross_thread_reduction", "lower_cross_thread_reduction"]
+
+_COMBINERS = (Add, Mul, Max, Min)
+
+
+def _is_thread(loop: For) -> bool:
+    return loop.kind is ForKind.THREAD_BINDING and (loop.thread_binding or "").startswith(
+        "threadIdx"
+    )
+
+
+def _reduction_thread_loops(loops: list[For], realize: BlockRealize) -> list[For]:
+    """The ``threadIdx`` loops among ``loops`` that feed a reduction iter var of the block."""
+    red_vars: set[Var] = set()
+    for iv, value in zip(realize.block.iter_vars, realize.iter_values):
+        if iv.iter_type is IterType.COMM_REDUCE:
+            red_vars |= collect_vars(value)
+    return [lp for lp in loops if _is_thread(lp) and lp.loop_var in red_vars]
+
+
+def has_cross_thread_reduction(func: PrimFunc) -> bool:
+    """Whether a reduction iter var of some block is fed by a ``threadIdx`` loop."""
+    found = False
+
+    def walk(s: Stmt, loops: list[For]) -> None:
+        nonlocal found
+        if found:
+            return
+        if isinstance(s, For):
+            walk(s.body, [*loops, s])
+        elif isinstance(s, BlockRealize):
+            if _reduction_thread_loops(loops, s):
+                found = True
+                return
+            walk(s.block, loops)
+        elif isinstance(s, Block):
+            if s.init is not None:
+                walk(s.init, loops)
+            walk(s.body, loops)
+        elif isinstance(s, SeqStmt):
+            for x in s.seq:
+                walk(x, loops)
+        elif isinstance(s, (IfThenElse, Allocate)):
+            for x in (getattr(s, "then_case", None), getattr(s, "else_case", None)):
+                if x is not None:
+                    walk(x, loops)
+            if isinstance(s, Allocate):
+                walk(s.body, loops)
+
+    walk(func.body, [])
+    return found
+
+
+def lower_cross_thread_reduction(func: PrimFunc) -> PrimFunc:
+    """Rewrite every cross-thread reduction of ``func`` (see the module docstring)."""
+    if not has_cross_thread_reduction(func):
+        return func
+    return func.with_body(_Rewriter(func).stmt(func.body, []))
+
+
+class _Rewriter:
+    def __init__(self, func: PrimFunc) -> None:
+        self.name = func.attrs.get("global_symbol", "main")
+        self.count = 0
+
+    def stmt(self, s: Stmt, loops: list[For]) -> Stmt:
+        if isinstance(s, For):
+            if _is_thread(s):
+                target = self._cross_thread_block(s)
+                if target is not None:
+                    return self._rewrite(s, target, loops)
+            return replace_fields(s, body=self.stmt(s.body, [*loops, s]))
+        if isinstance(s, BlockRealize):
+            return replace_fields(s, block=self.stmt(s.block, loops))
+        if isinstance(s, Block):
+            return replace_fields(s, body=self.stmt(s.body, loops))
+        if isinstance(s, SeqStmt):
+            return SeqStmt(tuple(self.stmt(x, loops) for x in s.seq))
+        if isinstance(s, IfThenElse):
+            return replace_fields(
+                s,
+                then_case=self.stmt(s.then_case, loops),
+                else_case=None if s.else_case is None else self.stmt(s.else_case, loops),
+            )
+        if isinstance(s, Allocate):
+            return replace_fields(s, body=self.stmt(s.body, loops))
+        return s
+
+    # ------------------------------------------------------------------------ matching
+    def _cross_thread_block(self, loop: For) -> tuple[list[For], BlockRealize] | None:
+        """The block under ``loop`` whose reduction ``loop`` feeds, with the loops between."""
+        inner: list[For] = []
+        s: Stmt = loop.body
+        while isinstance(s, For):
+            inner.append(s)
+            s = s.body
+        if not isinstance(s, BlockRealize):
+            # a block deeper down (behind a sequence) feeding on this loop is unsupported
+            if _feeds_reduction_below(loop):
+                raise ValueError(
+                    f"cross-thread reduction over loop {loop.loop_var.name} "
+                    f"({loop.thread_binding}) in {self.name}: the reduction block must be "
+                    "the only statement under the thread loop's nest"
+                )
+            return None
+        feeding = _reduction_thread_loops([loop, *inner], s)
+        if loop not in feeding:
+            return None
+        return inner, s
+
+    # ------------------------------------------------------------------------ rewriting
+    def _rewrite(
+        self, loop: For, target: tuple[list[For], BlockRealize], outer: list[For]
+    ) -> Stmt:
+        inner, realize = target
+        block = realize.block
+        where = f"block {block.name_hint!r} of {self.name}"
+        if len(_reduction_thread_loops([*outer, loop, *inner], realize)) != 1:
+            raise ValueError(f"{where}: several threadIdx loops feed its reduction")
+        spatial_vars: set[Var] = set()
+        reduce_vars: set[Var] = set()
+        for iv, value in zip(block.iter_vars, realize.iter_values):
+            (reduce_vars if iv.iter_type is IterType.COMM_REDUCE else spatial_vars).update(
+                collect_vars(value)
+            )
+        for lp in [loop, *inner]:
+            unit = isinstance(lp.extent, IntImm) and lp.extent.value == 1
+            if lp.loop_var in spatial_vars and not unit:
+                raise ValueError(
+                    f"{where}: loop {lp.loop_var.name} inside the cross-thread reduction feeds "
+                    "a spatial iter var; only reduction loops may sit between the thread "
+                    "loop and the block"
+                )
+        outer_vars = {lp.loop_var for lp in outer}
+        if reduce_vars & outer_vars:
+            raise ValueError(
+                f"{where}: a reduction loop outside thread loop {loop.loop_var.name}; the "
+                "whole reduction must run inside it"
+            )
+        store, combine = _update_of(block, where)
+        if block.init is None or not isinstance(block.init, BufferStore):
+            raise ValueError(f"{where}: a cross-thread reduction needs its init statement")
+        out = store.buffer
+        dtype = out.dtype
+        self.count += 1
+        tag = f"{out.name}_{self.count}" if self.count > 1 else out.name
+        acc = Buffer(f"{tag}_acc", (const(1, "int32"),), dtype, "local")
+        threads = [lp for lp in outer if _is_thread(lp)]
+        part_shape = tuple(lp.extent for lp in threads) + (loop.extent,)
+        part = Buffer(f"{tag}_partial", part_shape, dtype, "shared")
+        zero = const(0, "int32")
+        slot = tuple(lp.loop_var for lp in threads)
+
+        # the block now folds into the thread's register
+        acc_at = BufferLoad(acc, (zero,))
+        new_value = _replace_load(store.value, store.buffer, store.indices, acc_at)
+        new_block = replace_fields(
+            block,
+            body=BufferStore(acc, new_value, (zero,)),
+            init=None,
+            reads=tuple(r for r in block.reads if r.buffer is not out)
+            + (BufferRegion(acc, (Range(zero, const(1, "int32")),)),),
+            writes=(BufferRegion(acc, (Range(zero, const(1, "int32")),)),),
+        )
+        body: Stmt = replace_fields(realize, block=new_block)
+        for lp in reversed(inner):
+            body = replace_fields(lp, body=body)
+
+        tx = loop.loop_var
+        steps: list[Stmt] = [
+            BufferStore(acc, block.init.value, (zero,)),
+            body,
+            BufferStore(part, acc_at, (*slot, tx)),
+        ]
+        n = _const(loop.extent, where)
+        while n > 1:
+            half = n // 2
+            keep = n - half
+            mine = BufferLoad(part, (*slot, tx))
+            theirs = BufferLoad(part, (*slot, tx + const(keep, tx.dtype)))
+            steps.append(
+                IfThenElse(
+                    LT(tx, const(half, tx.dtype)),
+                    BufferStore(part, combine(mine, theirs), (*slot, tx)),
+                )
+            )
+            n = keep
+        # where the result goes: the block's output, at the spatial bindings
+        vmap: dict[Var, PrimExpr] = {
+            iv.var: v for iv, v in zip(block.iter_vars, realize.iter_values)
+        }
+        for lp in inner:
+            vmap[lp.loop_var] = lp.min
+        indices = tuple(substitute(substitute(i, vmap), vmap) for i in store.indices)
+        result = BufferLoad(part, (*slot, zero))
+        # the conditions of the predicate on the output's position guard the write too
+        private = {tx, *(lp.loop_var for lp in inner)}
+        guard = [c for c in _conjuncts(realize.predicate) if not collect_vars(c) & private]
+        guard = [c for c in guard if not (isinstance(c, IntImm) and c.value)]
+        write: Stmt = BufferStore(out, result, indices)
+        if guard:
+            write = IfThenElse(logical_and(*guard), write)
+        steps.append(IfThenElse(EQ(tx, const(0, tx.dtype)), write))
+        new_loop = replace_fields(loop, body=Allocate(acc, seq(*steps)))
+        return Allocate(part, new_loop)
+
+
+def _feeds_reduction_below(loop: For) -> bool:
+    found = False
+
+    def walk(s: Stmt, loops: list[For]) -> None:
+        nonlocal found
+        if isinstance(s, For):
+            walk(s.body, [*loops, s])
+        elif isinstance(s, BlockRealize):
+            if loop in _reduction_thread_loops(loops, s):
+                found = True
+        elif isinstance(s, SeqStmt):
+            for x in s.seq:
+                walk(x, loops)
+        elif isinstance(s, (Allocate, IfThenElse)):
+            for name in ("body", "then_case", "else_case"):
+                x = getattr(s, name, None)
+                if x is not None:
+                    walk(x, loops)
+
+    walk(loop.body, [loop])
+    return found
+
+
+def _update_of(block: Block, where: str):
+    """The block's store and its combiner ``f(a, b)``."""
+    store = block.body
+    if not isinstance(store, BufferStore):
+        raise ValueError(f"{where}: the body is not a single store")
+    value = store.value
+    if isinstance(value, _COMBINERS):
+        for mine, other in ((value.a, value.b), (value.b, value.a)):
+            if (
+                isinstance(mine, BufferLoad)
+                and mine.buffer is store.buffer
+                and len(mine.indices) == len(store.indices)
+                and all(_same(x, y) for x, y in zip(mine.indices, store.indices))
+                and not _loads(other, store.buffer)
+            ):
+                cls = type(value)
+                return store, (lambda a, b, cls=cls: cls(a, b))
+    raise ValueError(
+        f"{where}: the update is not out = f(out, value) for f in +, *, max, min; the "
+        "cross-thread reduction cannot be lowered"
+    )
+
+
+def _same(a: PrimExpr, b: PrimExpr) -> bool:
+    return structural_equal(a, b)
+
+
+def _loads(e: PrimExpr, buf: Buffer) -> bool:
+    found: list[bool] = []
+
+    def visit(x) -> None:
+        if isinstance(x, BufferLoad) and x.buffer is buf:
+            found.append(True)
+
+    post_order_visit(e, visit)
+    return bool(found)
+
+
+def _conjuncts(e: PrimExpr) -> list[PrimExpr]:
+    if isinstance(e, And):
+        return [*_conjuncts(e.a), *_conjuncts(e.b)]
+    return [e]
+
+
+def _replace_load(value: PrimExpr, buf: Buffer, indices, new: PrimExpr) -> PrimExpr:
+    """``value`` with its load of ``buf[indices]`` (the accumulator) replaced by ``new``."""
+    assert isinstance(value, _COMBINERS)
+    a, b = value.a, value.b
+    if isinstance(a, BufferLoad) and a.buffer is buf:
+        return type(value)(new, b)
+    return type(value)(a, new)
+
+
+def _const(e: PrimExpr, where: str) -> int:
+    if not isinstance(e, IntImm):
+        raise ValueError(f"{where}: the thread extent {e} is not a constant")
+    return e.value
