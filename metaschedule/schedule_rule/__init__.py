@@ -5,6 +5,7 @@ from .apply_custom_rule import ApplyCustomRule, register_custom_rule
 from .auto_bind import AutoBind
 from .auto_inline import AutoInline
 from .base import RULE_KINDS, PyScheduleRule, ScheduleRule, create, register_default_rules
+from .cross_thread_reduction import CrossThreadReduction
 from .default_rules import cuda_rules, llvm_rules
 from .multi_level_tiling import MultiLevelTiling, ReuseType
 from .parallel_vectorize_unroll import ParallelizeVectorizeUnroll
@@ -16,6 +17,7 @@ __all__ = [
     "ApplyCustomRule",
     "AutoBind",
     "AutoInline",
+    "CrossThreadReduction",
     "MultiLevelTiling",
     "ParallelizeVectorizeUnroll",
     "PyScheduleRule",

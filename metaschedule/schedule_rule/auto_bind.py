@@ -58,13 +58,20 @@ def bind_block_thread_idx(
     get_factor: GetFactor,
 ) -> bool:
     """Bind the outer data-parallel loops of an unbound ``block`` to blockIdx.x/threadIdx.x
-    (see the module docstring). Returns False when the block is already bound, or is
-    the root."""
+    (see the module docstring). A block with threads bound inside it (a cross-thread
+    reduction) gets only its outer data-parallel loops fused into ``blockIdx.x``. Returns
+    False when nothing was bound (already on blockIdx, or the root)."""
     fname, realize = realize_of(sch, block)
-    if sch.state.scope_realize(fname, realize) is None or is_thread_bound(sch, block):
+    if sch.state.scope_realize(fname, realize) is None:
         return False
     loops = sch.get_loops(block)
     nodes = [sch.get(lp) for lp in loops]
+    tags = [n.thread_binding or "" for n in nodes if n.kind is ForKind.THREAD_BINDING]
+    if any(t.startswith("blockIdx") for t in tags):
+        return False
+    if tags:  # threads bound inside (CrossThreadReduction): the loops outside are the grid
+        first = next(i for i, n in enumerate(nodes) if n.kind is ForKind.THREAD_BINDING)
+        return _bind_outer_to_blocks(sch, fname, loops[:first], nodes[:first])
     kinds = loop_kinds(sch, fname, nodes)
     n = 0
     for i, (node, kind) in enumerate(zip(nodes, kinds)):
@@ -72,7 +79,7 @@ def bind_block_thread_idx(
             break
         if not isinstance(node.extent, IntImm):
             break
-        if i > 0 and len(child_stmts(nodes[i - 1])) != 1:
+        if i > 0 and nodes[i - 1].body is not node:
             break  # fuse takes directly nested loops only
         n = i + 1
     if n == 0:
@@ -93,6 +100,22 @@ def bind_block_thread_idx(
         bx, tx = sch.split(fused, [None, factor])
     sch.bind(bx, "blockIdx.x")
     sch.bind(tx, "threadIdx.x")
+    return True
+
+
+def _bind_outer_to_blocks(sch: Schedule, fname: str, loops: list, nodes: list[For]) -> bool:
+    """Fuse the leading data-parallel loops above a thread-bound loop into ``blockIdx.x``."""
+    kinds = loop_kinds(sch, fname, nodes)
+    n = 0
+    for i, (node, kind) in enumerate(zip(nodes, kinds)):
+        if kind != IterType.DATA_PAR or node.kind is not ForKind.SERIAL:
+            break
+        if not isinstance(node.extent, IntImm) or (i > 0 and nodes[i - 1].body is not node):
+            break
+        n = i + 1
+    if n == 0:
+        return False
+    sch.bind(sch.fuse(*loops[:n]) if n > 1 else loops[0], "blockIdx.x")
     return True
 
 

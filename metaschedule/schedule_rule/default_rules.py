@@ -8,6 +8,7 @@ from .apply_custom_rule import ApplyCustomRule
 from .auto_bind import AutoBind
 from .auto_inline import AutoInline
 from .base import ScheduleRule
+from .cross_thread_reduction import CrossThreadReduction
 from .multi_level_tiling import MultiLevelTiling, ReuseType
 from .parallel_vectorize_unroll import ParallelizeVectorizeUnroll
 from .random_compute_location import RandomComputeLocation
@@ -51,9 +52,7 @@ def llvm_rules() -> list[ScheduleRule]:
 
 @register("schedule_rule", "cuda")
 def cuda_rules() -> list[ScheduleRule]:
-    """TVM's DefaultCUDA list, less CrossThreadReduction: the back end does not lower a
-    reduction bound to threads yet (see :mod:`.auto_bind` for the blocks that stay
-    serial per thread instead), and less InlineConstantScalars (AutoInline's
+    """TVM's DefaultCUDA list, less InlineConstantScalars (AutoInline's
     ``inline_const_tensor`` does its job)."""
     return [
         ApplyCustomRule(),
@@ -74,6 +73,7 @@ def cuda_rules() -> list[ScheduleRule]:
             require_ordered=False,
             disallow_op=None,
         ),
+        CrossThreadReduction(thread_extents=[4, 8, 16, 32, 64, 128, 256, 512]),
         ParallelizeVectorizeUnroll(
             max_jobs_per_core=-1,
             max_vectorize_extent=-1,

@@ -21,9 +21,9 @@ The barriers between the steps are inserted by ``insert_storage_sync`` (``part``
 thread count: a step with ``n`` live slots folds the upper ``n // 2`` into the lower.
 
 Supported: a block whose body is ``red[idx] = f(red[idx], value)`` for ``f`` one of
-``+``, ``*``, ``max``, ``min``, with an ``init``, exactly one ``threadIdx`` loop feeding its
-reduction variables, only reduction (or unit) loops between that loop and the block, and
-every reduction loop at or inside it. Anything else raises ``ValueError`` saying what.
+``+``, ``*``, ``max``, ``min``, with an ``init``, in a perfect nest of reduction (or unit)
+loops holding exactly one ``threadIdx`` loop (which moves to the top of the nest: on a
+GPU it is the thread's index), and no reduction loop outside that nest. Anything else raises ``ValueError`` saying what.
 Warp shuffles (``__shfl_down_sync``) are a later optimisation of the same tree.
 """
 
@@ -71,7 +71,8 @@ def _reduction_thread_loops(loops: list[For], realize: BlockRealize) -> list[For
 
 
 def has_cross_thread_reduction(func: PrimFunc) -> bool:
-    """Whether a reduction iter var of some block is fed by a ``threadIdx`` loop."""
+    """Whether a reduction iter var of some block that writes a non-``local`` buffer is
+    fed by a ``threadIdx`` loop."""
     found = False
 
     def walk(s: Stmt, loops: list[For]) -> None:
@@ -81,7 +82,9 @@ def has_cross_thread_reduction(func: PrimFunc) -> bool:
         if isinstance(s, For):
             walk(s.body, [*loops, s])
         elif isinstance(s, BlockRealize):
-            if _reduction_thread_loops(loops, s):
+            # a fold into a thread's own (local) accumulator is what this pass leaves
+            shared = any(w.buffer.scope != "local" for w in s.block.writes)
+            if shared and _reduction_thread_loops(loops, s):
                 found = True
                 return
             walk(s.block, loops)
@@ -107,7 +110,15 @@ def lower_cross_thread_reduction(func: PrimFunc) -> PrimFunc:
     """Rewrite every cross-thread reduction of ``func`` (see the module docstring)."""
     if not has_cross_thread_reduction(func):
         return func
-    return func.with_body(_Rewriter(func).stmt(func.body, []))
+    out = func.with_body(_Rewriter(func).stmt(func.body, []))
+    if has_cross_thread_reduction(out):
+        raise ValueError(
+            f"{func.attrs.get('global_symbol', 'main')}: a reduction bound to threadIdx is not "
+            "a perfect nest of reduction loops down to its block; it cannot be lowered to a "
+            "cross-thread reduction (keep only reduction loops between the thread loop and "
+            "the block)"
+        )
+    return out
 
 
 class _Rewriter:
@@ -117,10 +128,9 @@ class _Rewriter:
 
     def stmt(self, s: Stmt, loops: list[For]) -> Stmt:
         if isinstance(s, For):
-            if _is_thread(s):
-                target = self._cross_thread_block(s)
-                if target is not None:
-                    return self._rewrite(s, target, loops)
+            target = self._reduction_chain(s)
+            if target is not None:
+                return self._rewrite(*target, loops)
             return replace_fields(s, body=self.stmt(s.body, [*loops, s]))
         if isinstance(s, BlockRealize):
             return replace_fields(s, block=self.stmt(s.block, loops))
@@ -139,50 +149,49 @@ class _Rewriter:
         return s
 
     # ------------------------------------------------------------------------ matching
-    def _cross_thread_block(self, loop: For) -> tuple[list[For], BlockRealize] | None:
-        """The block under ``loop`` whose reduction ``loop`` feeds, with the loops between."""
-        inner: list[For] = []
-        s: Stmt = loop.body
+    def _reduction_chain(self, top: For) -> tuple[For, list[For], BlockRealize] | None:
+        """When ``top`` heads a perfect nest down to a cross-thread reduction block in
+        which every loop feeds only reduction variables (or is a unit loop): the thread
+        loop, the other loops of the nest (outermost first) and the block."""
+        chain: list[For] = []
+        s: Stmt = top
         while isinstance(s, For):
-            inner.append(s)
+            chain.append(s)
             s = s.body
         if not isinstance(s, BlockRealize):
-            # a block deeper down (behind a sequence) feeding on this loop is unsupported
-            if _feeds_reduction_below(loop):
-                raise ValueError(
-                    f"cross-thread reduction over loop {loop.loop_var.name} "
-                    f"({loop.thread_binding}) in {self.name}: the reduction block must be "
-                    "the only statement under the thread loop's nest"
-                )
             return None
-        feeding = _reduction_thread_loops([loop, *inner], s)
-        if loop not in feeding:
+        feeding = _reduction_thread_loops(chain, s)
+        if not feeding:
             return None
-        return inner, s
+        spatial: set[Var] = set()
+        for iv, value in zip(s.block.iter_vars, s.iter_values):
+            if iv.iter_type is not IterType.COMM_REDUCE:
+                spatial |= collect_vars(value)
+        for lp in chain:
+            unit = isinstance(lp.extent, IntImm) and lp.extent.value == 1
+            if lp.loop_var in spatial and not unit:
+                return None  # the nest starts further down
+        where = f"block {s.block.name_hint!r} of {self.name}"
+        if len(feeding) > 1:
+            raise ValueError(f"{where}: several threadIdx loops feed its reduction")
+        others = [lp for lp in chain if lp is not feeding[0]]
+        if any(lp.kind is ForKind.THREAD_BINDING for lp in others):
+            raise ValueError(f"{where}: a thread-bound loop inside its cross-thread reduction")
+        return feeding[0], others, s
 
     # ------------------------------------------------------------------------ rewriting
     def _rewrite(
-        self, loop: For, target: tuple[list[For], BlockRealize], outer: list[For]
+        self, loop: For, inner: list[For], realize: BlockRealize, outer: list[For]
     ) -> Stmt:
-        inner, realize = target
+        """The nest ``inner`` + ``loop`` around ``realize`` as a tree reduction, with the
+        thread loop hoisted to the top of the nest: on a GPU it is the thread's index, not
+        an iteration, and the reduction does not depend on the order of its loops."""
         block = realize.block
         where = f"block {block.name_hint!r} of {self.name}"
-        if len(_reduction_thread_loops([*outer, loop, *inner], realize)) != 1:
-            raise ValueError(f"{where}: several threadIdx loops feed its reduction")
-        spatial_vars: set[Var] = set()
         reduce_vars: set[Var] = set()
         for iv, value in zip(block.iter_vars, realize.iter_values):
-            (reduce_vars if iv.iter_type is IterType.COMM_REDUCE else spatial_vars).update(
-                collect_vars(value)
-            )
-        for lp in [loop, *inner]:
-            unit = isinstance(lp.extent, IntImm) and lp.extent.value == 1
-            if lp.loop_var in spatial_vars and not unit:
-                raise ValueError(
-                    f"{where}: loop {lp.loop_var.name} inside the cross-thread reduction feeds "
-                    "a spatial iter var; only reduction loops may sit between the thread "
-                    "loop and the block"
-                )
+            if iv.iter_type is IterType.COMM_REDUCE:
+                reduce_vars |= collect_vars(value)
         outer_vars = {lp.loop_var for lp in outer}
         if reduce_vars & outer_vars:
             raise ValueError(
@@ -255,29 +264,6 @@ class _Rewriter:
         steps.append(IfThenElse(EQ(tx, const(0, tx.dtype)), write))
         new_loop = replace_fields(loop, body=Allocate(acc, seq(*steps)))
         return Allocate(part, new_loop)
-
-
-def _feeds_reduction_below(loop: For) -> bool:
-    found = False
-
-    def walk(s: Stmt, loops: list[For]) -> None:
-        nonlocal found
-        if isinstance(s, For):
-            walk(s.body, [*loops, s])
-        elif isinstance(s, BlockRealize):
-            if loop in _reduction_thread_loops(loops, s):
-                found = True
-        elif isinstance(s, SeqStmt):
-            for x in s.seq:
-                walk(x, loops)
-        elif isinstance(s, (Allocate, IfThenElse)):
-            for name in ("body", "then_case", "else_case"):
-                x = getattr(s, name, None)
-                if x is not None:
-                    walk(x, loops)
-
-    walk(loop.body, [loop])
-    return found
 
 
 def _update_of(block: Block, where: str):
