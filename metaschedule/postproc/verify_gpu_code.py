@@ -22,12 +22,12 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..schedule.state import child_stmts
 from ..target import Target
 from ..tir import Buffer, For, ForKind, IntImm, PrimFunc
 from ..tir.dtype import nbytes
 from ..tir.expr import BufferLoad, PrimExpr, Var
 from ..tir.functor import Visitor, collect_vars
-from ..schedule.state import child_stmts
 from ..tir.stmt import Block, BufferStore, Stmt
 from ..tir.transform import GPU_LOWER_PASSES, lower
 from ..tir.transform.affine import Interval, bounds

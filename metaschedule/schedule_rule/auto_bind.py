@@ -24,7 +24,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..schedule.state import child_stmts
 from ..tir import For, ForKind, IntImm, IterType
 from .analysis import loop_kinds, realize_of
 from .base import ScheduleRule

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from ..schedule import Schedule
-from ..tir import PrimFunc
 from ..te import create_prim_func, placeholder
 from ..te.ops import matmul
+from ..tir import PrimFunc
 
 __all__ = ["sample_cuda_schedules", "shared_memory_matmul"]
 

@@ -32,7 +32,9 @@ def _ctx(func, rules):
 
 def _bindings(sch, block_name):
     loops = sch.get_loops(sch.get_block(block_name))
-    return [sch.get(lp).thread_binding for lp in loops if sch.get(lp).kind is ForKind.THREAD_BINDING]
+    return [
+        sch.get(lp).thread_binding for lp in loops if sch.get(lp).kind is ForKind.THREAD_BINDING
+    ]
 
 
 def _elementwise(n=64, m=100):
@@ -57,7 +59,10 @@ def test_cuda_defaults_follow_tvm():
         "AutoBind",
     ]
     mlt = rules[1]
-    assert (mlt.structure, mlt.tile_binds) == ("SSSRRSRS", ["blockIdx.x", "vthread.x", "threadIdx.x"])
+    assert (mlt.structure, mlt.tile_binds) == (
+        "SSSRRSRS",
+        ["blockIdx.x", "vthread.x", "threadIdx.x"],
+    )
     assert mlt.reuse_read == ReuseType("must", [4], "shared")
     assert mlt.reuse_write == ReuseType("must", [3], "local")
     assert mlt.vector_load_lens == [1, 2, 3, 4, 8, 16]
@@ -102,7 +107,11 @@ def test_auto_bind_limits_the_grid_and_skips_bound_blocks():
     ctx = _ctx(_elementwise(64, 100), [rule])
     (sch,) = ctx.generate_design_space()
     loops = [sch.get(lp) for lp in sch.get_loops(sch.get_block("B"))]
-    assert [lp.kind for lp in loops] == [ForKind.SERIAL, ForKind.THREAD_BINDING, ForKind.THREAD_BINDING]
+    assert [lp.kind for lp in loops] == [
+        ForKind.SERIAL,
+        ForKind.THREAD_BINDING,
+        ForKind.THREAD_BINDING,
+    ]
     assert (loops[1].extent.value, loops[2].extent.value) == (4, 32)
     again = rule.apply(sch, sch.get_block("B"))[0]  # already bound: unchanged
     assert len(again.get_loops(again.get_block("B"))) == 3

@@ -62,7 +62,9 @@ def test_unsupported_patterns_are_reported():
     from metaschedule.tir.stmt import BufferStore
 
     store = body.body
-    bad = replace_fields(body, body=BufferStore(store.buffer, Sub(store.value.b, store.value.a), store.indices))
+    bad = replace_fields(
+        body, body=BufferStore(store.buffer, Sub(store.value.b, store.value.a), store.indices)
+    )
 
     class _Swap(ms.tir.functor.Mutator):
         def visit_Block(self, b):

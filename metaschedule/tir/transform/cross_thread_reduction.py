@@ -4,17 +4,29 @@ A *cross-thread reduction* is a reduction block one of whose reduction iteration
 variables is fed by a loop bound to ``threadIdx`` (what the CrossThreadReduction schedule
 rule makes): the threads of a GPU block share one output element. On a GPU they cannot
 all update it; instead each thread folds its own iterations into a register, the
-partial results meet in shared memory, and a tree of halving steps combines them::
+partial results meet in shared memory, and a tree of halving steps combines them.
 
-    for tx in T.thread_binding(8, "threadIdx.x"):       for tx in T.thread_binding(8, ...):
-        for k0 in range(4):                                 acc[0] = -inf
-            with T.block("red"):                             for k0 in range(4):
-                vi = T.axis.spatial(...)                        acc[0] = max(acc[0], X[vi, k0 * 8 + tx])
-                vk = T.axis.reduce(32, k0 * 8 + tx)          part[tx] = acc[0]
-                with T.init(): red[vi] = -inf      ->        if tx < 4: part[tx] = max(part[tx], part[tx + 4])
-                red[vi] = max(red[vi], X[vi, vk])            if tx < 2: part[tx] = max(part[tx], part[tx + 2])
-                                                             if tx < 1: part[tx] = max(part[tx], part[tx + 1])
-                                                             if tx == 0: red[vi] = part[0]
+Before::
+
+    for tx in T.thread_binding(8, "threadIdx.x"):
+        for k0 in range(4):
+            with T.block("red"):
+                vi = T.axis.spatial(...)
+                vk = T.axis.reduce(32, k0 * 8 + tx)
+                with T.init(): red[vi] = -inf
+                red[vi] = max(red[vi], X[vi, vk])
+
+After::
+
+    for tx in T.thread_binding(8, "threadIdx.x"):
+        acc[0] = -inf
+        for k0 in range(4):
+            acc[0] = max(acc[0], X[vi, k0 * 8 + tx])
+        part[tx] = acc[0]
+        if tx < 4: part[tx] = max(part[tx], part[tx + 4])
+        if tx < 2: part[tx] = max(part[tx], part[tx + 2])
+        if tx < 1: part[tx] = max(part[tx], part[tx + 1])
+        if tx == 0: red[vi] = part[0]
 
 The barriers between the steps are inserted by ``insert_storage_sync`` (``part`` is a
 ``shared`` buffer, one slot per thread; ``acc`` is ``local``). The halving works for any
@@ -23,16 +35,30 @@ thread count: a step with ``n`` live slots folds the upper ``n // 2`` into the l
 Supported: a block whose body is ``red[idx] = f(red[idx], value)`` for ``f`` one of
 ``+``, ``*``, ``max``, ``min``, with an ``init``, in a perfect nest of reduction (or unit)
 loops holding exactly one ``threadIdx`` loop (which moves to the top of the nest: on a
-GPU it is the thread's index), and no reduction loop outside that nest. Anything else raises ``ValueError`` saying what.
+GPU it is the thread's index), and no reduction loop outside that nest. Anything else
+raises ``ValueError`` saying what.
 Warp shuffles (``__shfl_down_sync``) are a later optimisation of the same tree.
 """
 
 from __future__ import annotations
 
 from ..buffer import Buffer
-from ..expr import EQ, LT, Add, And, BufferLoad, IntImm, Max, Min, Mul, PrimExpr, Var, const, logical_and
+from ..expr import (
+    EQ,
+    LT,
+    Add,
+    And,
+    BufferLoad,
+    IntImm,
+    Max,
+    Min,
+    Mul,
+    PrimExpr,
+    Var,
+    const,
+    logical_and,
+)
 from ..function import PrimFunc
-from ..structural import structural_equal
 from ..functor import collect_vars, post_order_visit, replace_fields, substitute
 from ..stmt import (
     Allocate,
@@ -49,6 +75,7 @@ from ..stmt import (
     Stmt,
     seq,
 )
+from ..structural import structural_equal
 
 __all__ = ["has_cross_thread_reduction", "lower_cross_thread_reduction"]
 
