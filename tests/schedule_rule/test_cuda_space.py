@@ -167,3 +167,13 @@ def test_evolutionary_search_tunes_for_cuda_through_a_runner(tmp_path):
     out = np.zeros_like(x)
     interpret(sch.mod, x, out)
     np.testing.assert_allclose(out, ref(x), rtol=1e-5)
+
+
+@needs_nvcc
+@pytest.mark.compiler
+def test_float16_samples_compile_with_half_types():
+    x = te.placeholder((4, 64), "float16", "X")
+    (sch,) = sample_cuda_schedules(te.create_prim_func([x, ops.softmax(x)]), 1, TARGET, seed=2)
+    lib = ms.build(sch.mod, TARGET)
+    assert "#include <cuda_fp16.h>" in lib.source and "_Float16" not in lib.source
+    assert "half* __restrict__ X" in lib.source
