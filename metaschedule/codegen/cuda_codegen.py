@@ -99,7 +99,7 @@ def codegen_cuda(mod: IRModule | PrimFunc, target: Target | str = "cuda") -> Cud
             symbol = symbols.fresh(f"{name}_kernel{index}")
             writer = _KernelWriter(func, target, helpers, name)
             code, launch = writer.emit_kernel(symbol, kernel, bufs)
-            needs_fp16 |= "half" in code
+            needs_fp16 |= "half" in code or "_Float16" in code
             bodies.append(code)
             launched.append(launch)
         functions.append(
@@ -114,7 +114,8 @@ def codegen_cuda(mod: IRModule | PrimFunc, target: Target | str = "cuda") -> Cud
     if needs_fp16:
         header.append("#include <cuda_fp16.h>")
     device_helpers = helpers.source().replace("static inline", "static __device__ __forceinline__")
-    code = "\n".join([*header, device_helpers, *bodies])
+    # the C back end spells float16 as _Float16 (casts, literals, helpers); CUDA's is half
+    code = "\n".join([*header, device_helpers, *bodies]).replace("_Float16", "half")
     return CudaSource(code, tuple(functions))
 
 

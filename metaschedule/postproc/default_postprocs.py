@@ -5,13 +5,29 @@ from __future__ import annotations
 from ..registry import register
 from .base import Postproc
 from .disallow_dynamic_loop import DisallowDynamicLoop
+from .rewrite_cooperative_fetch import RewriteCooperativeFetch
 from .rewrite_parallel_vectorize_unroll import RewriteParallelVectorizeUnroll
 from .rewrite_reduction_block import RewriteReductionBlock
+from .rewrite_unbound_block import RewriteUnboundBlock
+from .verify_gpu_code import VerifyGPUCode
 
-__all__ = ["llvm_postprocs"]
+__all__ = ["cuda_postprocs", "llvm_postprocs"]
 
 
 @register("postproc", "llvm", aliases=("cpu",))
 def llvm_postprocs() -> list[Postproc]:
     """TVM's CPU list without RewriteLayout (not implemented here)."""
     return [DisallowDynamicLoop(), RewriteParallelVectorizeUnroll(), RewriteReductionBlock()]
+
+
+@register("postproc", "cuda")
+def cuda_postprocs() -> list[Postproc]:
+    """TVM's CUDA list."""
+    return [
+        DisallowDynamicLoop(),
+        RewriteCooperativeFetch(),
+        RewriteUnboundBlock(max_threadblocks=256),
+        RewriteParallelVectorizeUnroll(),
+        RewriteReductionBlock(),
+        VerifyGPUCode(),
+    ]

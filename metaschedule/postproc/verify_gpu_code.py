@@ -11,7 +11,9 @@ checks, with TVM's fixed limits for virtual threads and vector accesses):
   each ``shared`` buffer the kernel touches, with the ``blockIdx`` loops fixed and
   every other loop of the kernel swept (the tile one block uses);
 * the product of the ``vthread`` extents at most 8;
-* a vectorized access at most 16 bytes (``float4``).
+* a vectorized access at most 16 bytes (``float4``);
+* a block that MultiLevelTiling annotated with ``meta_schedule.thread_extent_low_inclusive``
+  / ``_high_inclusive`` runs on a number of threads per block in that range.
 """
 
 from __future__ import annotations
@@ -20,13 +22,14 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..schedule.state import child_stmts
 from ..target import Target
 from ..tir import Buffer, For, ForKind, IntImm, PrimFunc
 from ..tir.dtype import nbytes
 from ..tir.expr import BufferLoad, PrimExpr, Var
 from ..tir.functor import Visitor, collect_vars
-from ..tir.stmt import BufferStore
-from ..tir.transform import lower
+from ..tir.stmt import Block, BufferStore, Stmt
+from ..tir.transform import GPU_LOWER_PASSES, lower
 from ..tir.transform.affine import Interval, bounds
 from ..tir.transform.region import extent_of
 from .base import Postproc
@@ -76,8 +79,10 @@ class VerifyGPUCode(Postproc):
 
     def apply(self, sch: Schedule) -> bool:
         for func in sch.mod.functions.values():
+            if not _thread_extents_in_bounds(func.body):
+                return False
             try:
-                lowered = lower(func)
+                lowered = lower(func, GPU_LOWER_PASSES)
             except ValueError:
                 return False
             if gpu_code_errors(lowered, self.limits):
@@ -263,3 +268,31 @@ def _vector_accesses(loop: For) -> list[Buffer]:
 
     _V().visit(loop.body)
     return out
+
+
+_LOW = "meta_schedule.thread_extent_low_inclusive"
+_HIGH = "meta_schedule.thread_extent_high_inclusive"
+
+
+def _thread_extents_in_bounds(body: Stmt) -> bool:
+    """Whether every block with thread-extent bounds runs on a thread count within them."""
+    ok = True
+
+    def walk(node: Stmt, threads: int) -> None:
+        nonlocal ok
+        if isinstance(node, For) and node.kind is ForKind.THREAD_BINDING:
+            tag = node.thread_binding or ""
+            if tag.startswith("threadIdx") and isinstance(node.extent, IntImm):
+                threads *= node.extent.value
+        if isinstance(node, Block):
+            low, high = node.annotations.get(_LOW), node.annotations.get(_HIGH)
+            if (low is not None and threads < int(low)) or (
+                high is not None and threads > int(high)
+            ):
+                ok = False
+                return
+        for child in child_stmts(node):
+            walk(child, threads)
+
+    walk(body, 1)
+    return ok

@@ -24,7 +24,7 @@ from .random_compute_location import RANDOM_COMPUTE_PRODUCER_KEY
 if TYPE_CHECKING:
     from ..schedule import BlockRV, LoopRV, Schedule
 
-__all__ = ["AddRFactor"]
+__all__ = ["AddRFactor", "needs_rfactor_or_cross_thread_reduction"]
 
 
 class AddRFactor(ScheduleRule):
@@ -102,34 +102,10 @@ class AddRFactor(ScheduleRule):
         return out
 
     def _needs_rfactor(self, sch: Schedule, block: BlockRV) -> bool:
-        """TVM's NeedsRFactorOrCrossThreadReduction."""
-        fname, realize = realize_of(sch, block)
-        b = realize.block
-        if not b.writes or sch.state.scope_realize(fname, realize) is None:
-            return False
-        if not is_reduction(sch, fname, realize) or not is_trivial_binding(sch, fname, realize):
-            return False
-        if TILING_STRUCTURE_KEY in b.annotations:
-            return False
-        loops = sch.state.loops_above(fname, realize)
-        kinds = loop_kinds(sch, fname, loops)
-        if any(k not in (IterType.DATA_PAR, IterType.COMM_REDUCE) for k in kinds):
-            return False
-        if IterType.COMM_REDUCE not in kinds:
-            return False
-        for outer, inner in itertools.pairwise(loops):  # a perfect nest down to the block
-            if outer.body is not inner:
-                return False
-        if not loops or loops[-1].body is not realize:
-            return False
-        space, reduce = cumulative_lengths(sch, fname, realize)
-        if space == -1 or reduce == -1:
-            return False
-        if needs_multi_level_tiling(sch, fname, realize):
-            # enough spatial parallelism already: tile instead
-            too_much = self.max_parallel_extent != -1 and space > self.max_parallel_extent
-            return not (space >= reduce or too_much)
-        return reduce > 1 and reduce > self.max_parallel_basic
+        assert self.max_parallel_extent is not None and self.max_parallel_basic is not None
+        return needs_rfactor_or_cross_thread_reduction(
+            sch, block, self.max_parallel_extent, self.max_parallel_basic
+        )
 
     @staticmethod
     def _reorder_and_fuse(sch: Schedule, block: BlockRV) -> tuple[LoopRV, int]:
@@ -152,3 +128,39 @@ class AddRFactor(ScheduleRule):
             f"AddRFactor(max_jobs_per_core={self.max_jobs_per_core}, "
             f"max_innermost_factor={self.max_innermost_factor})"
         )
+
+
+def needs_rfactor_or_cross_thread_reduction(
+    sch: Schedule, block: BlockRV, max_parallel_extent: int, max_parallel_basic: int
+) -> bool:
+    """TVM's NeedsRFactorOrCrossThreadReduction: a trivially bound reduction in a perfect
+    nest of spatial and reduction loops, whose reduction is long enough to split (more
+    than ``max_parallel_basic``), unless multi-level tiling has enough spatial parallelism
+    (spatial >= reduction, or above ``max_parallel_extent``; -1: no limit)."""
+    fname, realize = realize_of(sch, block)
+    b = realize.block
+    if not b.writes or sch.state.scope_realize(fname, realize) is None:
+        return False
+    if not is_reduction(sch, fname, realize) or not is_trivial_binding(sch, fname, realize):
+        return False
+    if TILING_STRUCTURE_KEY in b.annotations:
+        return False
+    loops = sch.state.loops_above(fname, realize)
+    kinds = loop_kinds(sch, fname, loops)
+    if any(k not in (IterType.DATA_PAR, IterType.COMM_REDUCE) for k in kinds):
+        return False
+    if IterType.COMM_REDUCE not in kinds:
+        return False
+    for outer, inner in itertools.pairwise(loops):  # a perfect nest down to the block
+        if outer.body is not inner:
+            return False
+    if not loops or loops[-1].body is not realize:
+        return False
+    space, reduce = cumulative_lengths(sch, fname, realize)
+    if space == -1 or reduce == -1:
+        return False
+    if needs_multi_level_tiling(sch, fname, realize):
+        # enough spatial parallelism already: tile instead
+        too_much = max_parallel_extent != -1 and space > max_parallel_extent
+        return not (space >= reduce or too_much)
+    return reduce > 1 and reduce > max_parallel_basic

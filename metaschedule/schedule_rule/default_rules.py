@@ -5,13 +5,15 @@ from __future__ import annotations
 from ..registry import register
 from .add_rfactor import AddRFactor
 from .apply_custom_rule import ApplyCustomRule
+from .auto_bind import AutoBind
 from .auto_inline import AutoInline
 from .base import ScheduleRule
+from .cross_thread_reduction import CrossThreadReduction
 from .multi_level_tiling import MultiLevelTiling, ReuseType
 from .parallel_vectorize_unroll import ParallelizeVectorizeUnroll
 from .random_compute_location import RandomComputeLocation
 
-__all__ = ["llvm_rules"]
+__all__ = ["cuda_rules", "llvm_rules"]
 
 
 @register("schedule_rule", "llvm", aliases=("cpu",))
@@ -45,4 +47,38 @@ def llvm_rules() -> list[ScheduleRule]:
             unroll_explicit=True,
         ),
         RandomComputeLocation(),
+    ]
+
+
+@register("schedule_rule", "cuda")
+def cuda_rules() -> list[ScheduleRule]:
+    """TVM's DefaultCUDA list, less InlineConstantScalars (AutoInline's
+    ``inline_const_tensor`` does its job)."""
+    return [
+        ApplyCustomRule(),
+        MultiLevelTiling(
+            structure="SSSRRSRS",
+            tile_binds=["blockIdx.x", "vthread.x", "threadIdx.x"],
+            max_innermost_factor=64,
+            vector_load_lens=[1, 2, 3, 4, 8, 16],
+            reuse_read=ReuseType(req="must", levels=[4], scope="shared"),
+            reuse_write=ReuseType(req="must", levels=[3], scope="local"),
+        ),
+        AutoInline(
+            into_producer=True,
+            into_consumer=True,
+            inline_const_tensor=True,
+            disallow_if_then_else=False,
+            require_injective=False,
+            require_ordered=False,
+            disallow_op=None,
+        ),
+        CrossThreadReduction(thread_extents=[4, 8, 16, 32, 64, 128, 256, 512]),
+        ParallelizeVectorizeUnroll(
+            max_jobs_per_core=-1,
+            max_vectorize_extent=-1,
+            unroll_max_steps=[0, 16, 64, 512, 1024],
+            unroll_explicit=True,
+        ),
+        AutoBind(max_threadblocks=256, thread_extents=[32, 64, 128, 256, 512, 1024]),
     ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..schedule.error import ScheduleError
 from ..tir import IntImm, IterType
@@ -17,7 +17,9 @@ from .analysis import (
     needs_multi_level_tiling,
     realize_of,
 )
+from .auto_bind import target_gpu_limits
 from .base import ScheduleRule
+from .gpu_tiling import annotate_thread_extent_bounds
 
 if TYPE_CHECKING:
     from ..schedule import BlockRV, ExprRV, LoopRV, Schedule
@@ -116,8 +118,11 @@ class MultiLevelTiling(ScheduleRule):
         reuse_write: write-cache configuration (None: no write cache).
         filter_fn: ``f(sch, block) -> bool`` that overrides which blocks are tiled.
 
-    Differs from TVM: the thread-extent limits of GPU tiling (``max_threads_per_block``,
-    warp-size multiples) are not enforced; ``structure`` defaults to "SSRSRS".
+    With ``tile_binds`` and a cuda TuneContext target, the block is annotated with the
+    threads-per-block bounds that VerifyGPUCode enforces (as TVM: at least a warp when
+    the block has more than two warps of outputs, at most ``max_threads_per_block``).
+
+    Differs from TVM: ``structure`` defaults to "SSRSRS".
     """
 
     def __init__(
@@ -157,6 +162,7 @@ class MultiLevelTiling(ScheduleRule):
         if self.reuse_read.req == "may":
             raise ValueError("reuse_read.req 'may' is not supported (as in TVM): use 'must'")
         self.filter_fn = filter_fn
+        self._gpu_limits: tuple[int, int] | None = None  # cuda: (max threads, warp size)
         self.s_indices = [i for i, c in enumerate(structure) if c == "S"]
         self.r_indices = [i for i, c in enumerate(structure) if c == "R"]
         n_spatial_levels = len(self.s_indices)
@@ -166,6 +172,9 @@ class MultiLevelTiling(ScheduleRule):
                     f"{what}.levels {reuse.levels} exceed the {n_spatial_levels} spatial tile "
                     f"levels of structure {structure!r}"
                 )
+
+    def _initialize_with_tune_context(self, context: Any) -> None:
+        self._gpu_limits = target_gpu_limits(context)
 
     # ------------------------------------------------------------------------------ apply
     def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
@@ -220,6 +229,8 @@ class MultiLevelTiling(ScheduleRule):
             fused = sch.fuse(*tiles[i])
             sch.bind(fused, axis)
             tiles[i] = [fused]
+        if self.tile_binds:
+            annotate_thread_extent_bounds(sch, block, self._gpu_limits)
         state.tiles, state.tile_factors = tiles, factors
         return [state]
 

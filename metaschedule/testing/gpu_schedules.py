@@ -5,8 +5,9 @@ from __future__ import annotations
 from ..schedule import Schedule
 from ..te import create_prim_func, placeholder
 from ..te.ops import matmul
+from ..tir import PrimFunc
 
-__all__ = ["shared_memory_matmul"]
+__all__ = ["sample_cuda_schedules", "shared_memory_matmul"]
 
 
 def shared_memory_matmul(n: int = 64, tile: int = 16) -> Schedule:
@@ -34,3 +35,35 @@ def shared_memory_matmul(n: int = 64, tile: int = 16) -> Schedule:
         sch.bind(ty, "threadIdx.y")
         sch.bind(tx, "threadIdx.x")
     return sch
+
+
+def sample_cuda_schedules(
+    func: PrimFunc,
+    n: int,
+    target: str = "cuda -arch=sm_80",
+    seed: int = 0,
+    max_tries: int = 200,
+) -> list[Schedule]:
+    """Up to ``n`` schedules of ``func`` drawn from the "cuda" design space (the default
+    rules), each replayed with fresh decisions and passed through the "cuda"
+    postprocessors (those that fail are skipped, as a search strategy does). The
+    design spaces take turns, so each one that yields valid schedules is represented."""
+    from ..schedule.trace import Trace
+    from ..search_strategy.base import TraceReplayer
+    from ..tune_context import TuneContext
+
+    ctx = TuneContext(
+        func, target=target, space_generator="post-order-apply", rand_state=seed, task_name="gpu"
+    )
+    spaces = ctx.generate_design_space()
+    assert ctx.space_generator is not None and ctx.space_generator.postprocs is not None
+    replay = TraceReplayer(ctx.mod, ctx.space_generator.postprocs)
+    out: list[Schedule] = []
+    for i in range(max_tries):
+        if len(out) == n:
+            break
+        space = spaces[i % len(spaces)]
+        sch = replay(Trace(space.trace.insts, {}), seed * 100_003 + i)
+        if sch is not None:
+            out.append(sch)
+    return out

@@ -67,8 +67,8 @@ def has_gpu_kernels(func_or_mod: PrimFunc | IRModule) -> bool:
 def has_cross_thread_reduction(func_or_mod: PrimFunc | IRModule) -> bool:
     """Whether a reduction iterator of some block is bound through a ``threadIdx`` loop.
 
-    Such a reduction needs a cross-thread all-reduce, which the emulator does not lower
-    yet; its sequential meaning is what the interpreter computes.
+    Such a reduction needs a cross-thread all-reduce; the GPU lowering passes build it
+    (:mod:`metaschedule.tir.transform.cross_thread_reduction`).
     """
     func, _ = _pick(func_or_mod)
     finder = _CrossThreadReduction()

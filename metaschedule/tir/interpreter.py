@@ -19,8 +19,9 @@ Semantics (the reference the code generators are tested against):
 * Loops of every kind (parallel, vectorized, unrolled) run serially, in order. A function
   with loops bound to ``blockIdx``/``threadIdx`` runs in the GPU emulator
   (:mod:`metaschedule.tir.gpu_emulator`): lowered for the GPU, one coroutine per thread,
-  barriers honoured and races reported (a reduction bound to ``threadIdx``, which needs
-  a cross-thread all-reduce, still runs serially).
+  barriers honoured and races reported (a reduction bound to ``threadIdx`` runs as the
+  shared-memory tree that :mod:`~metaschedule.tir.transform.cross_thread_reduction`
+  lowers it to).
 * A BlockRealize whose predicate is false does nothing. Otherwise its iter vars take
   the bound values (which must lie in their domains), its ``alloc_buffers`` are
   allocated afresh, its ``init`` runs when every reduction iter var is at the
@@ -71,9 +72,7 @@ def interpret(func_or_mod: PrimFunc | IRModule, *arrays: np.ndarray) -> None:
     """
     from . import gpu_emulator  # the emulator builds on this module
 
-    if gpu_emulator.has_gpu_kernels(func_or_mod) and not (
-        gpu_emulator.has_cross_thread_reduction(func_or_mod)
-    ):
+    if gpu_emulator.has_gpu_kernels(func_or_mod):
         gpu_emulator.emulate(func_or_mod, *arrays)
         return
     compile_func(func_or_mod)(*arrays)

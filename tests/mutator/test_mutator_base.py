@@ -27,8 +27,8 @@ def test_create_gives_tvm_defaults():
     }
     assert next(m for m in llvm if isinstance(m, MutateParallel)).max_jobs_per_core == 16
     assert {type(m) for m in Mutator.create("cpu")} == {type(m) for m in llvm}
-    with pytest.raises(ValueError, match="llvm"):  # GPU mutators are not built yet
-        Mutator.create("cuda")
+    with pytest.raises(ValueError, match="llvm"):  # tensor-core mutators are not built yet
+        Mutator.create("cuda-tensorcore")
     with pytest.raises(ValueError, match="llvm"):
         Mutator.create("tpu")
 

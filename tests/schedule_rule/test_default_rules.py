@@ -51,7 +51,7 @@ def test_create_llvm_gives_tvms_default_list():
     assert rules[0] is not ScheduleRule.create("llvm")[0]  # a fresh list each time
     assert [type(r) for r in ScheduleRule.create("cpu")] == [type(r) for r in rules]
     with pytest.raises(ValueError, match="llvm"):  # not built here: an error, not []
-        ScheduleRule.create("cuda")
+        ScheduleRule.create("cuda-tensorcore")
 
 
 def test_post_order_apply_from_target_uses_them(wl):

@@ -89,13 +89,38 @@ def _inner_loops(state: ScheduleState, fname: str, realize: BlockRealize, loop: 
 
 def _required_regions(state, fname, others, loop, buffers, pick, ana) -> dict[Buffer, BufferRegion]:
     """Per buffer, the union of what ``others`` access (``pick``: reads or writes) in one
-    iteration of ``loop``."""
+    iteration of ``loop``.
+
+    As TVM, a buffer that GPU threads share is relaxed over the thread-bound loops at and
+    above ``loop`` too: a ``shared`` cache under a ``threadIdx`` loop holds what every
+    thread of the block needs (the threads then fetch it cooperatively), a ``global`` one
+    what every block needs; a ``local`` one only what its thread needs.
+    """
     regions = []
     for r in others:
         wanted = [reg for reg in pick(r.block) if reg.buffer in buffers]
-        if wanted:
-            regions.extend(relax_region(wanted, r, _inner_loops(state, fname, r, loop), ana))
+        if not wanted:
+            continue
+        inner = _inner_loops(state, fname, r, loop)
+        outer = state.loops_above(fname, r)[: len(state.loops_above(fname, r)) - len(inner)]
+        for reg in wanted:
+            shared_over = [lp for lp in outer if _relaxed_under_thread(reg.buffer.scope, lp)]
+            regions.extend(relax_region([reg], r, [*shared_over, *inner], ana))
     return {reg.buffer: reg for reg in union_regions(regions, ana)}
+
+
+def _relaxed_under_thread(scope: str, loop: For) -> bool:
+    """Whether a buffer of ``scope`` is shared by the threads ``loop`` is bound to."""
+    if loop.kind is not ForKind.THREAD_BINDING:
+        return False
+    tag = loop.thread_binding or ""
+    if scope.startswith("warp"):
+        return tag == "threadIdx.x"
+    if scope.startswith("shared"):
+        return tag.startswith(("threadIdx", "vthread"))
+    if scope == "global":
+        return tag.startswith(("threadIdx", "vthread", "blockIdx"))
+    return False
 
 
 def _var_requirements(realize, provided, required, ana, primitive, strict) -> dict:

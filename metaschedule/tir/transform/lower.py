@@ -8,6 +8,7 @@ from ..function import PrimFunc
 from .alloc_buffers import lower_alloc_buffers
 from .compact_allocations import compact_allocations
 from .convert_blocks import convert_blocks
+from .cross_thread_reduction import lower_cross_thread_reduction
 from .lower_init import lower_init
 from .plan_allocations import plan_allocations
 from .simplify import simplify_indices
@@ -26,8 +27,13 @@ LOWER_PASSES: tuple[Pass, ...] = (
 )
 
 
-#: The passes for GPU targets: those of :func:`lower`, then shared-memory barriers.
-GPU_LOWER_PASSES: tuple[Pass, ...] = (*LOWER_PASSES, insert_storage_sync)
+#: The passes for GPU targets: cross-thread reductions to shared-memory trees, those of
+#: :func:`lower`, then shared-memory barriers.
+GPU_LOWER_PASSES: tuple[Pass, ...] = (
+    lower_cross_thread_reduction,
+    *LOWER_PASSES,
+    insert_storage_sync,
+)
 
 
 def lower(func: PrimFunc, passes: tuple[Pass, ...] = LOWER_PASSES) -> PrimFunc:
