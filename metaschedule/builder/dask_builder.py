@@ -15,8 +15,8 @@ import tempfile
 from typing import TYPE_CHECKING, Any
 
 from ..registry import register
-from ..runner.rpc_config import RPCConfig, _connect
 from ..runner.local_runner import _Deadline
+from ..runner.rpc_config import RPCConfig, _connect
 from ..runner.rpc_host import call_isolated, prestart
 from ..utils import derived_object, resolve_function
 from .base import BuilderInput, BuilderResult, PyBuilder

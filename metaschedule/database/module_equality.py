@@ -10,7 +10,8 @@ Three kinds, as in TVM:
   :func:`~metaschedule.tir.analysis.find_anchor_block`, re-exported here), with its free
   buffers matched by position. Two fused operators that share their main computation
   (say, a matmul followed by different element-wise epilogues) are then one workload, so
-  a tuned schedule for one serves the other. A module without blocks falls back to the structural comparison.
+  a tuned schedule for one serves the other. A module without blocks falls back to the
+  structural comparison.
 
 The hash of a kind always agrees with its equality, and is the same in every process.
 """
