@@ -25,8 +25,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .. import te
-from ..codegen import build
+from .. import codegen, te
 from ..schedule import Schedule, Trace
 from ..schedule.error import ScheduleError
 from ..space_generator import PostOrderApply
@@ -549,4 +548,4 @@ def check_program(
 
 
 def _default_build(mod, debug: bool = False):
-    return build(mod, "llvm", debug=debug)
+    return codegen.build(mod, "llvm", debug=debug)
