@@ -28,12 +28,12 @@ from .builder import Builder, BuilderInput
 from .database import MemoryDatabase, OrderedUnionDatabase, TuningRecord
 from .runner import Runner, RunnerInput, RunnerResult
 from .target import Target
-from .tir.function import as_module
+from .tir.function import IRModule, as_module
 
 if TYPE_CHECKING:
     from .database import Database
     from .schedule import Schedule
-    from .tir.function import IRModule, PrimFunc
+    from .tir.function import PrimFunc
 
 __all__ = ["FinalSelection", "interleaved_order", "select_best"]
 
@@ -128,8 +128,6 @@ def select_best(
     mod = as_module(mod)
     if len(mod) != 1:
         raise ValueError(f"select_best takes one function at a time; the module has {len(mod)}")
-    from .tir.function import IRModule
-
     workload_mod = IRModule({"main": mod[next(iter(mod))]})  # as tune_tir stores it
     if not database.has_workload(workload_mod):
         return None

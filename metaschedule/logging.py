@@ -23,6 +23,8 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from .progress import TuningProgress
+
 if TYPE_CHECKING:
     from typing_extensions import Self
 
@@ -91,8 +93,6 @@ class TuningLogs:
         #: the console view the task scheduler reports to (``scheduler.progress`` too)
         self.progress = None
         if console and not _logging_configured():
-            from .progress import TuningProgress
-
             self.progress = TuningProgress()
             self._add(self.scheduler, self.progress)
         self.scheduler.progress = self.progress  # type: ignore[attr-defined]

@@ -27,6 +27,8 @@ import threading
 import time
 from typing import Any, TextIO
 
+from .runner.local_runner import measurement_lock_holder, measurement_lock_path
+
 __all__ = ["TuningProgress", "format_eta", "lock_wait_message"]
 
 _FORMAT = "[%(asctime)s] %(message)s"
@@ -55,8 +57,6 @@ def _ancestors_include(pid: int, ancestor: int) -> bool:
 def lock_wait_message(own_pid: int | None = None) -> str | None:
     """A line saying who holds the host's measurement lock, when it is a process other
     than ``own_pid`` (default: this one) and its workers; else None."""
-    from .runner.local_runner import measurement_lock_holder, measurement_lock_path
-
     holder = measurement_lock_holder()
     own_pid = os.getpid() if own_pid is None else own_pid
     if holder is None or _ancestors_include(holder, own_pid):

@@ -2,7 +2,7 @@
 
 Two fused operators that share their main computation (a conv2d followed by ``relu`` in
 one, by ``add`` then ``relu`` in the other) have the same *anchor block*
-(:func:`~metaschedule.database.module_equality.find_anchor_block`). A trace tuned on one
+(:func:`~metaschedule.tir.analysis.find_anchor_block`). A trace tuned on one
 of them schedules the anchor of the other too; only the element-wise blocks around it
 differ. :func:`schedule_using_anchor_trace` transfers the trace:
 
@@ -23,11 +23,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .database.module_equality import find_anchor_block
 from .schedule import Schedule, Trace
 from .schedule.error import ScheduleError
 from .schedule.rv import RV, BlockRV
 from .target import Target
+from .tir.analysis import find_anchor_block
 from .tir.functor import Visitor
 from .tir.stmt import Block, For, IterType
 

@@ -28,7 +28,9 @@ from .cost_model.base import CostModel
 from .database import Database, JSONDatabase, MemoryDatabase
 from .logging import TuningLogs
 from .measure_callback.base import MeasureCallback, normalize_callbacks
+from .post_optimization import post_optimize
 from .runner import Runner
+from .runtime import cuda_unavailable_reason
 from .search_strategy import SearchStrategy
 from .space_generator import SpaceGenerator
 from .target import Target
@@ -417,8 +419,6 @@ POST_OPTIMIZATION_TRIALS = 100
 
 
 def _post_optimize(tasks, database, builder, runner, work_dir, logger) -> None:
-    from .post_optimization import post_optimize  # above the tuner's layer: built on it
-
     for task in tasks:
         post_optimize(
             database,
@@ -437,8 +437,6 @@ def _check_gpu_reachable(tasks: list[TuneContext] | list[Target], runner) -> Non
     targets = [t if isinstance(t, Target) else t.target for t in tasks]
     if runner != "local" or not any(t is not None and t.kind == "cuda" for t in targets):
         return
-    from .runtime import cuda_unavailable_reason
-
     reason = cuda_unavailable_reason()
     if reason is not None:
         raise RuntimeError(

@@ -55,6 +55,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
+from .utils import describe_exit
+
 __all__ = [
     "PoolClosedError",
     "WorkerDiedError",
@@ -85,8 +87,6 @@ class WorkerDiedError(RuntimeError):
     """The worker running the task died; ``exitcode`` is negative for a signal."""
 
     def __init__(self, exitcode: int | None):
-        from .utils import describe_exit
-
         self.exitcode = exitcode
         super().__init__(f"worker died: {describe_exit(exitcode)}")
 
@@ -272,8 +272,6 @@ class _PoolState:
             ) from None
         except _EOF:
             self.discard(worker)
-            from .utils import describe_exit
-
             code = worker.exitcode()
             raise WorkerStartError(
                 f"a worker process exited while starting ({describe_exit(code)}); "

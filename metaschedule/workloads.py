@@ -31,6 +31,9 @@ from typing import Any
 
 import numpy as np
 
+from . import te
+from .te import ops
+
 __all__ = ["SUITE", "SuiteWorkload", "get_workload", "suite_names"]
 
 
@@ -66,21 +69,15 @@ class SuiteWorkload:
 
 # ----------------------------------------------------------------------------- te builders
 def _placeholders(shapes, names):
-    from . import te
-
     return [te.placeholder(s, "float32", n) for s, n in zip(shapes, names)]
 
 
 def _prim_func(tensors):
-    from . import te
-
     return te.create_prim_func(list(tensors))
 
 
 def _gmm(n: int):
     def build():
-        from .te import ops
-
         a, b = _placeholders([(n, n), (n, n)], "AB")
         return _prim_func([a, b, ops.matmul(a, b)])
 
@@ -88,22 +85,16 @@ def _gmm(n: int):
 
 
 def _c2d():
-    from .te import ops
-
     x, w = _placeholders([(1, 56, 56, 64), (3, 3, 64, 64)], ["data", "kernel"])
     return _prim_func([x, w, ops.conv2d_nhwc(x, w, stride=1, padding=1)])
 
 
 def _dep():
-    from .te import ops
-
     x, w = _placeholders([(1, 112, 112, 32), (3, 3, 32, 1)], ["data", "kernel"])
     return _prim_func([x, w, ops.depthwise_conv2d_nhwc(x, w, stride=1, padding=1)])
 
 
 def _cbr():
-    from .te import ops
-
     x, w, b = _placeholders(
         [(1, 28, 28, 128), (3, 3, 128, 128), (128,)], ["data", "kernel", "bias"]
     )
@@ -112,29 +103,21 @@ def _cbr():
 
 
 def _tbg():
-    from .te import ops
-
     q, k = _placeholders([(12, 128, 64), (12, 128, 64)], ["Q", "K"])
     return _prim_func([q, k, ops.batch_matmul(q, k, transpose_b=True)])
 
 
 def _sfm():
-    from .te import ops
-
     (x,) = _placeholders([(128, 1024)], ["X"])
     return _prim_func([x, ops.softmax(x, axis=-1)])
 
 
 def _dns():
-    from .te import ops
-
     x, w, b = _placeholders([(128, 768), (3072, 768), (3072,)], ["X", "W", "bias"])
     return _prim_func([x, w, b, ops.gelu(ops.dense(x, w, bias=b))])
 
 
 def _pool():
-    from .te import ops
-
     (x,) = _placeholders([(1, 112, 112, 64)], ["data"])
     return _prim_func([x, ops.max_pool2d(x, kernel=3, stride=2, padding=1)])
 

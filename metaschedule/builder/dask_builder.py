@@ -10,12 +10,14 @@ in a fresh temporary folder per artifact as the local builder does, so the runne
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from typing import TYPE_CHECKING, Any
 
 from ..registry import register
+from ..runner.local_runner import _Deadline
 from ..runner.rpc_config import RPCConfig, _connect
-from ..runner.rpc_host import prestart
+from ..runner.rpc_host import call_isolated, prestart
 from ..utils import derived_object, resolve_function
 from .base import BuilderInput, BuilderResult, PyBuilder
 from .local_builder import T_BUILD, T_EXPORT, _worker_build, default_build
@@ -30,10 +32,6 @@ def _build_in_child(
     f_build: Any, f_export: Any, mod: Any, target: Any, params: Any, timeout_sec: float | None
 ) -> tuple[str, Any]:
     """Runs in the worker's child process: ("ok", library bytes) or ("error", message)."""
-    import shutil
-
-    from ..runner.local_runner import _Deadline
-
     deadline = _Deadline(timeout_sec)
     deadline.resume()
     try:
@@ -49,8 +47,6 @@ def _build_in_child(
 
 
 def _build_task(*args: Any) -> tuple[str, Any]:
-    from ..runner.rpc_host import call_isolated
-
     return call_isolated(_build_in_child, args, "DaskBuilder", args[-1])
 
 

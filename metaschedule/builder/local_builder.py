@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ..codegen import BuildError
 from ..codegen.build import build
 from ..registry import register
+from ..runtime.module import kernel_cache_dir
 from ..tir.function import IRModule
 from ..utils import (
     check_picklable,
@@ -88,10 +89,8 @@ def remove_stale_build_dirs(directory: str | None = None) -> int:
     workers in the kernel cache. How many were removed."""
     removed = _remove_dead(directory or tempfile.gettempdir(), _BUILD_DIR)
     try:
-        from ..runtime.module import kernel_cache_dir
-
         removed += _remove_dead(kernel_cache_dir(), _CACHE_TEMP)
-    except (ImportError, OSError):
+    except OSError:
         pass
     return removed
 

@@ -22,6 +22,8 @@ import os
 import sys
 import traceback
 
+from .. import __version__
+from . import db, demo, model, report, show, tune
 from .common import CLIError, Formatter, Parser
 
 __all__ = ["CLIError", "build_parser", "main"]
@@ -36,9 +38,6 @@ EXAMPLES = """\
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .. import __version__
-    from . import db, demo, model, report, show, tune
-
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "-v",

@@ -10,6 +10,12 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from .. import te
+from ..database import JSONDatabase, SQLiteDatabase
+from ..database.json_database import TUNING_RECORD_FILE, WORKLOAD_FILE
+from ..tir.function import IRModule, PrimFunc
+from ..workloads import get_workload
+
 __all__ = [
     "CLIError",
     "Formatter",
@@ -114,8 +120,6 @@ class LoadedWorkload:
 
 def load_workload(spec: str) -> LoadedWorkload:
     """A suite name (``gmm``, ``gmm:64``, ...) or ``file.py[:name]``."""
-    from ..workloads import get_workload
-
     path, _, attr = spec.partition(".py:") if ".py:" in spec else (spec, "", "")
     if ".py:" in spec:
         path += ".py"
@@ -133,8 +137,6 @@ def load_workload(spec: str) -> LoadedWorkload:
 
 
 def _load_file(path: str, attr: str | None):
-    from ..tir.function import IRModule, PrimFunc
-
     if not os.path.isfile(path):
         raise CLIError(
             f"{path}: no such file; give file.py:name, where the file defines "
@@ -179,9 +181,6 @@ def _load_file(path: str, attr: str | None):
 
 
 def _as_func(value, where: str):
-    from .. import te
-    from ..tir.function import IRModule, PrimFunc
-
     if isinstance(value, PrimFunc):
         return value
     if isinstance(value, IRModule):
@@ -204,9 +203,6 @@ SQLITE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
 def open_database(spec: str, *, create: bool = False):
     """A database from a path: a ``.sqlite``/``.db`` file, or a folder holding
     ``database_workload.json`` and ``database_tuning_record.json``."""
-    from ..database import JSONDatabase, SQLiteDatabase
-    from ..database.json_database import TUNING_RECORD_FILE, WORKLOAD_FILE
-
     if spec.lower().endswith(SQLITE_SUFFIXES):
         if not create and not os.path.isfile(spec):
             raise CLIError(f"{spec}: no such SQLite database")

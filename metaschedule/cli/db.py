@@ -14,7 +14,15 @@ import shutil
 import tempfile
 from typing import Any
 
-from .common import SQLITE_SUFFIXES, CLIError, add_subcommand, open_database, positive_int
+from .common import (
+    SQLITE_SUFFIXES,
+    CLIError,
+    Formatter,
+    Parser,
+    add_subcommand,
+    open_database,
+    positive_int,
+)
 
 EXAMPLES = """\
   metaschedule db merge all_runs runs/gmm runs/c2d        # several runs into one folder
@@ -38,8 +46,6 @@ def register(sub, parents) -> None:
         examples=EXAMPLES,
         parents=parents,
     )
-    from .common import Formatter, Parser
-
     actions = p.add_subparsers(dest="action", metavar="ACTION", parser_class=Parser)
     actions.required = True
     extra: dict[str, Any] = {

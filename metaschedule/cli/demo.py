@@ -6,6 +6,12 @@ import argparse
 import tempfile
 import time
 
+from .. import te
+from ..codegen import build
+from ..schedule import Schedule
+from ..target import Target
+from ..te import ops
+from ..testing.schedules import matmul_schedule
 from .common import add_subcommand, positive_int
 
 EXAMPLES = """\
@@ -39,13 +45,6 @@ def register(sub, parents) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import numpy as np
-
-    from .. import te
-    from ..codegen import build
-    from ..schedule import Schedule
-    from ..target import Target
-    from ..te import ops
-    from ..testing.schedules import matmul_schedule
 
     n = args.size
     A = te.placeholder((n, n), "float32", "A")

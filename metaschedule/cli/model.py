@@ -11,7 +11,20 @@ import argparse
 import os
 import time
 
-from .common import CLIError, add_subcommand, is_model_file, load_workload, positive_int
+from .. import graph, relax_integration
+from ..arg_info import ArgInfo
+from ..codegen import build
+from ..flop_count import estimate_flops
+from ..runner.local_runner import default_alloc_argument
+from ..tir.function import IRModule
+from .common import (
+    CLIError,
+    add_subcommand,
+    is_model_file,
+    load_workload,
+    open_database,
+    positive_int,
+)
 
 COMPILE_EXAMPLES = """\
   metaschedule compile model.onnx --database runs/model -o model.so
@@ -23,11 +36,6 @@ BENCH_EXAMPLES = """\
   metaschedule bench my_ops.py:conv                   # untuned, against nothing
   metaschedule bench model.onnx --database runs/model # against onnxruntime
 """
-
-_NO_MODELS = (
-    "whole models need ms.relax_integration (compile_relax) and ms.graph "
-    "(from_onnx), which this build does not have yet (issue 12)"
-)
 
 
 def register(sub, parents) -> None:
@@ -82,20 +90,7 @@ def register(sub, parents) -> None:
     b.set_defaults(func=_bench)
 
 
-def _relax():
-    try:
-        from .. import (
-            graph,  # type: ignore[attr-defined]
-            relax_integration,  # type: ignore[attr-defined]
-        )
-    except ImportError:
-        raise CLIError(_NO_MODELS) from None
-    return graph, relax_integration
-
-
 def _compile(args: argparse.Namespace) -> int:
-    from .common import open_database
-
     if not is_model_file(args.model):
         raise CLIError(
             f"{args.model}: compile takes a whole model (.onnx); for one workload "
@@ -104,10 +99,9 @@ def _compile(args: argparse.Namespace) -> int:
         )
     if not os.path.isfile(args.model):
         raise CLIError(f"{args.model}: no such model file")
-    graph, relax = _relax()
     database = open_database(args.database) if args.database else None
     mod = graph.from_onnx(args.model)
-    exe = relax.compile_relax(database, mod, args.target, None)
+    exe = relax_integration.compile_relax(database, mod, args.target, None)
     exe.export_library(args.output)
     print(f"Wrote {args.output}")
     return 0
@@ -117,11 +111,6 @@ def _bench(args: argparse.Namespace) -> int:
     if is_model_file(args.workload):
         return _bench_model(args)
     import numpy as np
-
-    from ..codegen import build
-    from ..flop_count import estimate_flops
-    from ..tir.function import IRModule
-    from .common import open_database
 
     wl = load_workload(args.workload)
     mod = IRModule({"main": wl.func})
@@ -151,9 +140,6 @@ def _bench(args: argparse.Namespace) -> int:
         args_ = [*inputs, out]
         reference = lambda: wl.suite.reference(*inputs)
     else:
-        from ..arg_info import ArgInfo
-        from ..runner.local_runner import default_alloc_argument
-
         infos = [a.as_json() for a in ArgInfo.from_entry_func(mod)]
         args_ = default_alloc_argument("cpu", infos, 1)[0]
         ok, reference = True, None
@@ -183,15 +169,14 @@ def _bench_model(args: argparse.Namespace) -> int:
         raise CLIError(f"{args.workload}: no such model file")
     import numpy as np
 
-    from .common import open_database
-
-    graph, relax = _relax()
     try:
         import onnx
     except ImportError:
         raise CLIError("bench of an ONNX model needs the onnx package: pip install onnx") from None
     database = open_database(args.database) if args.database else None
-    exe = relax.compile_relax(database, graph.from_onnx(args.workload), args.target, None)
+    exe = relax_integration.compile_relax(
+        database, graph.from_onnx(args.workload), args.target, None
+    )
     model = onnx.load(args.workload)
     initializers = {i.name for i in model.graph.initializer}
     rng = np.random.default_rng(0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from ..report.html import write_report
 from .common import CLIError, add_subcommand
 
 EXAMPLES = """\
@@ -40,8 +41,6 @@ def register(sub, parents) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..report.html import write_report
-
     if not os.path.isdir(args.work_dir):
         raise CLIError(f"{args.work_dir}: no such folder; give the --work-dir of a tuning run")
     output = args.output or os.path.join(args.work_dir, "report.html")

@@ -7,6 +7,11 @@ import datetime
 import math
 import os
 
+from ..codegen.c_codegen import codegen_c
+from ..report.data import load_run
+from ..target import Target
+from ..tir.function import IRModule
+from ..tir.transform import lower
 from .common import SQLITE_SUFFIXES, CLIError, add_subcommand, non_negative_int
 
 EXAMPLES = """\
@@ -56,8 +61,6 @@ def register(sub, parents) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..report.data import load_run
-
     if not os.path.isdir(args.work_dir) and not (
         os.path.isfile(args.work_dir) and args.work_dir.lower().endswith(SQLITE_SUFFIXES)
     ):
@@ -128,10 +131,5 @@ def table(workloads, work_dir: str) -> str:
 
 
 def _c_source(mod, target) -> str:
-    from ..codegen.c_codegen import codegen_c
-    from ..target import Target
-    from ..tir.function import IRModule
-    from ..tir.transform import lower
-
     target = target if target is not None else Target("cpu")
     return codegen_c(IRModule({n: lower(f) for n, f in mod.items()}), target).code

@@ -8,6 +8,18 @@ import logging
 import math
 import os
 
+from ..database import JSONDatabase
+from ..database.json_database import TUNING_RECORD_FILE
+from ..flop_count import estimate_flops
+from ..graph import from_onnx
+from ..measure_callback import MeasureCallback
+from ..profiler import Profiler
+from ..relax_integration import tune_relax
+from ..report.measure_log import MeasureLog
+from ..runner import RPCConfig, RPCRunner
+from ..target import Target
+from ..tir.function import IRModule
+from ..tune import tune_tir
 from .common import (
     CLIError,
     add_subcommand,
@@ -125,9 +137,6 @@ def register(sub, parents) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..profiler import Profiler
-    from ..target import Target
-
     try:
         target = Target(args.target)
     except ValueError as err:
@@ -165,9 +174,6 @@ def run(args: argparse.Namespace) -> int:
                 wl = load_workload(args.workload)
                 name, func = wl.name, wl.func
                 _say_resume(args.work_dir)
-                from ..tir.function import IRModule
-                from ..tune import tune_tir
-
                 # one function named after the workload: the task and its logs get the name
                 tune_tir(IRModule({name: func}), target, args.work_dir, args.trials, **kwargs)
         finally:
@@ -177,9 +183,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _callbacks(work_dir: str):
-    from ..measure_callback import MeasureCallback
-    from ..report.measure_log import MeasureLog
-
     return [MeasureLog(work_dir), *MeasureCallback.create("default")]
 
 
@@ -196,13 +199,6 @@ def _runner(args: argparse.Namespace):
             f"--rpc-address {args.rpc_address!r}: expected HOST:PORT, e.g. 127.0.0.1:8786",
             usage=True,
         )
-    try:
-        from ..runner import RPCConfig, RPCRunner  # type: ignore[attr-defined]
-    except ImportError:
-        raise CLIError(
-            "--runner rpc needs ms.runner.RPCRunner, which this build does not "
-            "have yet (issue 13); use --runner local"
-        ) from None
     config = RPCConfig(tracker_host=host, tracker_port=int(port), tracker_key=args.rpc_key)
     return RPCRunner(rpc_config=config)
 
@@ -210,15 +206,6 @@ def _runner(args: argparse.Namespace):
 def _tune_model(args: argparse.Namespace, target, kwargs: dict) -> None:
     if not os.path.isfile(args.workload):
         raise CLIError(f"{args.workload}: no such model file")
-    try:
-        from ..graph import from_onnx  # type: ignore[attr-defined]
-        from ..relax_integration import tune_relax  # type: ignore[import-not-found]
-    except ImportError:
-        raise CLIError(
-            "tuning an ONNX model needs ms.relax_integration.tune_relax and "
-            "ms.graph.from_onnx, which this build does not have yet (issue 12); "
-            "tune its operators as suite or FILE.py:NAME workloads"
-        ) from None
     _say_resume(args.work_dir)
     kwargs = dict(kwargs)
     kwargs.pop("num_tuning_cores", None)
@@ -226,8 +213,6 @@ def _tune_model(args: argparse.Namespace, target, kwargs: dict) -> None:
 
 
 def _say_resume(work_dir: str) -> None:
-    from ..database.json_database import TUNING_RECORD_FILE
-
     path = os.path.join(work_dir, TUNING_RECORD_FILE)
     if os.path.isfile(path) and os.path.getsize(path) > 0:
         with open(path, "rb") as f:
@@ -256,10 +241,6 @@ def _write_profile(work_dir: str, profiler) -> None:
 
 
 def _summary(work_dir: str, name: str, func) -> None:
-    from ..database import JSONDatabase
-    from ..flop_count import estimate_flops
-    from ..tir.function import IRModule
-
     db = JSONDatabase(work_dir=work_dir)
     try:
         lines = [f"Records: {len(db)} in {work_dir}"]

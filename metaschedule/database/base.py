@@ -26,6 +26,7 @@ from ..target import Target
 from ..tir.function import IRModule, as_module
 from ..tir.serialize import from_json_dict, load_json, to_json_dict
 from ..tir.structural import structural_equal
+from ..trace_apply import schedule_using_anchor_trace
 from .module_equality import ModuleEquality
 
 __all__ = [
@@ -185,9 +186,6 @@ def _apply_anchor(
     record: TuningRecord, mod: IRModule, target: Target | None, workload_name: str
 ) -> Schedule:
     """``record``'s trace, tuned on another module with the same anchor block, on ``mod``."""
-    # a local import breaks the cycle: trace_apply uses database.module_equality
-    from ..trace_apply import schedule_using_anchor_trace
-
     sch = Schedule(mod)
     if workload_name in sch.mod:
         sch.work_on(workload_name)

@@ -7,10 +7,11 @@ Three kinds, as in TVM:
   constant tensor data in modules (parameters are buffers, bound at call time), so this is
   the structural comparison; the name is accepted so that TVM scripts run unchanged.
 - ``"anchor-block"``: compare only the *anchor block* of each module (see
-  :func:`find_anchor_block`), with its free buffers matched by position. Two fused
-  operators that share their main computation (say, a matmul followed by different
-  element-wise epilogues) are then one workload, so a tuned schedule for one serves the
-  other. A module without blocks falls back to the structural comparison.
+  :func:`~metaschedule.tir.analysis.find_anchor_block`, re-exported here), with its free
+  buffers matched by position. Two fused operators that share their main computation
+  (say, a matmul followed by different element-wise epilogues) are then one workload, so
+  a tuned schedule for one serves the other. A module without blocks falls back to the
+  structural comparison.
 
 The hash of a kind always agrees with its equality, and is the same in every process.
 """
@@ -19,61 +20,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from ..tir.expr import IntImm
+from ..tir.analysis import block_work, find_anchor_block
 from ..tir.function import IRModule, PrimFunc, as_module
-from ..tir.functor import Visitor
-from ..tir.stmt import Block, IterType
 from ..tir.structural import structural_equal, structural_hash
 
 __all__ = ["MODULE_EQUALITY_KINDS", "ModuleEquality", "block_work", "find_anchor_block"]
 
 ModuleEqualityKind = Literal["structural", "ignore-tensor", "anchor-block"]
 MODULE_EQUALITY_KINDS: tuple[str, ...] = ("structural", "ignore-tensor", "anchor-block")
-
-
-def block_work(block: Block) -> int:
-    """The size of a block's iteration domain: how many times its body runs.
-
-    A symbolic extent counts as 1 (unknown work), so such blocks rank low.
-    """
-    work = 1
-    for iv in block.iter_vars:
-        extent = iv.dom.extent
-        work *= extent.value if isinstance(extent, IntImm) else 1
-    return work
-
-
-class _Blocks(Visitor):
-    def __init__(self) -> None:
-        self.blocks: list[Block] = []
-
-    def visit_Block(self, block: Block) -> None:
-        self.blocks.append(block)
-        self.generic_visit(block)
-
-
-def find_anchor_block(mod: IRModule | PrimFunc) -> Block | None:
-    """The anchor block of a module: the block that does the most work.
-
-    This is the one definition of "anchor block" in the project. Among all blocks except
-    the opaque ``root`` blocks (no iteration variables), pick the one with the largest
-    iteration domain (:func:`block_work`); on a tie prefer a block with a reduction
-    (iteration variable of kind ``COMM_REDUCE``), then the first in program order. For a
-    matmul followed by a ReLU this is the matmul block. ``None`` if there is no such block.
-    """
-    finder = _Blocks()
-    for func in as_module(mod).functions.values():
-        finder.visit(func.body)
-    best: Block | None = None
-    best_key: tuple[int, int] | None = None
-    for block in finder.blocks:
-        if not block.iter_vars:
-            continue
-        has_reduce = any(iv.iter_type == IterType.COMM_REDUCE for iv in block.iter_vars)
-        key = (block_work(block), int(has_reduce))
-        if best_key is None or key > best_key:
-            best, best_key = block, key
-    return best
 
 
 class ModuleEquality:

@@ -24,6 +24,7 @@ from ..schedule.primitives.sampling import divisors
 from ..search_strategy.base import TraceReplayer
 from ..target import Target
 from ..tir.function import IRModule, as_module
+from ..tune_context import TuneContext
 from .measure import Measurer
 
 __all__ = ["Knob", "Space"]
@@ -225,8 +226,6 @@ def _factorizations(extent: int, n: int, max_innermost: int) -> list[list[int]]:
 
 
 def _postprocs(mod: IRModule, target: Target) -> list:
-    from ..tune_context import TuneContext
-
     ctx = TuneContext(
         mod=mod,
         target=target,

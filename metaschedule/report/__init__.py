@@ -7,6 +7,7 @@ a work folder (also while a run is still writing it); ``write_report`` draws the
 """
 
 from .data import RunData, WorkloadData, describe_workload, load_run
+from .html import write_report as _write
 from .measure_log import MEASURE_LOG, MeasureLog, measure_log_path, read_measure_log
 
 __all__ = [
@@ -25,6 +26,4 @@ __all__ = [
 def write_report(work_dir: str, output: str) -> list[str]:
     """Write the HTML report of ``work_dir`` to ``output`` and its PNGs beside it; the
     paths of the PNG files."""
-    from .html import write_report as _write
-
     return _write(work_dir, output)

@@ -15,6 +15,11 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..database import JSONDatabase, SQLiteDatabase
+from ..database.json_database import TUNING_RECORD_FILE, WORKLOAD_FILE
+from ..flop_count import estimate_flops
+from ..tir.functor import post_order_visit
+from ..tir.stmt import Block
 from .measure_log import measure_log_path, read_measure_log
 
 __all__ = ["RunData", "WorkloadData", "describe_workload", "load_run"]
@@ -95,9 +100,6 @@ class RunData:
 def describe_workload(mod) -> str:
     """A short description: the blocks and the parameter shapes, e.g.
     ``T_matmul_NN(A 32x32, B 32x32 -> 32x32)``."""
-    from ..tir.functor import post_order_visit
-    from ..tir.stmt import Block
-
     func = mod[next(iter(mod))]
     blocks: list[str] = []
     post_order_visit(
@@ -116,10 +118,6 @@ def describe_workload(mod) -> str:
 def load_run(work_dir: str) -> RunData:
     """Read ``work_dir`` (see the module docstring); a ``.sqlite``/``.db`` file gives its
     records only."""
-    from ..database import JSONDatabase, SQLiteDatabase
-    from ..database.json_database import TUNING_RECORD_FILE, WORKLOAD_FILE
-    from ..flop_count import estimate_flops
-
     notes: list[str] = []
     log = read_measure_log(measure_log_path(work_dir))
     names: dict[str, str] = {}

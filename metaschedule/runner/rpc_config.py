@@ -19,10 +19,10 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from .rpc_host import RPCSession
+
 if TYPE_CHECKING:
     from distributed import Client
-
-    from .rpc_host import RPCSession
 
 __all__ = ["RPCConfig", "workers_with_key"]
 
@@ -146,8 +146,6 @@ class RPCConfig(NamedTuple):
         Raises:
             ConnectionError, RuntimeError: as :meth:`connect_tracker`.
         """
-        from .rpc_host import RPCSession
-
         config = RPCConfig._normalized(self)
         client = _connect(config)
         try:

@@ -24,6 +24,7 @@ import time
 import traceback
 from typing import TYPE_CHECKING, Any
 
+from ..runtime import load_module
 from ..utils import describe_exit
 
 if TYPE_CHECKING:
@@ -70,8 +71,6 @@ class RPCSession:
 
     def load_module(self, remote_path: str) -> Module:
         """Load an uploaded shared library."""
-        from ..runtime import load_module
-
         return load_module(remote_path)
 
     def remove(self, remote_path: str) -> None:

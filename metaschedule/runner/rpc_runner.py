@@ -35,6 +35,8 @@ from ..utils import derived_object, resolve_function
 from .base import PyRunner, RunnerFuture, RunnerInput, RunnerResult
 from .config import EvaluatorConfig
 from .local_runner import _Deadline, host_measurement_lock
+from .local_runner import default_alloc_argument as local_alloc
+from .local_runner import default_run_evaluator as local_run
 from .rpc_config import RPCConfig, _connect, workers_with_key
 from .rpc_host import RPCSession, call_isolated, prestart
 
@@ -86,8 +88,6 @@ def default_alloc_argument(
     session: RPCSession, device: str, args_info: T_ARG_INFO_JSON_OBJ_LIST, alloc_repeat: int
 ) -> list[T_ARGUMENT_LIST]:
     """As the local runner's: ``alloc_repeat`` sets of random numpy arguments."""
-    from .local_runner import default_alloc_argument as local_alloc
-
     return local_alloc(device, args_info, alloc_repeat)
 
 
@@ -99,8 +99,6 @@ def default_run_evaluator(
     repeated_args: list[T_ARGUMENT_LIST],
 ) -> list[float]:
     """As the local runner's: time the entry function on each argument set."""
-    from .local_runner import default_run_evaluator as local_run
-
     return local_run(rt_mod, device, evaluator_config, repeated_args)
 
 

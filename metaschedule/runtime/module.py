@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..target import Target
+from .cuda_module import load_cuda_module
 from .timer import BenchmarkResult, default_flush_bytes
 
 METADATA_SYMBOL = "__metaschedule_metadata"
@@ -131,7 +132,7 @@ class Function:
         status = self._fn(ptrs)
         sites = self.module.metadata.get("debug_sites")
         if status != 0 and sites is not None:
-            from ..codegen.debug import OOB_STATUS, oob_message
+            from ..codegen.debug import OOB_STATUS, oob_message  # local: a cycle, codegen->runtime
 
             if status == OOB_STATUS:
                 lib = self.module._lib
@@ -329,8 +330,6 @@ def load_module(path: str | os.PathLike) -> Module:
     with open(path, "rb") as f:
         data = f.read()
     if data[:1] == b"{":  # a CUDA module's JSON file
-        from .cuda_module import load_cuda_module
-
         return load_cuda_module(path)
     digest = hashlib.sha256(data).hexdigest()[:32]
     if _LOADED.setdefault(path, digest) == digest:

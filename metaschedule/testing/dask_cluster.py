@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
+import time
 from typing import Any
 
-from ..runner.rpc_config import RPCConfig
+from ..runner.rpc_config import RPCConfig, workers_with_key
+from ..runner.rpc_runner import default_run_evaluator
 
 __all__ = [
     "DEVICE_KEY",
@@ -57,10 +60,6 @@ def rpc_config(key: str = DEVICE_KEY, session_timeout_sec: int = 10) -> RPCConfi
 
 def measuring_worker(client: Any, key: str = DEVICE_KEY, wait_sec: float = 30.0) -> tuple[str, int]:
     """(address, pid) of the worker offering ``key``, waiting for it to (re)join."""
-    import os
-
-    from ..runner.rpc_config import workers_with_key
-
     config = rpc_config(key)
     (address,) = workers_with_key(client, config, wait_sec=wait_sec)
     pid = client.run(os.getpid, workers=[address])[address]
@@ -71,10 +70,6 @@ def slow_run_evaluator(
     session: Any, rt_mod: Any, device: str, config: Any, args: Any
 ) -> list[float]:
     """An RPC f_run_evaluator that sleeps 1 s before timing (room to kill its worker)."""
-    import time
-
-    from ..runner.rpc_runner import default_run_evaluator
-
     time.sleep(1.0)
     return default_run_evaluator(session, rt_mod, device, config, args)
 
@@ -83,7 +78,5 @@ def hanging_run_evaluator(
     session: Any, rt_mod: Any, device: str, config: Any, args: Any
 ) -> list[float]:
     """An RPC f_run_evaluator that never returns (to test the per-measurement timeout)."""
-    import time
-
     while True:
         time.sleep(1.0)

@@ -25,7 +25,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .. import te
+from .. import codegen, te
+from ..schedule import Schedule, Trace
+from ..schedule.error import ScheduleError
+from ..space_generator import PostOrderApply
+from ..tir import verify
+from ..tir.interpreter import interpret
+from ..tune_context import TuneContext
 
 __all__ = [
     "Draw",
@@ -407,13 +413,6 @@ def check_program(
             mode, which must run (no false out-of-bounds report) to the same result.
         build: the build function (default ``metaschedule.build``).
     """
-    from ..schedule import Schedule, Trace
-    from ..schedule.error import ScheduleError
-    from ..space_generator import PostOrderApply
-    from ..tir import verify
-    from ..tir.interpreter import interpret
-    from ..tune_context import TuneContext
-
     desc = program.describe()
     stats.programs += 1
 
@@ -549,6 +548,4 @@ def check_program(
 
 
 def _default_build(mod, debug: bool = False):
-    from ..codegen import build
-
-    return build(mod, "llvm", debug=debug)
+    return codegen.build(mod, "llvm", debug=debug)

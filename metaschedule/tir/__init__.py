@@ -108,7 +108,7 @@ def __getattr__(name):
     # The scheduling language lives in metaschedule.schedule (it imports tir), and is
     # reachable as ms.tir.Schedule like TVM's tvm.tir.Schedule.
     if name in _SCHEDULE_NAMES:
-        from .. import schedule
+        from .. import schedule  # local: a layer above (ALLOWED in tests/test_layers.py)
 
         return getattr(schedule, name)
     raise AttributeError(f"module 'metaschedule.tir' has no attribute {name!r}")

@@ -32,7 +32,7 @@ class Node:
     __slots__ = ()
 
     def script(self) -> str:
-        from .printer import script
+        from .printer import script  # local: a cycle, the printer imports every node
 
         return script(self)
 
@@ -403,7 +403,7 @@ class CommReducer(Node):
     identity: PrimExpr
 
     def __call__(self, x: PrimExpr, y: PrimExpr) -> PrimExpr:
-        from .functor import substitute
+        from .functor import substitute  # local: a cycle, functor imports expr
 
         return substitute(self.result, {self.lhs: x, self.rhs: y})
 

@@ -70,7 +70,7 @@ def interpret(func_or_mod: PrimFunc | IRModule, *arrays: np.ndarray) -> None:
         ValueError: a shape mismatch, or IR the interpreter cannot run.
         IndexError: an out-of-bounds buffer access or block binding.
     """
-    from . import gpu_emulator  # the emulator builds on this module
+    from . import gpu_emulator  # local: a cycle, the emulator builds on this module
 
     if gpu_emulator.has_gpu_kernels(func_or_mod):
         gpu_emulator.emulate(func_or_mod, *arrays)

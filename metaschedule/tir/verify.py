@@ -30,6 +30,7 @@ import dataclasses
 from typing import Any
 
 from . import expr as E
+from .access_check import find_out_of_bounds
 from .buffer import Buffer
 from .dtype import is_bool, is_int
 from .function import IRModule, PrimFunc
@@ -131,8 +132,6 @@ class _Verifier:
         self.check_bounds()
 
     def check_bounds(self) -> None:
-        from .access_check import find_out_of_bounds
-
         found = find_out_of_bounds(self.func, self.fname)
         if found:
             v = found[0]

@@ -274,7 +274,7 @@ class IntervalSet:
         """The half-open :class:`Range` ``[min, max + 1)``; needs both sides bounded."""
         if not self.is_bounded():
             raise ValueError(f"cannot make a Range from the unbounded interval {self}")
-        from .analyzer import Analyzer
+        from .analyzer import Analyzer  # local: a cycle, the analyzer is built on int_set
 
         ana = analyzer or Analyzer()
         return Range(self.min, ana.simplify(self.max - self.min + 1))
