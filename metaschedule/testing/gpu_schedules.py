@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from ..schedule import Schedule
+from ..schedule.trace import Trace
+from ..search_strategy.base import TraceReplayer
 from ..te import create_prim_func, placeholder
 from ..te.ops import matmul
 from ..tir import PrimFunc
+from ..tune_context import TuneContext
 
 __all__ = ["sample_cuda_schedules", "shared_memory_matmul"]
 
@@ -48,9 +51,6 @@ def sample_cuda_schedules(
     rules), each replayed with fresh decisions and passed through the "cuda"
     postprocessors (those that fail are skipped, as a search strategy does). The
     design spaces take turns, so each one that yields valid schedules is represented."""
-    from ..schedule.trace import Trace
-    from ..search_strategy.base import TraceReplayer
-    from ..tune_context import TuneContext
 
     ctx = TuneContext(
         func, target=target, space_generator="post-order-apply", rand_state=seed, task_name="gpu"
