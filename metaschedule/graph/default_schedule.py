@@ -28,6 +28,7 @@ from ..tir import IterType
 from ..tir.expr import Var
 from ..tir.function import PrimFunc
 from ..tir.functor import Visitor, collect_vars
+from .schedule_conv import pack_conv_weights, schedule_conv
 
 
 def _divisor_at_most(n: int, limit: int) -> int:
@@ -148,15 +149,23 @@ def _reorder_reduction(sch: Schedule, block, lanes: int) -> None:
 
 
 def default_schedule(func: PrimFunc, target: Target | str = "cpu") -> Schedule:
-    """A parallel, vectorized schedule of ``func`` without search (see the module doc)."""
+    """A parallel, vectorized schedule of ``func`` without search (see the module doc).
+
+    The schedule's function may take a convolution's weight in another layout than
+    ``func`` (recorded in ``attrs["layout_free_buffers"]``; see :mod:`.weight_layout`).
+    """
     target = target if isinstance(target, Target) else Target(target)
+    lanes = target.vector_lanes("float32")
+    func, convs = pack_conv_weights(func, lanes)
     sch = Schedule(func)
     root = sch.get_block("root")
     _inline(sch, root)
-    lanes = target.vector_lanes("float32")
     for block in sch.get_child_blocks(root):
         try:
-            _reorder_reduction(sch, block, lanes)
+            if sch.get(block).name_hint in convs:
+                schedule_conv(sch, block, convs[sch.get(block).name_hint], lanes)
+            else:
+                _reorder_reduction(sch, block, lanes)
         except ScheduleError:
             pass
     cores = int(target.attrs.get("num_cores") or target.num_cores or 1)
