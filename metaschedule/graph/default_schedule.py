@@ -93,7 +93,7 @@ def _inline(sch: Schedule, root) -> None:
             pass
 
 
-def _reorder_reduction(sch: Schedule, block, lanes: int) -> None:
+def _reorder_reduction(sch: Schedule, block, lanes: int, cores: int) -> None:
     _, realize = realize_of(sch, block)
     blk = realize.block
     if all(iv.iter_type == IterType.DATA_PAR for iv in blk.iter_vars):
@@ -131,9 +131,19 @@ def _reorder_reduction(sch: Schedule, block, lanes: int) -> None:
             reg = k
             break
     outer, inner = sch.split(loops[last], [None, factor])
+    if reg is None and last >= 1 and int(sch.get(loops[last - 1]).extent.value) > 1:
+        reg = last - 1  # independent accumulators all the same (depthwise: output rows)
     if reg is not None:
         ext_r = int(sch.get(loops[reg]).extent.value)
         rf = _divisor_at_most(ext_r, REGISTER_ROWS)
+        # keep enough parallel work outside the tile for every core
+        others = 1
+        for k in spatial[:-1]:
+            if k != reg:
+                others *= int(sch.get(loops[k]).extent.value)
+        others *= extent // factor
+        while rf > 1 and others * (ext_r // rf) < cores:
+            rf = _divisor_at_most(ext_r, rf - 1)
         r_outer, r_inner = sch.split(loops[reg], [None, rf])
         sch.reorder(r_outer, *loops[reg + 1 : last], outer, *reduce_loops, r_inner, inner)
         sch.unroll(r_inner)
@@ -141,11 +151,55 @@ def _reorder_reduction(sch: Schedule, block, lanes: int) -> None:
         sch.reorder(outer, *reduce_loops, inner)
     sch.vectorize(inner)
     # accumulate the register tile in a local buffer, written back after the reduction
+    # with the epilogue applied; the init hoisted out of the reduction loops
     try:
         local = sch.cache_write(block, 0, "local")
-        sch.reverse_compute_at(local, outer)
     except ScheduleError:
-        pass
+        return
+    for consumer in sch.get_consumers(local):
+        try:
+            sch.reverse_compute_inline(consumer)
+        except ScheduleError:
+            pass
+    for wb in sch.get_consumers(block):
+        sch.reverse_compute_at(wb, outer)
+    try:
+        init = sch.decompose_reduction(block, reduce_loops[0])
+    except ScheduleError:
+        return
+    init_loops = sch.get_loops(init)
+    sch.vectorize(init_loops[-1])
+    if reg is not None:
+        sch.unroll(init_loops[-2])
+
+
+def _vectorize_spatial(sch: Schedule, block, lanes: int) -> None:
+    """Vectorize the innermost loop of a plain element-wise block by a divisor of its
+    extent when the postprocessor's fuse-and-split by ``2 * lanes`` would not divide it
+    (a vector over a fused loop is only possible where the split divides the rows)."""
+    _, realize = realize_of(sch, block)
+    blk = realize.block
+    if not all(iv.iter_type == IterType.DATA_PAR for iv in blk.iter_vars) or _has_select(
+        sch, block
+    ):
+        return
+    loops = sch.get_loops(block)
+    if len(loops) < 2:
+        return
+    extent = int(sch.get(loops[-1]).extent.value)
+    total = 1
+    for lp in loops:
+        total *= int(sch.get(lp).extent.value)
+    if extent % (2 * lanes) == 0 or total % (2 * lanes) != 0 and extent >= total:
+        return
+    factor = _vector_factor(extent, lanes)
+    if factor < 4:
+        return
+    if factor < extent:
+        _, inner = sch.split(loops[-1], [None, factor])
+    else:
+        inner = loops[-1]
+    sch.vectorize(inner)
 
 
 def default_schedule(func: PrimFunc, target: Target | str = "cpu") -> Schedule:
@@ -157,6 +211,7 @@ def default_schedule(func: PrimFunc, target: Target | str = "cpu") -> Schedule:
     target = target if isinstance(target, Target) else Target(target)
     lanes = target.vector_lanes("float32")
     func, convs = pack_conv_weights(func, lanes)
+    cores = int(target.attrs.get("num_cores") or target.num_cores or 1)
     sch = Schedule(func)
     root = sch.get_block("root")
     _inline(sch, root)
@@ -165,10 +220,14 @@ def default_schedule(func: PrimFunc, target: Target | str = "cpu") -> Schedule:
             if sch.get(block).name_hint in convs:
                 schedule_conv(sch, block, convs[sch.get(block).name_hint], lanes)
             else:
-                _reorder_reduction(sch, block, lanes)
+                _reorder_reduction(sch, block, lanes, cores)
         except ScheduleError:
             pass
-    cores = int(target.attrs.get("num_cores") or target.num_cores or 1)
+    for block in sch.get_child_blocks(root):
+        try:
+            _vectorize_spatial(sch, block, lanes)
+        except ScheduleError:
+            pass
     sch.annotate(root, PARALLEL, cores * 16)
     sch.annotate(root, VECTORIZE, 2 * lanes)
     sch.annotate(root, UNROLL_EXPLICIT, 16)
