@@ -50,7 +50,7 @@ def _conv_graph(c, f, hw, k=3, stride=1, pad=1, groups=1, residual=False, act="r
 
 def _only_func(func):
     model = graph.lower_model(func)
-    (name,) = [n for n in model.funcs]
+    (name,) = list(model.funcs)
     return model.funcs[name]
 
 
@@ -125,13 +125,19 @@ def _unary_graph(shape, op, **attrs):
 @pytest.mark.parametrize(
     "op,attrs",
     [
-        ("max_pool2d", dict(kernel=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1), ceil_mode=False)),
+        (
+            "max_pool2d",
+            {"kernel": (3, 3), "strides": (2, 2), "pads": (1, 1, 1, 1), "ceil_mode": False},
+        ),
         (
             "avg_pool2d",
-            dict(
-                kernel=(3, 3), strides=(1, 1), pads=(1, 1, 1, 1), ceil_mode=False,
-                count_include_pad=False,
-            ),
+            {
+                "kernel": (3, 3),
+                "strides": (1, 1),
+                "pads": (1, 1, 1, 1),
+                "ceil_mode": False,
+                "count_include_pad": False,
+            },
         ),
         ("global_avg_pool2d", {}),
     ],
@@ -145,9 +151,9 @@ def test_pooling_default_schedule_numerics(op, attrs):
 @pytest.mark.parametrize(
     "op,attrs",
     [
-        ("softmax", dict(axis=-1)),
-        ("reduce", dict(kind="mean", axes=[-1], keepdims=True)),
-        ("reduce", dict(kind="max", axes=[1], keepdims=False)),
+        ("softmax", {"axis": -1}),
+        ("reduce", {"kind": "mean", "axes": [-1], "keepdims": True}),
+        ("reduce", {"kind": "max", "axes": [1], "keepdims": False}),
         ("sigmoid", {}),
     ],
 )
