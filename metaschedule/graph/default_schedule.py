@@ -1,16 +1,24 @@
 """The schedule a function gets when the database has none: inline, parallel, vectorize.
 
-1. Inline every spatial block that is not an output into its consumers (padding,
-   biases, activations before the last one), then try inlining the remaining spatial
-   epilogues into their producers.
-2. In a reduction block, move the innermost spatial loop inside the reduction loops
-   when its accesses are contiguous along it (``i, j, k`` -> ``i, j0, k, j1`` for a
-   matmul), splitting it to at most ``2 * vector lanes``.
-3. Annotate the root with parallel/vectorize limits and let the
-   ``RewriteParallelVectorizeUnroll`` postprocessor fuse and parallelise the outer spatial
-   loops and vectorize the inner ones, as tuned schedules do.
+1. Inline every spatial block that is not an output into its consumers (biases,
+   activations before the last one; padding stays a stage of its own), then try
+   inlining the remaining spatial epilogues into their producers.
+2. A dense NCHW convolution is vectorized over output channels with its weight packed
+   at compile time (:mod:`.schedule_conv`).
+3. Another reduction block: the innermost spatial loop moves inside the reduction loops
+   when its accesses are contiguous along it (``i, j, k`` -> ``i0, j0, k, i1, j1`` for
+   a matmul), split to at most ``2 * vector lanes`` and vectorized, with a register
+   tile of a few rows (``i1``, unrolled) that keeps enough parallel work outside it;
+   the tile accumulates in a local buffer whose write-back applies the epilogue
+   (bias, residual, activation), and the init is hoisted out of the reduction.
+4. An element-wise block whose inner extent the postprocessor's fuse-and-split would
+   not divide is vectorized by a divisor of that extent.
+5. Annotate the root with parallel/vectorize limits and let the
+   ``RewriteParallelVectorizeUnroll`` postprocessor fuse and parallelise the outer
+   spatial loops and vectorize the inner ones left, as tuned schedules do.
 
-Every step is a schedule primitive, so the result has a trace like a tuned schedule.
+Every step is a schedule primitive, so the result has a trace like a tuned schedule
+(the weight packing of step 2 is a rewrite of the function before it).
 """
 
 from __future__ import annotations
@@ -187,10 +195,7 @@ def _vectorize_spatial(sch: Schedule, block, lanes: int) -> None:
     if len(loops) < 2:
         return
     extent = int(sch.get(loops[-1]).extent.value)
-    total = 1
-    for lp in loops:
-        total *= int(sch.get(lp).extent.value)
-    if extent % (2 * lanes) == 0 or total % (2 * lanes) != 0 and extent >= total:
+    if extent % (2 * lanes) == 0:
         return
     factor = _vector_factor(extent, lanes)
     if factor < 4:
