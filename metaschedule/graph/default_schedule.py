@@ -48,6 +48,25 @@ def _divisor_at_most(n: int, limit: int) -> int:
 
 #: output rows (channels) per register tile in reduction blocks
 REGISTER_ROWS = 4
+#: a shared operand (matmul weight) this many times the L2 cache: the column blocks go
+#: outside the row blocks (measured on BERT: 2.4x faster at 9.4 MB with a 1 MB L2,
+#: slower at 2.4 MB)
+COLUMNS_OUTSIDE_L2 = 4
+
+
+def _columns_outside(blk, reg: int, v: Var, l2_bytes: int) -> bool:
+    """Whether the operand the register rows share (read along the vector, not along
+    the rows) is too big to stay cached while the row blocks sweep it."""
+    u = blk.iter_vars[reg].var
+    for r in blk.reads:
+        names = _region_vars(r)
+        if v in names and u not in names:
+            n = 1
+            for s in r.buffer.shape:
+                n *= int(s)
+            if n * 4 > COLUMNS_OUTSIDE_L2 * l2_bytes:
+                return True
+    return False
 
 
 def _vector_factor(extent: int, lanes: int) -> int:
@@ -101,7 +120,7 @@ def _inline(sch: Schedule, root) -> None:
             pass
 
 
-def _reorder_reduction(sch: Schedule, block, lanes: int, cores: int) -> None:
+def _reorder_reduction(sch: Schedule, block, lanes: int, cores: int, l2_bytes: int) -> None:
     _, realize = realize_of(sch, block)
     blk = realize.block
     if all(iv.iter_type == IterType.DATA_PAR for iv in blk.iter_vars):
@@ -153,10 +172,18 @@ def _reorder_reduction(sch: Schedule, block, lanes: int, cores: int) -> None:
         while rf > 1 and others * (ext_r // rf) < cores:
             rf = _divisor_at_most(ext_r, rf - 1)
         r_outer, r_inner = sch.split(loops[reg], [None, rf])
-        sch.reorder(r_outer, *loops[reg + 1 : last], outer, *reduce_loops, r_inner, inner)
+        if _columns_outside(blk, reg, v, l2_bytes):
+            # the column block outside the row blocks: the weight strip one column block
+            # reads over the whole reduction stays in cache for every row block
+            between = [outer, r_outer, *loops[reg + 1 : last]]
+        else:
+            between = [r_outer, *loops[reg + 1 : last], outer]
+        sch.reorder(*between, *reduce_loops, r_inner, inner)
+        tile = between[-1]
         sch.unroll(r_inner)
     else:
         sch.reorder(outer, *reduce_loops, inner)
+        tile = outer
     sch.vectorize(inner)
     # accumulate the register tile in a local buffer, written back after the reduction
     # with the epilogue applied; the init hoisted out of the reduction loops
@@ -170,7 +197,7 @@ def _reorder_reduction(sch: Schedule, block, lanes: int, cores: int) -> None:
         except ScheduleError:
             pass
     for wb in sch.get_consumers(block):
-        sch.reverse_compute_at(wb, outer)
+        sch.reverse_compute_at(wb, tile)
     try:
         init = sch.decompose_reduction(block, reduce_loops[0])
     except ScheduleError:
@@ -217,6 +244,7 @@ def default_schedule(func: PrimFunc, target: Target | str = "cpu") -> Schedule:
     lanes = target.vector_lanes("float32")
     func, convs = pack_conv_weights(func, lanes)
     cores = int(target.attrs.get("num_cores") or target.num_cores or 1)
+    l2_bytes = int(target.attrs.get("l2_cache_bytes") or 1 << 20)
     sch = Schedule(func)
     root = sch.get_block("root")
     _inline(sch, root)
@@ -225,7 +253,7 @@ def default_schedule(func: PrimFunc, target: Target | str = "cpu") -> Schedule:
             if sch.get(block).name_hint in convs:
                 schedule_conv(sch, block, convs[sch.get(block).name_hint], lanes)
             else:
-                _reorder_reduction(sch, block, lanes, cores)
+                _reorder_reduction(sch, block, lanes, cores, l2_bytes)
         except ScheduleError:
             pass
     for block in sch.get_child_blocks(root):

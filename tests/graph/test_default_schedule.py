@@ -186,3 +186,28 @@ def test_layer_norm_default_schedule_numerics():
     be = b.const(rng.standard_normal((48,)).astype("float32"), "b")
     y = b.call("layer_norm", [x, g, be], epsilon=1e-5)
     _check(b.finish([y]), rng.standard_normal((3, 5, 48)).astype("float32"))
+
+
+@pytest.mark.compiler
+def test_matmul_with_a_weight_bigger_than_the_cache_sweeps_rows_inside_columns():
+    """A weight many times the L2 cache: each column block's strip stays cached while
+    the row blocks sweep it (column loop outside the row loop); the register tile is
+    written back per row block; numerics unchanged."""
+    rng = np.random.default_rng(6)
+    b = GraphBuilder()
+    x = b.input("x", (16, 32))
+    w = b.const(rng.standard_normal((32, 4 * LANES)).astype("float32"), "w")
+    func = b.finish([b.call("relu", [b.call("matmul", [x, w])])])
+    prim = _only_func(func)
+    small = Target("llvm -l2_cache_bytes=256")
+    sch = graph.default_schedule(prim, small)
+    names = [sch.get(lp).loop_var.name for lp in sch.get_loops(sch.get_block("T_matmul"))]
+    # the column block outside the row block (both then fused into the parallel loop)
+    assert names == ["j_0_i_0_fused", "k", "i_1", "j_1"], names
+    from metaschedule.codegen.build import build
+
+    mod = build(sch.mod["main"], small)
+    xv = rng.standard_normal((16, 32)).astype("float32")
+    out = np.empty((16, 4 * LANES), "float32")
+    mod["main"](xv, func.constants["w"], out)
+    np.testing.assert_allclose(out, np.maximum(xv @ func.constants["w"], 0), rtol=1e-4, atol=1e-4)
