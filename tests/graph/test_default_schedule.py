@@ -211,3 +211,20 @@ def test_matmul_with_a_weight_bigger_than_the_cache_sweeps_rows_inside_columns()
     out = np.empty((16, 4 * LANES), "float32")
     mod["main"](xv, func.constants["w"], out)
     np.testing.assert_allclose(out, np.maximum(xv @ func.constants["w"], 0), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.compiler
+def test_erf_and_gelu_lower_to_arithmetic_within_1e6_of_math_erf():
+    import math
+
+    xs = np.linspace(-6, 6, 2401, dtype="float32").reshape(1, 2401)
+    for op in ("erf", "gelu"):
+        func, _ = _unary_graph((1, 2401), op)
+        exe = ri.compile_relax(None, func, "llvm", None)
+        got = exe(xs)
+        exact = np.array(
+            [math.erf(v) for v in xs.ravel().astype(float) * (1 if op == "erf" else 2**-0.5)]
+        )
+        want = exact if op == "erf" else xs.ravel() * 0.5 * (1 + exact)
+        assert float(np.abs(got.ravel() - want).max()) < 2e-6, op
+        assert "T.erf" not in _only_func(func).script()  # no libm call per lane
