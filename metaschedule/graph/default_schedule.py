@@ -23,6 +23,8 @@ Every step is a schedule primitive, so the result has a trace like a tuned sched
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from ..postproc.rewrite_parallel_vectorize_unroll import (
     PARALLEL,
     UNROLL_EXPLICIT,
@@ -234,15 +236,19 @@ def _vectorize_spatial(sch: Schedule, block, lanes: int) -> None:
     sch.vectorize(inner)
 
 
-def default_schedule(func: PrimFunc, target: Target | str = "cpu") -> Schedule:
+def default_schedule(
+    func: PrimFunc, target: Target | str = "cpu", layout_free: Collection[int] | None = None
+) -> Schedule:
     """A parallel, vectorized schedule of ``func`` without search (see the module doc).
 
     The schedule's function may take a convolution's weight in another layout than
-    ``func`` (recorded in ``attrs["layout_free_buffers"]``; see :mod:`.weight_layout`).
+    ``func`` (recorded in ``attrs["layout_free_buffers"]``; see :mod:`.weight_layout`):
+    only a parameter in ``layout_free`` (the indices of parameters that are constants
+    the caller re-lays out, as ``compile_relax`` passes; None: any parameter).
     """
     target = target if isinstance(target, Target) else Target(target)
     lanes = target.vector_lanes("float32")
-    func, convs = pack_conv_weights(func, lanes)
+    func, convs = pack_conv_weights(func, lanes, layout_free)
     cores = int(target.attrs.get("num_cores") or target.num_cores or 1)
     l2_bytes = int(target.attrs.get("l2_cache_bytes") or 1 << 20)
     sch = Schedule(func)

@@ -22,6 +22,8 @@ written back.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from ..schedule import Schedule, ScheduleError
 from ..tir import Block, IterType
 from ..tir.expr import Var
@@ -77,13 +79,18 @@ def channel_block(channels: int, lanes: int) -> int:
     return 0
 
 
-def pack_conv_weights(func: PrimFunc, lanes: int) -> tuple[PrimFunc, dict[str, int]]:
+def pack_conv_weights(
+    func: PrimFunc, lanes: int, layout_free: Collection[int] | None = None
+) -> tuple[PrimFunc, dict[str, int]]:
     """``func`` with the weight of each dense conv packed for :func:`schedule_conv`, and
-    the packed conv blocks' names with their channel block."""
+    the packed conv blocks' names with their channel block. Only the parameters in
+    ``layout_free`` (constants the caller re-lays out; None: any) are packed."""
     convs: dict[str, int] = {}
     for block in _blocks(func):
         j = _dense_conv_weight(block, func.params)
         if j is None or j in (func.attrs.get("layout_free_buffers") or {}):
+            continue
+        if layout_free is not None and j not in layout_free:
             continue
         v = channel_block(int(func.params[j].shape[0]), lanes)
         if not v:

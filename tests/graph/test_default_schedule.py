@@ -228,3 +228,19 @@ def test_erf_and_gelu_lower_to_arithmetic_within_1e6_of_math_erf():
         want = exact if op == "erf" else xs.ravel() * 0.5 * (1 + exact)
         assert float(np.abs(got.ravel() - want).max()) < 2e-6, op
         assert "T.erf" not in _only_func(func).script()  # no libm call per lane
+
+
+@pytest.mark.compiler
+def test_conv_weight_given_at_run_time_is_not_packed():
+    """Only constants are re-laid out at compile time: a weight that is a model input
+    keeps its OIHW layout (the executable passes it as given)."""
+    rng = np.random.default_rng(7)
+    b = GraphBuilder()
+    x = b.input("x", (1, 4, 6, 6))
+    w = b.input("w", (2 * LANES, 4, 3, 3))
+    y = b.call("conv2d", [x, w], strides=(1, 1), pads=(1, 1, 1, 1), dilations=(1, 1), groups=1)
+    func = b.finish([y])
+    xv = rng.standard_normal((1, 4, 6, 6)).astype("float32")
+    wv = rng.standard_normal((2 * LANES, 4, 3, 3)).astype("float32")
+    exe = ri.compile_relax(None, func, "llvm", None)
+    np.testing.assert_allclose(exe(xv, wv), graph.interpret(func, xv, wv)[0], rtol=1e-4, atol=1e-4)
