@@ -281,6 +281,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="evolutionary population per task (0: the default, 2048); small budgets "
         "on a busy machine want 64",
     )
+    p.add_argument(
+        "--omp-wait-policy",
+        default="passive",
+        choices=["passive", "active", "inherit"],
+        help="OMP_WAIT_POLICY for our kernels and PyTorch (default passive: threads sleep "
+        "between parallel regions, as onnxruntime's without spinning; on a shared "
+        "machine spinning threads steal the cores the others need); inherit: leave "
+        "the environment alone",
+    )
     p.add_argument("--profile", action="store_true", help="print per-step profiles")
     p.add_argument("--plain", action="store_true")
     p.add_argument("--json", default=None)
@@ -290,6 +299,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
+    if args.omp_wait_policy != "inherit":  # read once, when libgomp is first loaded
+        os.environ["OMP_WAIT_POLICY"] = args.omp_wait_policy
     import torch
 
     onnx, why = common.optional_import("onnx")
@@ -330,7 +341,9 @@ def main(argv: list[str] | None = None) -> None:
     notes = [
         f"{args.threads} threads each; tuned: {args.trials} trials per task"
         if args.trials
-        else f"{args.threads} threads each; untuned only (--trials N to tune)"
+        else f"{args.threads} threads each; untuned only (--trials N to tune)",
+        f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(unset)')}; "
+        "load average (1 min) at the end: " + " ".join(f"{x:.2f}" for x in os.getloadavg()),
     ]
     if ort is None:
         notes.append(f"onnxruntime: {why_ort}")

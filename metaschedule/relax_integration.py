@@ -270,12 +270,22 @@ def compile_relax(
                     name,
                     database,
                 )
-            sch = default_schedule(func, target)
+            sch = default_schedule(func, target, _constant_params(model, name))
             sources[name] = "default"
         else:
             sources[name] = "database"
         scheduled[name] = sch.mod["main"]
     return build_executable(model, scheduled, target, sources)
+
+
+def _constant_params(model: LoweredModel, name: str) -> set[int]:
+    """The parameters of function ``name`` that are constants at every call (weights the
+    build may re-lay out once)."""
+    calls = [s.args for s in model.steps if s.func == name]
+    consts = model.graph.constants
+    return (
+        {j for j in range(len(calls[0])) if all(a[j] in consts for a in calls)} if calls else set()
+    )
 
 
 def _best_schedule(

@@ -182,3 +182,46 @@ def test_anchor_block_tasks_share_one_tuned_trace(tmp_path):
     assert set(exe.sources.values()) == {"database"} and len(exe.sources) == 2
     x = rng.standard_normal((4, 16)).astype("float32")
     np.testing.assert_allclose(exe(x), graph.interpret(f, x)[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.compiler
+def test_compile_relax_mixes_database_and_default_schedules(tmp_path):
+    """A database covering one task: that function from the database, the rest default
+    (a conv with its weight packed at compile time); compiling again with the same
+    database builds nothing new (the kernel cache serves the library)."""
+    from metaschedule.testing.dummy_object import DummyBuilder, DummyRunner
+
+    rng = np.random.default_rng(5)
+    b = GraphBuilder()
+    x = b.input("x", (1, 4, 6, 6))
+    w = b.const(rng.standard_normal((16, 4, 3, 3)).astype("float32") * 0.3, "w")
+    y = b.call(
+        "relu",
+        [b.call("conv2d", [x, w], strides=(1, 1), pads=(1, 1, 1, 1), dilations=(1, 1), groups=1)],
+    )
+    y = b.call("reshape", [y], shape=(1, 576))
+    w2 = b.const(rng.standard_normal((576, 8)).astype("float32") * 0.1, "w2")
+    y = b.call("matmul", [y, w2])
+    f = b.finish([y])
+    tasks = ri.extract_tasks(f, "llvm")
+    matmul_task = next(t for t in tasks if "matmul" in t.task_name)
+    db = ri.tune_relax(
+        f,
+        None,
+        "llvm",
+        str(tmp_path),
+        max_trials_global=2,
+        max_trials_per_task=2,
+        op_names=["matmul"],
+        database="memory",
+        **_quick(builder=DummyBuilder(), runner=DummyRunner()),
+    )
+    exe = ri.compile_relax(db, f, "llvm", None)
+    assert exe.sources[matmul_task.task_name] == "database"
+    assert [v for k, v in exe.sources.items() if k != matmul_task.task_name] == ["default"]
+    xv = rng.standard_normal((1, 4, 6, 6)).astype("float32")
+    want = graph.interpret(f, xv)[0]
+    np.testing.assert_allclose(exe(xv), want, rtol=1e-4, atol=1e-4)
+    again = ri.compile_relax(db, f, "llvm", None)
+    assert again.module.path == exe.module.path
+    np.testing.assert_allclose(again(xv), want, rtol=1e-4, atol=1e-4)

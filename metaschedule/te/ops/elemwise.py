@@ -26,10 +26,20 @@ def broadcast_shape(a: tuple[int, ...], b: tuple[int, ...], op: str) -> tuple[in
     return tuple(reversed(out))
 
 
-def broadcast_load(x: Tensor, out_index: tuple) -> PrimExpr:
-    """``x`` read at ``out_index`` of a broadcast result (size-1 dims read at 0)."""
+def broadcast_load(
+    x: Tensor, out_index: tuple, out_shape: tuple[int, ...] | None = None
+) -> PrimExpr:
+    """``x`` read at ``out_index`` of a broadcast result (size-1 dims read at 0, except
+    where the result has size 1 too: there the output index, so that the access stays
+    a plain copy of the output's index, as inlining an epilogue wants)."""
     lead = len(out_index) - x.ndim
-    return x[tuple(0 if s == 1 else out_index[lead + d] for d, s in enumerate(x.shape))]
+
+    def at(d: int, s: int):
+        if s == 1 and (out_shape is None or out_shape[lead + d] != 1):
+            return 0
+        return out_index[lead + d]
+
+    return x[tuple(at(d, s) for d, s in enumerate(x.shape))]
 
 
 def _binary(a: Operand, b: Operand, fn: Callable, name: str) -> Tensor:
@@ -41,7 +51,7 @@ def _binary(a: Operand, b: Operand, fn: Callable, name: str) -> Tensor:
     )
 
     def read(x: Operand, idx: tuple) -> PrimExpr:
-        return broadcast_load(x, idx) if isinstance(x, Tensor) else convert(x, ref.dtype)
+        return broadcast_load(x, idx, shape) if isinstance(x, Tensor) else convert(x, ref.dtype)
 
     return compute(shape, lambda *idx: fn(read(a, idx), read(b, idx)), name=name, tag="broadcast")
 

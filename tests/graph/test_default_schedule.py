@@ -1,0 +1,246 @@
+"""The default schedule (no database): numerics per operator kind against the numpy
+reference interpreter, and the shape of the schedule (parallel outside, vectorized
+inside, conv weights packed at compile time). Never timings."""
+
+import numpy as np
+import pytest
+
+from metaschedule import graph
+from metaschedule import relax_integration as ri
+from metaschedule.graph import GraphBuilder
+from metaschedule.graph.schedule_conv import channel_block
+from metaschedule.target import Target
+from metaschedule.tir import ForKind
+
+LANES = Target("llvm").vector_lanes("float32")
+
+
+def _check(func, *inputs, rtol=1e-4):
+    exe = ri.compile_relax(None, func, "llvm", None)
+    want = graph.interpret(func, *inputs)[0]
+    got = exe(*inputs)
+    scale = max(float(np.abs(want).max()), 1e-6)
+    assert float(np.abs(got - want).max()) / scale < rtol
+    assert set(exe.sources.values()) == {"default"}
+    return exe
+
+
+def _conv_graph(c, f, hw, k=3, stride=1, pad=1, groups=1, residual=False, act="relu"):
+    rng = np.random.default_rng(1)
+    b = GraphBuilder()
+    x = b.input("x", (1, c, *hw))
+    w = b.const(rng.standard_normal((f, c // groups, k, k)).astype("float32") * 0.2, "w")
+    bias = b.const(rng.standard_normal((1, f, 1, 1)).astype("float32"), "bias")
+    y = b.call(
+        "conv2d",
+        [x, w],
+        strides=(stride, stride),
+        pads=(pad, pad, pad, pad),
+        dilations=(1, 1),
+        groups=groups,
+    )
+    y = b.call("add", [y, bias])
+    if residual:
+        y = b.call("add", [y, y])
+    if act:
+        y = b.call(act, [y])
+    x_val = rng.standard_normal((1, c, *hw)).astype("float32")
+    return b.finish([y]), x_val
+
+
+def _only_func(func):
+    model = graph.lower_model(func)
+    (name,) = list(model.funcs)
+    return model.funcs[name]
+
+
+def _kinds(sch, block_name):
+    return [sch.get(lp).kind for lp in sch.get_loops(sch.get_block(block_name))]
+
+
+@pytest.mark.compiler
+@pytest.mark.parametrize(
+    "c,f,hw,k,stride,pad",
+    [
+        (8, 2 * LANES, (9, 10), 3, 1, 1),  # two vectors of channels, 10 columns -> tile 5
+        (5, LANES, (11, 11), 3, 2, 1),  # one vector, strided
+        (3, 2 * LANES, (12, 12), 7, 2, 3),  # a stem-like 7x7
+        (6, 4 * LANES, (7, 7), 1, 1, 0),  # 1x1
+        (4, 12, (6, 6), 3, 1, 1),  # channels no vector divides: the generic schedule
+    ],
+)
+def test_conv2d_default_schedule_numerics(c, f, hw, k, stride, pad):
+    func, x = _conv_graph(c, f, hw, k, stride, pad)
+    _check(func, x)
+
+
+@pytest.mark.compiler
+def test_conv2d_epilogue_with_residual_and_clip():
+    func, x = _conv_graph(8, LANES, (8, 8), residual=True, act="sigmoid")
+    _check(func, x)
+
+
+def test_conv2d_default_schedule_packs_weight_parallel_outside_vector_inside():
+    func, _ = _conv_graph(8, 2 * LANES, (9, 10))
+    prim = _only_func(func)
+    sch = graph.default_schedule(prim, "llvm")
+    out = sch.mod["main"]
+    v = channel_block(2 * LANES, LANES)
+    assert v == 2 * LANES
+    assert tuple(int(s) for s in out.params[1].shape) == (2 * LANES // v, 8, 3, 3, v)
+    assert 1 in out.attrs["layout_free_buffers"]
+    kinds = _kinds(sch, "conv2d_nchw")
+    assert kinds[0] == ForKind.PARALLEL
+    assert kinds[-1] == ForKind.VECTORIZED and kinds[-2] == ForKind.UNROLLED
+    # the reduction loops sit outside the register tile
+    loops = [sch.get(lp) for lp in sch.get_loops(sch.get_block("conv2d_nchw"))]
+    assert [lp.loop_var.name for lp in loops[-5:-2]] == ["rc", "ry", "rx"]
+    # bias and relu are applied when the tile is written back: no separate pass
+    names = [sch.get(b).name_hint for b in sch.get_child_blocks(sch.get_block("root"))]
+    assert not any(n.startswith("T_relu") for n in names)
+
+
+def test_conv2d_without_a_vector_of_channels_keeps_its_weight_layout():
+    func, _ = _conv_graph(4, 12, (6, 6))
+    prim = _only_func(func)
+    sch = graph.default_schedule(prim, "llvm")
+    assert tuple(int(s) for s in sch.mod["main"].params[1].shape) == (12, 4, 3, 3)
+    assert "layout_free_buffers" not in sch.mod["main"].attrs
+
+
+@pytest.mark.compiler
+def test_depthwise_conv_default_schedule_numerics():
+    func, x = _conv_graph(16, 16, (10, 10), groups=16, act="relu")
+    _check(func, x)
+
+
+def _unary_graph(shape, op, **attrs):
+    b = GraphBuilder()
+    x = b.input("x", shape)
+    y = b.call(op, [x], **attrs)
+    return b.finish([y]), np.random.default_rng(2).standard_normal(shape).astype("float32")
+
+
+@pytest.mark.compiler
+@pytest.mark.parametrize(
+    "op,attrs",
+    [
+        (
+            "max_pool2d",
+            {"kernel": (3, 3), "strides": (2, 2), "pads": (1, 1, 1, 1), "ceil_mode": False},
+        ),
+        (
+            "avg_pool2d",
+            {
+                "kernel": (3, 3),
+                "strides": (1, 1),
+                "pads": (1, 1, 1, 1),
+                "ceil_mode": False,
+                "count_include_pad": False,
+            },
+        ),
+        ("global_avg_pool2d", {}),
+    ],
+)
+def test_pooling_default_schedule_numerics(op, attrs):
+    func, x = _unary_graph((1, 8, 12, 12), op, **attrs)
+    _check(func, x)
+
+
+@pytest.mark.compiler
+@pytest.mark.parametrize(
+    "op,attrs",
+    [
+        ("softmax", {"axis": -1}),
+        ("reduce", {"kind": "mean", "axes": [-1], "keepdims": True}),
+        ("reduce", {"kind": "max", "axes": [1], "keepdims": False}),
+        ("sigmoid", {}),
+    ],
+)
+def test_reduction_and_elementwise_default_schedule_numerics(op, attrs):
+    func, x = _unary_graph((2, 6, 40), op, **attrs)
+    _check(func, x)
+
+
+@pytest.mark.compiler
+def test_matmul_bias_gelu_default_schedule_numerics_and_shape():
+    rng = np.random.default_rng(3)
+    b = GraphBuilder()
+    x = b.input("x", (6, 24))
+    w = b.const(rng.standard_normal((24, 40)).astype("float32") * 0.2, "w")
+    bias = b.const(rng.standard_normal((40,)).astype("float32"), "bias")
+    y = b.call("gelu", [b.call("add", [b.call("matmul", [x, w]), bias])])
+    func = b.finish([y])
+    _check(func, rng.standard_normal((6, 24)).astype("float32"))
+    sch = graph.default_schedule(_only_func(func), "llvm")
+    text = sch.mod["main"].script()
+    assert "T.parallel" in text and "T.vectorized" in text
+
+
+@pytest.mark.compiler
+def test_layer_norm_default_schedule_numerics():
+    rng = np.random.default_rng(4)
+    b = GraphBuilder()
+    x = b.input("x", (3, 5, 48))
+    g = b.const(rng.standard_normal((48,)).astype("float32"), "g")
+    be = b.const(rng.standard_normal((48,)).astype("float32"), "b")
+    y = b.call("layer_norm", [x, g, be], epsilon=1e-5)
+    _check(b.finish([y]), rng.standard_normal((3, 5, 48)).astype("float32"))
+
+
+@pytest.mark.compiler
+def test_matmul_with_a_weight_bigger_than_the_cache_sweeps_rows_inside_columns():
+    """A weight many times the L2 cache: each column block's strip stays cached while
+    the row blocks sweep it (column loop outside the row loop); the register tile is
+    written back per row block; numerics unchanged."""
+    rng = np.random.default_rng(6)
+    b = GraphBuilder()
+    x = b.input("x", (16, 32))
+    w = b.const(rng.standard_normal((32, 4 * LANES)).astype("float32"), "w")
+    func = b.finish([b.call("relu", [b.call("matmul", [x, w])])])
+    prim = _only_func(func)
+    small = Target("llvm -l2_cache_bytes=256")
+    sch = graph.default_schedule(prim, small)
+    names = [sch.get(lp).loop_var.name for lp in sch.get_loops(sch.get_block("T_matmul"))]
+    # the column block outside the row block (both then fused into the parallel loop)
+    assert names == ["j_0_i_0_fused", "k", "i_1", "j_1"], names
+    from metaschedule.codegen.build import build
+
+    mod = build(sch.mod["main"], small)
+    xv = rng.standard_normal((16, 32)).astype("float32")
+    out = np.empty((16, 4 * LANES), "float32")
+    mod["main"](xv, func.constants["w"], out)
+    np.testing.assert_allclose(out, np.maximum(xv @ func.constants["w"], 0), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.compiler
+def test_erf_and_gelu_lower_to_arithmetic_within_1e6_of_math_erf():
+    import math
+
+    xs = np.linspace(-6, 6, 2401, dtype="float32").reshape(1, 2401)
+    for op in ("erf", "gelu"):
+        func, _ = _unary_graph((1, 2401), op)
+        exe = ri.compile_relax(None, func, "llvm", None)
+        got = exe(xs)
+        exact = np.array(
+            [math.erf(v) for v in xs.ravel().astype(float) * (1 if op == "erf" else 2**-0.5)]
+        )
+        want = exact if op == "erf" else xs.ravel() * 0.5 * (1 + exact)
+        assert float(np.abs(got.ravel() - want).max()) < 2e-6, op
+        assert "T.erf" not in _only_func(func).script()  # no libm call per lane
+
+
+@pytest.mark.compiler
+def test_conv_weight_given_at_run_time_is_not_packed():
+    """Only constants are re-laid out at compile time: a weight that is a model input
+    keeps its OIHW layout (the executable passes it as given)."""
+    rng = np.random.default_rng(7)
+    b = GraphBuilder()
+    x = b.input("x", (1, 4, 6, 6))
+    w = b.input("w", (2 * LANES, 4, 3, 3))
+    y = b.call("conv2d", [x, w], strides=(1, 1), pads=(1, 1, 1, 1), dilations=(1, 1), groups=1)
+    func = b.finish([y])
+    xv = rng.standard_normal((1, 4, 6, 6)).astype("float32")
+    wv = rng.standard_normal((2 * LANES, 4, 3, 3)).astype("float32")
+    exe = ri.compile_relax(None, func, "llvm", None)
+    np.testing.assert_allclose(exe(xv, wv), graph.interpret(func, xv, wv)[0], rtol=1e-4, atol=1e-4)
