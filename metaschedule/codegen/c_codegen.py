@@ -60,6 +60,7 @@ from ..tir.stmt import (
     Stmt,
 )
 from ..tir.transform.affine import affine
+from .c_accumulate import access_key, emit_accumulated, plan_accumulators
 from .c_expr import CodegenError, ExprWriter, linear_index, strip_parens
 from .c_helpers import HEADER, Helpers
 from .c_vector import emit_vectorized
@@ -262,6 +263,9 @@ class FunctionWriter(ExprWriter):
         self.explicit_unroll = False
         self.debug: DebugSites | None = None  # set: bounds-check every access
         self.workspace: list[tuple[str, int]] = []  # (slot array, slots) of hoisted buffers
+        # a tile kept in variables (c_accumulate): its buffer and element -> variable
+        self.accumulated: Buffer | None = None
+        self.accumulators: dict[tuple, str] = {}
         self.symbol = ""
 
     # output ---------------------------------------------------------------------------
@@ -364,6 +368,10 @@ class FunctionWriter(ExprWriter):
             for x in s.seq:
                 self.stmt(x)
         elif isinstance(s, BufferStore):
+            acc = self.accumulator(s.buffer, s.indices)
+            if acc is not None:
+                self.line(f"{acc} = {strip_parens(self.expr(s.value))};")
+                return
             index = self.index(s.buffer, s.indices, "store")
             self.line(f"{self.buf_names[s.buffer]}[{index}] = {strip_parens(self.expr(s.value))};")
         elif isinstance(s, For):
@@ -417,6 +425,12 @@ class FunctionWriter(ExprWriter):
         if "pragma_unroll_explicit" in ann:
             self.explicit_unroll = bool(int(ann["pragma_unroll_explicit"]))
         try:
+            # reduction tiles in variables (c_accumulate): CPU code, not bounds-checked
+            cpu = self.target.kind == "cpu" and self.debug is None
+            if cpu and self.accumulated is None:
+                plan = plan_accumulators(self, loop)
+                if plan is not None and emit_accumulated(self, plan):
+                    return
             self._loop(loop)
         finally:
             self.auto_unroll, self.explicit_unroll = saved
@@ -494,6 +508,21 @@ class FunctionWriter(ExprWriter):
         inc = f"++{name}" if step == 1 else f"{name} += {step}"
         end = strip_parens(self.expr(stop))
         self.line(f"for ({t} {name} = {strip_parens(lo)}; {name} < {end}; {inc}) {{")
+
+    def accumulator(self, buf: Buffer, indices: tuple[E.PrimExpr, ...]) -> str | None:
+        """The variable holding ``buf[indices]`` (see :mod:`.c_accumulate`), or None.
+
+        Raises NotVectorizable for another element of the accumulated buffer: the plan
+        is abandoned (its tile would be out of date in memory).
+        """
+        if buf is not self.accumulated:
+            return None
+        acc = self.accumulators.get(access_key(buf, indices))
+        if acc is None:
+            from .c_vector import NotVectorizable
+
+            raise NotVectorizable(f"an access to {buf.name} outside its accumulators")
+        return acc
 
     def index(self, buf: Buffer, indices: tuple[E.PrimExpr, ...], kind: str = "load") -> str:
         """The flat index; in debug mode wrapped in a run-time bounds check."""

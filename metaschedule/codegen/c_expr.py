@@ -105,7 +105,14 @@ class ExprWriter:
         return scalar_call(e.op, e.dtype, [self.expr(a) for a in e.args])
 
     def _load(self, e: E.BufferLoad) -> str:
+        acc = self.accumulator(e.buffer, e.indices)
+        if acc is not None:
+            return acc
         return f"{self.buf_names[e.buffer]}[{self.index(e.buffer, e.indices)}]"
+
+    def accumulator(self, buf: Buffer, indices: tuple[E.PrimExpr, ...]) -> str | None:
+        """The variable that holds ``buf[indices]`` instead of memory, if any."""
+        return None
 
     def _unsupported(self, e: E.PrimExpr) -> str:
         raise CodegenError(

@@ -76,6 +76,8 @@ def emit_vectorized(fw: FunctionWriter, loop: For, name: str) -> None:
         fw.lines.extend(emitted)
         return
     except NotVectorizable as why:
+        if fw.accumulated is not None:
+            raise  # a tile in vector variables (c_accumulate) needs vector code
         fw.line(f"// {name}: not vectorized ({why})")
     if independent:
         fw.line("#pragma GCC ivdep")
@@ -288,6 +290,10 @@ class _VectorBody:
             for x in s.seq:
                 self.stmt(x)
         elif isinstance(s, BufferStore):
+            acc = fw.accumulator(s.buffer, s.indices)
+            if acc is not None:
+                fw.line(f"{acc} = {self.as_vec(self.expr(s.value), s.buffer.dtype)};")
+                return
             self._contiguous(s.buffer, s.indices)
             ptr = f"&{fw.buf_names[s.buffer]}[{fw.index(s.buffer, s.indices)}]"
             if is_bool(s.buffer.dtype):  # bytes of 0/1 from a mask of -1/0
@@ -341,6 +347,9 @@ class _VectorBody:
             iota = self.h.viota(e.dtype, self.lanes)
             return _Val(f"({self.fw.var_names[e]} + {iota}())", "vec", e.dtype)
         if isinstance(e, E.BufferLoad):
+            acc = self.fw.accumulator(e.buffer, e.indices)
+            if acc is not None:
+                return _Val(acc, "vec", e.dtype)
             stride = self._stride(e.buffer, e.indices)
             ptr = f"&{self.fw.buf_names[e.buffer]}[{self.fw.index(e.buffer, e.indices)}]"
             if stride != 1 and not is_bool(e.dtype):

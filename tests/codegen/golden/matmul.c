@@ -43,16 +43,49 @@ int32_t main_kernel(void** args) {
                 T_matmul_NN_local[i_2_init * 16 + j_2_init] = 0.0f;
               }
             }
-            for (int32_t k = 0; k < 64; ++k) {
-              #pragma GCC unroll 4
-              for (int32_t i_2 = 0; i_2 < 4; ++i_2) {
-                #pragma GCC unroll 2
-                for (int32_t j_2_0 = 0; j_2_0 < 2; ++j_2_0) {
-                  { const int32_t j_2_1 = 0;
-                    ms_store_f32x8(&T_matmul_NN_local[i_2 * 16 + j_2_0 * 8 + j_2_1], (ms_load_f32x8(&T_matmul_NN_local[i_2 * 16 + j_2_0 * 8 + j_2_1]) + (ms_bcast_f32x8(A[(i_0_j_0_fused / 2) * 1024 + i_1 * 256 + i_2 * 64 + k]) * ms_load_f32x8(&B_global[k * 16 + j_2_0 * 8 + j_2_1]))));
-                  }
+            { // T_matmul_NN_local kept in 8 accumulators of 8 lanes across loops k
+              ms_f32x8 T_matmul_NN_local_acc = ms_load_f32x8(&T_matmul_NN_local[0]);
+              ms_f32x8 T_matmul_NN_local_acc_1 = ms_load_f32x8(&T_matmul_NN_local[8]);
+              ms_f32x8 T_matmul_NN_local_acc_2 = ms_load_f32x8(&T_matmul_NN_local[16]);
+              ms_f32x8 T_matmul_NN_local_acc_3 = ms_load_f32x8(&T_matmul_NN_local[24]);
+              ms_f32x8 T_matmul_NN_local_acc_4 = ms_load_f32x8(&T_matmul_NN_local[32]);
+              ms_f32x8 T_matmul_NN_local_acc_5 = ms_load_f32x8(&T_matmul_NN_local[40]);
+              ms_f32x8 T_matmul_NN_local_acc_6 = ms_load_f32x8(&T_matmul_NN_local[48]);
+              ms_f32x8 T_matmul_NN_local_acc_7 = ms_load_f32x8(&T_matmul_NN_local[56]);
+              for (int32_t k = 0; k < 64; ++k) {
+                { const int32_t j_2_1 = 0;
+                  T_matmul_NN_local_acc = (T_matmul_NN_local_acc + (ms_bcast_f32x8(A[(i_0_j_0_fused / 2) * 1024 + i_1 * 256 + k]) * ms_load_f32x8(&B_global[k * 16 + j_2_1])));
+                }
+                { const int32_t j_2_1 = 0;
+                  T_matmul_NN_local_acc_1 = (T_matmul_NN_local_acc_1 + (ms_bcast_f32x8(A[(i_0_j_0_fused / 2) * 1024 + i_1 * 256 + k]) * ms_load_f32x8(&B_global[k * 16 + j_2_1 + 8])));
+                }
+                { const int32_t j_2_1 = 0;
+                  T_matmul_NN_local_acc_2 = (T_matmul_NN_local_acc_2 + (ms_bcast_f32x8(A[(i_0_j_0_fused / 2) * 1024 + i_1 * 256 + k + 64]) * ms_load_f32x8(&B_global[k * 16 + j_2_1])));
+                }
+                { const int32_t j_2_1 = 0;
+                  T_matmul_NN_local_acc_3 = (T_matmul_NN_local_acc_3 + (ms_bcast_f32x8(A[(i_0_j_0_fused / 2) * 1024 + i_1 * 256 + k + 64]) * ms_load_f32x8(&B_global[k * 16 + j_2_1 + 8])));
+                }
+                { const int32_t j_2_1 = 0;
+                  T_matmul_NN_local_acc_4 = (T_matmul_NN_local_acc_4 + (ms_bcast_f32x8(A[(i_0_j_0_fused / 2) * 1024 + i_1 * 256 + k + 128]) * ms_load_f32x8(&B_global[k * 16 + j_2_1])));
+                }
+                { const int32_t j_2_1 = 0;
+                  T_matmul_NN_local_acc_5 = (T_matmul_NN_local_acc_5 + (ms_bcast_f32x8(A[(i_0_j_0_fused / 2) * 1024 + i_1 * 256 + k + 128]) * ms_load_f32x8(&B_global[k * 16 + j_2_1 + 8])));
+                }
+                { const int32_t j_2_1 = 0;
+                  T_matmul_NN_local_acc_6 = (T_matmul_NN_local_acc_6 + (ms_bcast_f32x8(A[(i_0_j_0_fused / 2) * 1024 + i_1 * 256 + k + 192]) * ms_load_f32x8(&B_global[k * 16 + j_2_1])));
+                }
+                { const int32_t j_2_1 = 0;
+                  T_matmul_NN_local_acc_7 = (T_matmul_NN_local_acc_7 + (ms_bcast_f32x8(A[(i_0_j_0_fused / 2) * 1024 + i_1 * 256 + k + 192]) * ms_load_f32x8(&B_global[k * 16 + j_2_1 + 8])));
                 }
               }
+              ms_store_f32x8(&T_matmul_NN_local[0], T_matmul_NN_local_acc);
+              ms_store_f32x8(&T_matmul_NN_local[8], T_matmul_NN_local_acc_1);
+              ms_store_f32x8(&T_matmul_NN_local[16], T_matmul_NN_local_acc_2);
+              ms_store_f32x8(&T_matmul_NN_local[24], T_matmul_NN_local_acc_3);
+              ms_store_f32x8(&T_matmul_NN_local[32], T_matmul_NN_local_acc_4);
+              ms_store_f32x8(&T_matmul_NN_local[40], T_matmul_NN_local_acc_5);
+              ms_store_f32x8(&T_matmul_NN_local[48], T_matmul_NN_local_acc_6);
+              ms_store_f32x8(&T_matmul_NN_local[56], T_matmul_NN_local_acc_7);
             }
             for (int32_t ax0_1 = 0; ax0_1 < 4; ++ax0_1) {
               { const int32_t ax1_1 = 0;

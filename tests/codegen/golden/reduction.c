@@ -11,14 +11,18 @@ int32_t main_kernel(void** args) {
   int32_t ms_status = 0;
   #pragma omp parallel for num_threads(4) schedule(static)
   for (int32_t i = 0; i < 64; ++i) {
-    for (int32_t k_0 = 0; k_0 < 32; ++k_0) {
-      #pragma GCC unroll 8
-      for (int32_t k_1 = 0; k_1 < 8; ++k_1) {
-        if (k_0 * 8 + k_1 == 0) {
-          S[i] = 0.0f;
+    { // S kept in 1 accumulator across loops k_0, k_1
+      float S_acc = S[i];
+      for (int32_t k_0 = 0; k_0 < 32; ++k_0) {
+        #pragma GCC unroll 8
+        for (int32_t k_1 = 0; k_1 < 8; ++k_1) {
+          if (k_0 * 8 + k_1 == 0) {
+            S_acc = 0.0f;
+          }
+          S_acc = S_acc + X[i * 256 + k_0 * 8 + k_1];
         }
-        S[i] = S[i] + X[i * 256 + k_0 * 8 + k_1];
       }
+      S[i] = S_acc;
     }
   }
   return ms_status;

@@ -1,0 +1,174 @@
+"""The code generators compared on identical schedules: TVM's samples replayed in ours.
+
+Samples random points of TVM MetaSchedule's default llvm design space for a suite
+operator, replays the same sampling decisions (tile sizes, unroll, compute locations)
+in our default space (the two spaces have the same instructions in the same order),
+builds both, checks both against numpy and times them interleaved, one thread each. A
+ratio near 1 means our C back end makes code as fast as TVM's LLVM back end for that
+schedule; the spread shows which schedules lose and why (``--dump`` writes both
+schedules and our C to ``--out``)::
+
+    python benchmarks/same_decisions.py c2d --samples 24
+    python benchmarks/same_decisions.py dep --samples 16 --only 6 --dump
+
+Needs TVM (``pip install -e ".[bench]"``). Timings are single-threaded on purpose: they
+compare code quality, not thread pools, and are less disturbed by other processes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+KINDS = ("SamplePerfectTile", "SampleCategorical", "SampleComputeLocation")
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("workload", help="a suite operator (gmm:N, c2d, dep, cbr, tbg, sfm, dns, pool)")
+    p.add_argument("--samples", type=int, default=16, help="schedules sampled (default 16)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--only", default="", help="comma-separated sample indices to run")
+    p.add_argument("--rounds", type=int, default=4, help="interleaved timing rounds")
+    p.add_argument("--dump", action="store_true", help="write the schedules and our C")
+    p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
+    return p.parse_args(argv)
+
+
+def _decisions(sch) -> list:
+    out = []
+    for inst in sch.trace.insts:
+        if inst.kind.name in KINDS:
+            d = sch.trace.decisions[inst]
+            out.append([int(x) for x in d] if inst.kind.name == KINDS[0] else int(d))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    os.environ["TVM_NUM_THREADS"] = "1"
+    import numpy as np
+    import tvm
+    import tvm.s_tir.meta_schedule as tms
+    from tvm.s_tir.schedule import Schedule as TvmSchedule
+    from tvm.s_tir.schedule import Trace as TvmTrace
+    from tvm.target import codegen
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import suite
+
+    from metaschedule.codegen import build
+    from metaschedule.flop_count import estimate_flops
+    from metaschedule.schedule import Schedule
+    from metaschedule.schedule.trace import Trace
+    from metaschedule.space_generator import PostOrderApply
+    from metaschedule.target import Target
+    from metaschedule.tune_context import TuneContext
+    from metaschedule.workloads import get_workload
+
+    name = args.workload
+    target = tvm.target.Target(
+        {"kind": "llvm", "num-cores": 1, "mcpu": codegen.llvm_get_system_cpu()}
+    )
+    tensors = suite.tvm_tensors(name)
+    tmod = tvm.IRModule({"main": tvm.te.create_prim_func(tensors)})
+    tctx = tms.TuneContext(
+        mod=tmod, target=target, space_generator="post-order-apply", num_threads=1
+    )
+    tspaces, tpost = tctx.generate_design_space(), tctx.space_generator.postprocs
+    wl = get_workload(name)
+    func = wl.func()
+    inputs = wl.inputs()
+    ref = wl.reference(*inputs)
+    flops = estimate_flops(func)
+    ctx = TuneContext(func, target="llvm", space_generator=PostOrderApply(), rand_state=0)
+    spaces, post = ctx.generate_design_space(), ctx.space_generator.postprocs
+    if len(spaces) != len(tspaces):
+        print(f"the spaces differ: {len(spaces)} design spaces here, {len(tspaces)} in TVM")
+        return 1
+    ours_target = Target({**Target("cpu").as_json(), "num_cores": 1})
+    only = {int(x) for x in args.only.split(",") if x}
+    rng = np.random.default_rng(args.seed)
+    dev = tvm.cpu()
+    shapes = [tuple(int(d) for d in t.shape) for t in tensors]
+    rows = []
+    print(f"{name}: TVM {tvm.__version__} LLVM vs our C, same decisions, 1 thread, GFLOPS")
+    for k in range(args.samples):
+        si, seed = int(rng.integers(len(tspaces))), int(rng.integers(2**31))
+        if only and k not in only:
+            continue
+        tsch = TvmSchedule(tmod, seed=seed)
+        TvmTrace(tspaces[si].trace.insts, {}).apply_to_schedule(tsch, remove_postproc=True)
+        tsch.enter_postproc()
+        if not all(p.apply(tsch) for p in tpost):
+            print(f"{k:3d} rejected by TVM's postprocessors")
+            continue
+        decisions = _decisions(tsch)
+        tlib = tvm.compile(tsch.mod, target=target)
+        zeros = np.zeros(wl.output_shape, np.float32)
+        tarr = [tvm.runtime.tensor(x.reshape(s), dev) for x, s in zip((*inputs, zeros), shapes)]
+        tlib.mod["main"](*tarr)
+        tvm_ok = np.allclose(tarr[-1].numpy().reshape(ref.shape), ref, atol=1e-3, rtol=1e-3)
+        space, it, chosen = spaces[si], iter(decisions), {}
+        for inst in space.trace.insts:
+            if inst.kind.name in KINDS:
+                chosen[inst] = next(it)
+        sch = Schedule(ctx.mod, seed=0, error_render_level="none")
+        Trace(space.trace.insts, chosen).apply_to_schedule(sch, remove_postproc=True)
+        sch.enter_postproc()
+        if not all(p.apply(sch) for p in post):
+            print(f"{k:3d} rejected by our postprocessors: {decisions}")
+            continue
+        lib = build(sch.mod, ours_target)
+        out = np.zeros(wl.output_shape, np.float32)
+        lib(*inputs, out)
+        ok = np.allclose(out, ref, atol=1e-3, rtol=1e-3)
+        tev = tlib.mod.time_evaluator("main", dev, number=3, repeat=1)
+        oev = lib.time_evaluator("main", number=3, repeat=1)
+        t_tvm, t_ours = [], []
+        for _ in range(args.rounds):
+            t_tvm.append(min(tev(*tarr).results))
+            t_ours.append(min(oev(*inputs, out).results))
+        g_tvm, g_ours = flops / min(t_tvm) / 1e9, flops / min(t_ours) / 1e9
+        print(
+            f"{k:3d} TVM {g_tvm:7.1f} ours {g_ours:7.1f} ours/TVM {g_ours / g_tvm:5.2f} "
+            f"correct {tvm_ok},{ok} space {si} {decisions}",
+            flush=True,
+        )
+        rows.append(
+            {
+                "sample": k,
+                "space": si,
+                "decisions": decisions,
+                "tvm_gflops": g_tvm,
+                "ours_gflops": g_ours,
+                "correct": [bool(tvm_ok), bool(ok)],
+            }
+        )
+        if args.dump:
+            os.makedirs(args.out, exist_ok=True)
+            stem = os.path.join(args.out, f"same_{name}_{k}")
+            with open(stem + "_ours.c", "w") as f:
+                f.write(lib.get_source())
+            with open(stem + "_ours.py", "w") as f:
+                f.write(str(sch.mod["main"].script()))
+            with open(stem + "_tvm.py", "w") as f:
+                f.write(str(tsch.mod["main"].script()))
+    if rows:
+        ratios = [r["ours_gflops"] / r["tvm_gflops"] for r in rows]
+        print(
+            f"geomean ours/TVM {float(np.exp(np.mean(np.log(ratios)))):.2f}; best of the samples: "
+            f"TVM {max(r['tvm_gflops'] for r in rows):.1f}, "
+            f"ours {max(r['ours_gflops'] for r in rows):.1f} GFLOPS; load average "
+            f"{os.getloadavg()[0]:.1f}"
+        )
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, f"same_decisions_{name}.json"), "w") as f:
+            json.dump(rows, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

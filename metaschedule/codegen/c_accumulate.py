@@ -1,0 +1,304 @@
+"""Register accumulators: a reduction's output tile kept in variables across its loops.
+
+A tiled reduction lowers to loops of this shape (SSRSRS tiling, innermost tile ``N``)::
+
+    for r0 in ...:                        # reduction loops: B's offset does not use them
+      for r1 in ...:
+        for i in range(2):                # N: constant extents, all in B's offset
+          for j in vectorized(32):
+            B[base + 64 * i + j] = B[base + 64 * i + j] + A[..] * W[..]
+
+Every ``B`` element of ``N`` is read and written on every iteration of ``r0, r1``. C
+compilers keep such a tile in registers only when ``N`` is unrolled completely before
+their loop-invariant code motion runs, which GCC does for few nests (LLVM does it by
+default, so TVM's schedules get it for free). Here the code generator does it itself:
+before the reduction loops each element (or vector of lanes) of the tile is loaded into
+its own variable, the loops update the variables (``N`` written out point by point),
+and after them the variables are stored back::
+
+    ms_f32x16 acc0 = load(&B[base]), acc1 = ..., acc3 = ...;
+    for r0: for r1:
+        acc0 = acc0 + ...; acc1 = ...; acc2 = ...; acc3 = ...;
+    store(&B[base], acc0); ...
+
+The rewrite applies to a perfect loop nest ending in a single store whose value reads
+``B`` only at the stored element, when ``N`` holds at most :data:`MAX_ACCUMULATORS`
+distinct elements or vectors. Buffers are distinct memory (parameters are ``restrict``,
+allocations are separate), so no other access in the loops can touch the tile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..tir import expr as E
+from ..tir.buffer import Buffer
+from ..tir.dtype import c_type, nbytes
+from ..tir.functor import Visitor, substitute
+from ..tir.stmt import BufferStore, For, ForKind, IfThenElse, SeqStmt, Stmt
+from ..tir.transform.affine import Affine, affine
+from .c_expr import linear_index
+
+if TYPE_CHECKING:
+    from .c_codegen import FunctionWriter
+
+#: Most accumulator variables (vectors, or scalars without a vectorized loop) of one tile;
+#: twice the 32 vector registers of AVX-512: a few spills cost less than the memory
+#: round trip on every update that a tile left in memory costs.
+MAX_ACCUMULATORS = 64
+
+__all__ = ["MAX_ACCUMULATORS", "AccumulatorPlan", "emit_accumulated", "plan_accumulators"]
+
+
+@dataclass(frozen=True)
+class AccumulatorPlan:
+    """The loops a tile stays in variables across, and the tile's points.
+
+    Attributes:
+        region: the reduction loops (outermost first); ``region[0]`` is the planned loop.
+        points: the innermost nest written out, one statement per accumulator: a store
+            with the tile loops replaced by constants (wrapped in a vectorized loop of
+            ``lanes`` iterations when ``lanes > 1``).
+        buffer: the accumulated buffer.
+        lanes: lanes per accumulator (1: scalars).
+    """
+
+    region: tuple[For, ...]
+    points: tuple[Stmt, ...]
+    buffer: Buffer
+    lanes: int
+
+
+def _form_key(buf: Buffer, form: Affine) -> tuple:
+    return id(buf), tuple(sorted((k, c) for k, (c, _) in form.terms.items())), form.const
+
+
+def access_key(buf: Buffer, indices) -> tuple:
+    """The key of an access's element offset (equal for the same element in one scope)."""
+    return _form_key(buf, affine(linear_index(buf, indices)))
+
+
+def _accesses(body: Stmt) -> tuple[list[BufferStore], list[E.BufferLoad]] | None:
+    """The stores and loads of a loop-free body (stores, ifs, sequences), or None when
+    it holds anything else."""
+    stores: list[BufferStore] = []
+    loads: list[E.BufferLoad] = []
+
+    class _V(Visitor):
+        def visit_BufferLoad(self, load: E.BufferLoad) -> None:
+            loads.append(load)
+            self.generic_visit(load)
+
+    def walk(s: Stmt) -> bool:
+        if isinstance(s, SeqStmt):
+            return all(walk(x) for x in s.seq)
+        if isinstance(s, IfThenElse):
+            _V().visit(s.condition)
+            return walk(s.then_case) and (s.else_case is None or walk(s.else_case))
+        if isinstance(s, BufferStore):
+            stores.append(s)
+            for i in s.indices:
+                _V().visit(i)
+            _V().visit(s.value)
+            return True
+        return False
+
+    return (stores, loads) if walk(body) else None
+
+
+def _const_extent(loop: For) -> int | None:
+    if isinstance(loop.extent, E.IntImm) and isinstance(loop.min, E.IntImm):
+        return loop.extent.value
+    return None
+
+
+def _chain(loop: For) -> tuple[list[For], Stmt]:
+    """The perfectly nested loops from ``loop`` down and their innermost body; a fused
+    vectorized loop is split back (see ``c_vector._unfuse``)."""
+    from .c_vector import _unfuse
+
+    chain: list[For] = []
+    cur: Stmt = loop
+    while isinstance(cur, For):
+        chain.append(cur)
+        cur = cur.body
+    if chain[-1].kind is ForKind.VECTORIZED:
+        split = _unfuse(chain[-1])
+        if split is not None and isinstance(split.body, For):
+            chain[-1:] = [split, split.body]
+            cur = split.body.body
+    return chain, cur
+
+
+def _lanes(fw: FunctionWriter, vec: For, dtype: str) -> int | None:
+    """Lanes per accumulator of a vectorized tile loop: the native width when it divides
+    the extent, else the whole (power-of-two) extent; None otherwise."""
+    native = fw.target.vector_width // max(1, nbytes(dtype))
+    ext = vec.extent.value
+    if native >= 2 and ext % native == 0:
+        return native
+    if 2 <= ext < native and ext & (ext - 1) == 0:
+        return ext
+    return None
+
+
+def plan_accumulators(fw: FunctionWriter, loop: For) -> AccumulatorPlan | None:
+    """The plan for keeping a tile in variables from ``loop`` on, or None (see the module
+    docstring for when it applies)."""
+    if loop.kind not in (ForKind.SERIAL, ForKind.UNROLLED) or not _const_extent(loop):
+        return None
+    chain, body = _chain(loop)
+    found = _accesses(body)
+    if found is None or not found[0]:
+        return None
+    stores, loads = found
+    buf = stores[0].buffer
+    form = affine(linear_index(buf, stores[0].indices))
+    key = _form_key(buf, form)
+    if any(s.buffer is not buf or access_key(buf, s.indices) != key for s in stores):
+        return None  # two buffers, or two elements, stored
+    if any(ld.buffer is buf and access_key(buf, ld.indices) != key for ld in loads):
+        return None  # another element of the accumulated buffer is read
+
+    # region: the leading loops the offset does not use; tile: the rest
+    def in_offset(lp: For) -> bool:
+        return form.uses(lp.loop_var) and _const_extent(lp) != 1
+
+    if in_offset(loop) or _const_extent(loop) == 1:
+        return None  # not the start of a region (a unit loop: the next one may be)
+    n_region = 0
+    while n_region < len(chain) and not in_offset(chain[n_region]):
+        n_region += 1
+    region, tile = chain[:n_region], chain[n_region:]
+    if any(lp.kind not in (ForKind.SERIAL, ForKind.UNROLLED) for lp in region):
+        return None
+    # unit loops are constants (the tile's first element must be addressable before them)
+    consts: dict[E.Var, E.PrimExpr] = {
+        lp.loop_var: lp.min for lp in region if _const_extent(lp) == 1
+    }
+    region = [lp for lp in region if _const_extent(lp) != 1]
+    # the tile: constant extents, each loop in the offset; a vectorized loop innermost
+    vec = None
+    for i, lp in enumerate(tile):
+        ext = _const_extent(lp)
+        if ext is None or lp.kind not in (ForKind.SERIAL, ForKind.UNROLLED, ForKind.VECTORIZED):
+            return None
+        if lp.kind is ForKind.VECTORIZED:
+            if i != len(tile) - 1:
+                return None
+            vec = lp
+        elif ext != 1 and (
+            form.coef(lp.loop_var) == 0 or form.without(lp.loop_var).uses(lp.loop_var)
+        ):
+            return None  # the tile loop must move the offset by a constant stride
+    lanes = 1
+    if vec is not None:
+        lanes_or_none = _lanes(fw, vec, buf.dtype)
+        if lanes_or_none is None:
+            return None
+        lanes = lanes_or_none
+        if form.coef(vec.loop_var) != 1 or form.without(vec.loop_var).uses(vec.loop_var):
+            return None
+    scalar_loops = [lp for lp in tile if lp is not vec]
+    n_points = 1
+    for lp in scalar_loops:
+        n_points *= lp.extent.value
+    chunks = vec.extent.value // lanes if vec is not None else 1
+    if n_points * chunks > MAX_ACCUMULATORS:
+        return None
+    # points: every combination of the tile's scalar loops and vector chunks
+    combos: list[dict[E.Var, E.PrimExpr]] = [consts]
+    for lp in scalar_loops:
+        lo, dt = lp.min.value, lp.loop_var.dtype
+        combos = [
+            {**c, lp.loop_var: E.const(lo + k, dt)} for c in combos for k in range(lp.extent.value)
+        ]
+    points: list[Stmt] = []
+    offsets: list[int] = []
+    lane = E.Var(vec.loop_var.name, vec.loop_var.dtype) if vec is not None else None
+    for combo in combos:
+        base = sum(form.coef(v) * int(x.value) for v, x in combo.items() if v not in consts)
+        if vec is None or lane is None:
+            points.append(substitute(body, combo))
+            offsets.append(base)
+            continue
+        w, dt = vec.loop_var, vec.loop_var.dtype
+        for c in range(chunks):
+            start = vec.min.value + c * lanes
+            point = substitute(body, {**combo, w: lane + E.const(start, dt)})
+            points.append(For(lane, E.const(0, dt), E.const(lanes, dt), vec.kind, point))
+            offsets.append(base + start)
+    # distinct elements: the lane ranges [offset, offset + lanes) must not overlap
+    ordered = sorted(offsets)
+    if any(b - a < lanes for a, b in zip(ordered, ordered[1:])):
+        return None
+    return AccumulatorPlan(tuple(region), tuple(points), buf, lanes)
+
+
+def _store_of(point: Stmt) -> BufferStore:
+    found = _accesses(point.body if isinstance(point, For) else point)
+    assert found is not None and found[0]
+    return found[0][0]
+
+
+def _first_lane(point: Stmt) -> tuple[E.PrimExpr, ...]:
+    """The indices of a point's store at its first lane."""
+    store = _store_of(point)
+    if isinstance(point, For):
+        return tuple(substitute(i, {point.loop_var: point.min}) for i in store.indices)
+    return store.indices
+
+
+def emit_accumulated(fw: FunctionWriter, plan: AccumulatorPlan) -> bool:
+    """Emit the plan; False (nothing emitted) if a point cannot be written as planned
+    (its vector code would fall back to scalar code)."""
+    from .c_vector import NotVectorizable
+
+    buf, lanes = plan.buffer, plan.lanes
+    t = c_type(buf.dtype)
+    snap, saved_lines, saved_indent = fw.helpers.snapshot(), fw.lines, fw.indent
+    fw.lines = []
+    names: list[str] = []
+    fw.accumulated = buf
+    try:
+        loops = ", ".join(lp.loop_var.name for lp in plan.region)
+        n = len(plan.points)
+        what = f"{n} accumulator{'s' if n > 1 else ''}" + (
+            f" of {lanes} lanes" if lanes > 1 else ""
+        )
+        fw.line(f"{{ // {buf.name} kept in {what} across loops {loops}")
+        fw.indent += 1
+        vload = fw.helpers.vload(buf.dtype, lanes) if lanes > 1 else ""
+        vt = fw.helpers.vtype(buf.dtype, lanes) if lanes > 1 else t
+        for point in plan.points:
+            name = fw.names.fresh(f"{buf.name}_acc")
+            names.append(name)
+            elem = f"{fw.buf_names[buf]}[{fw.index(buf, _first_lane(point))}]"
+            fw.line(f"{vt} {name} = {vload}(&{elem});" if lanes > 1 else f"{t} {name} = {elem};")
+            fw.accumulators[access_key(buf, _store_of(point).indices)] = name
+        body: Stmt = SeqStmt(list(plan.points)) if len(plan.points) > 1 else plan.points[0]
+        for lp in reversed(plan.region):
+            body = For(
+                lp.loop_var, lp.min, lp.extent, lp.kind, body, lp.thread_binding, lp.annotations
+            )
+        fw.stmt(body)
+        fw.accumulators.clear()
+        fw.accumulated = None
+        vstore = fw.helpers.vstore(buf.dtype, lanes) if lanes > 1 else ""
+        for point, name in zip(plan.points, names):
+            elem = f"{fw.buf_names[buf]}[{fw.index(buf, _first_lane(point))}]"
+            fw.line(f"{vstore}(&{elem}, {name});" if lanes > 1 else f"{elem} = {name};")
+        fw.indent -= 1
+        fw.line("}")
+        emitted = fw.lines
+    except NotVectorizable:
+        fw.helpers.restore(snap)
+        fw.indent = saved_indent
+        return False
+    finally:
+        fw.lines = saved_lines
+        fw.accumulators.clear()
+        fw.accumulated = None
+    fw.lines.extend(emitted)
+    return True

@@ -1,0 +1,195 @@
+"""Register accumulators (codegen/c_accumulate.py): a reduction's output tile kept in
+variables across its reduction loops; when the rewrite applies, and numerics."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from metaschedule import te, tir
+from metaschedule.codegen import build
+from metaschedule.codegen.c_accumulate import MAX_ACCUMULATORS, plan_accumulators
+from metaschedule.codegen.c_codegen import FunctionWriter
+from metaschedule.codegen.c_helpers import Helpers
+from metaschedule.target import Target
+from metaschedule.te import ops
+from metaschedule.tir import Buffer, BufferLoad, BufferStore, For, ForKind, PrimFunc, Var, const
+
+CPU = Target({"kind": "cpu", "num_cores": 2, "vector_width": 64})
+RNG = np.random.default_rng(7)
+
+
+@pytest.fixture(autouse=True)
+def _kernel_cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "cache"))
+
+
+def rand(*shape) -> np.ndarray:
+    return RNG.standard_normal(shape).astype("float32")
+
+
+def _matmul(m: int, n: int, k: int) -> tir.Schedule:
+    a = te.placeholder((m, k), "float32", "A")
+    b = te.placeholder((k, n), "float32", "B")
+    return tir.Schedule(te.create_prim_func([a, b, ops.matmul(a, b)]))
+
+
+def _run(mod, *arrays):
+    lib = build(mod, CPU)
+    args = [x.copy() for x in arrays]
+    lib(*args)
+    return lib.get_source(), args
+
+
+# ----------------------------------------------------------------------------- generated C
+
+
+@pytest.mark.compiler
+def test_register_tile_of_a_tiled_matmul_lives_in_vector_variables():
+    # i0 j0 | k | i1 (4) j1 (32, vectorized): 4 rows x 2 vectors of 16 lanes
+    sch = _matmul(16, 64, 24)
+    block = sch.get_block("T_matmul_NN")
+    i, j, k = sch.get_loops(block)
+    i0, i1 = sch.split(i, [None, 4])
+    j0, j1 = sch.split(j, [None, 32])
+    sch.reorder(i0, j0, k, i1, j1)
+    sch.decompose_reduction(block, k)
+    sch.vectorize(j1)
+    a, b = rand(16, 24), rand(24, 64)
+    src, (_, _, c) = _run(sch.mod, a, b, np.zeros((16, 64), "float32"))
+    assert "T_matmul_NN kept in 8 accumulators of 16 lanes across loops k" in src
+    # inside the k loop the tile is only in variables: no load or store of the output
+    k_loop = src[src.index("for (int32_t k = 0;") :]
+    k_loop = k_loop[: k_loop.index("ms_store_f32x16(&T_matmul_NN[")]
+    assert "T_matmul_NN[" not in k_loop
+    assert "T_matmul_NN_acc_7 = (T_matmul_NN_acc_7 + " in k_loop
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.compiler
+def test_reduction_with_its_init_inside_keeps_one_scalar_accumulator():
+    # S[i] = sum_k X[i, k], the init as an `if` in the loop (not decomposed), k split in two
+    x_t = te.placeholder((8, 40), "float32", "X")
+    kk = te.reduce_axis((0, 40), "k")
+    s_t = te.compute((8,), lambda i: te.sum(x_t[i, kk], axis=kk), name="S")
+    sch = tir.Schedule(te.create_prim_func([x_t, s_t]))
+    _, k = sch.get_loops(sch.get_block("S"))
+    sch.split(k, [None, 8])
+    x = rand(8, 40)
+    src, (_, s) = _run(sch.mod, x, np.full(8, np.nan, "float32"))
+    assert "S kept in 1 accumulator across loops k_0, k_1" in src
+    np.testing.assert_allclose(s, x.sum(axis=1), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.compiler
+def test_scalar_tile_without_a_vectorized_loop():
+    # j1 not vectorized: 2 x 3 scalar accumulators across k
+    sch = _matmul(4, 6, 10)
+    block = sch.get_block("T_matmul_NN")
+    i, j, k = sch.get_loops(block)
+    i0, i1 = sch.split(i, [None, 2])
+    j0, j1 = sch.split(j, [None, 3])
+    sch.reorder(i0, j0, k, i1, j1)
+    sch.decompose_reduction(block, k)
+    a, b = rand(4, 10), rand(10, 6)
+    src, (_, _, c) = _run(sch.mod, a, b, np.zeros((4, 6), "float32"))
+    assert "kept in 6 accumulators across loops k" in src
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
+
+
+# ----------------------------------------------------------------------------- when it applies
+
+
+def _writer() -> FunctionWriter:
+    return FunctionWriter(PrimFunc((), tir.Evaluate(const(0))), CPU, Helpers(), "f")
+
+
+def _nest(value_of, tile: int = 2, inner: int | None = None):
+    """``for k in 4: for i in tile: [for r in inner:] B[i] = value_of(B, A, i, k, r)``."""
+    a = Buffer("A", (70, 4, 3))
+    b = Buffer("B", (72,))
+    k, i, r = Var("k", "int32"), Var("i", "int32"), Var("r", "int32")
+    body = BufferStore(b, value_of(b, a, i, k, r), (i,))
+    if inner is not None:
+        body = For(r, const(0), const(inner), ForKind.SERIAL, body)
+    body = For(i, const(0), const(tile), ForKind.SERIAL, body)
+    return For(k, const(0), const(4), ForKind.SERIAL, body)
+
+
+def _acc(b, a, i, k, r):
+    return BufferLoad(b, (i,)) + BufferLoad(a, (i, k, r if isinstance(r, Var) else 0))
+
+
+def test_plan_applies_to_a_tile_whose_offset_ignores_the_reduction_loop():
+    plan = plan_accumulators(_writer(), _nest(lambda b, a, i, k, r: _acc(b, a, i, k, 0)))
+    assert plan is not None and len(plan.points) == 2 and plan.lanes == 1
+    assert [lp.loop_var.name for lp in plan.region] == ["k"]
+
+
+def test_plan_refuses_a_read_of_another_element():
+    # B[i] = B[i + 1] + A[...]: moving B[i] to a variable would change what B[i + 1] reads
+    nest = _nest(lambda b, a, i, k, r: BufferLoad(b, (i + 1,)) + BufferLoad(a, (i, k, 0)))
+    assert plan_accumulators(_writer(), nest) is None
+
+
+def test_plan_refuses_a_tile_loop_that_revisits_an_element():
+    # the r loop below the i loop writes B[i] three times per k: not a register tile
+    assert plan_accumulators(_writer(), _nest(_acc, inner=3)) is None
+
+
+def test_plan_refuses_a_tile_larger_than_the_register_budget():
+    nest = _nest(lambda b, a, i, k, r: _acc(b, a, i, k, 0), tile=MAX_ACCUMULATORS + 1)
+    assert plan_accumulators(_writer(), nest) is None
+
+
+def test_plan_does_not_start_at_a_loop_the_offset_uses():
+    nest = _nest(lambda b, a, i, k, r: _acc(b, a, i, k, 0))
+    assert plan_accumulators(_writer(), nest.body) is None  # the i loop
+
+
+# ----------------------------------------------------------------------------- property
+
+
+@pytest.mark.compiler
+@settings(
+    max_examples=12,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    ti=st.sampled_from([1, 2, 3, 6]),
+    tj=st.sampled_from([1, 2, 4, 8, 16, 32, 48]),
+    tk=st.sampled_from([1, 2, 5]),
+    vectorize=st.booleans(),
+    unroll=st.sampled_from([0, 16, 64]),
+    cache=st.booleans(),
+)
+def test_tiled_matmuls_compute_the_numpy_result(ti, tj, tk, vectorize, unroll, cache):
+    """SSRSRS-style tilings of a 6 x 96 x 10 matmul: the innermost tile ``ti x tj`` under
+    the inner reduction loop ``tk``, vectorized or not, unrolled or not, with or without a
+    write cache; every one computes numpy's result, with or without accumulators."""
+    sch = _matmul(6, 96, 10)
+    block = sch.get_block("T_matmul_NN")
+    i, j, k = sch.get_loops(block)
+    i0, i1 = sch.split(i, [None, ti])
+    j0, j1 = sch.split(j, [None, tj])
+    k0, k1 = sch.split(k, [None, tk])
+    sch.reorder(i0, j0, k0, k1, i1, j1)
+    if cache:
+        sch.reverse_compute_at(sch.cache_write(block, 0, "global"), j0)
+    sch.decompose_reduction(block, k0)
+    if vectorize:
+        sch.vectorize(j1)
+    if unroll:
+        sch.annotate(i0, "pragma_auto_unroll_max_step", unroll)
+        sch.annotate(i0, "pragma_unroll_explicit", 1)
+    a, b = rand(6, 10), rand(10, 96)
+    src, (_, _, c) = _run(sch.mod, a, b, np.zeros((6, 96), "float32"))
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+    if vectorize:  # whole vectors of 16 lanes, or one vector of a power-of-two width
+        applies, n_vars = tj % 16 == 0 or tj in (2, 4, 8), ti * max(1, tj // 16)
+    else:
+        applies, n_vars = True, ti * tj
+    assert ("accumulator" in src) == (applies and n_vars <= MAX_ACCUMULATORS)
