@@ -569,6 +569,12 @@ def from_onnx(
         if isinstance(model_or_path, (str, os.PathLike))
         else model_or_path
     )
+    if not model.graph.output:
+        where = os.fspath(model_or_path) if isinstance(model_or_path, (str, os.PathLike)) else ""
+        raise ValueError(
+            f"{where or 'the model'}: not an ONNX model with a graph (no graph outputs); "
+            "is the file empty or truncated?"
+        )
     if opset is None:
         opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13)
     graph = model.graph

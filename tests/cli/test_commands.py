@@ -125,3 +125,46 @@ def test_bench(tuned, capsys):
     assert "numpy check OK" in out and "metaschedule (tuned)" in out and "numpy" in out
     assert main(["bench", "gmm:48", "--database", work_dir]) == 1
     assert "no valid record of gmm:48" in capsys.readouterr().err
+
+
+def test_model_tune_compile_bench(tmp_path, capsys):
+    """An ONNX model through tune, compile and bench; the library matches onnxruntime."""
+    onnx = pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    from metaschedule import graph
+
+    rng = np.random.default_rng(0)
+    weights = [
+        numpy_helper.from_array(rng.random((24, 16), dtype=np.float32), "W"),
+        numpy_helper.from_array(rng.random(24, dtype=np.float32), "B"),
+    ]
+    nodes = [
+        helper.make_node("Gemm", ["x", "W", "B"], ["y"], transB=1),
+        helper.make_node("Relu", ["y"], ["z"]),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "mlp",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [4, 24])],
+        weights,
+    )
+    model = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(model))
+    work = str(tmp_path / "w")
+    assert main(["tune", str(model), "--trials", "2", "--work-dir", work]) == 0
+    lib = tmp_path / "m.so"
+    assert main(["compile", str(model), "--database", work, "-o", str(lib)]) == 0
+    assert lib.is_file()
+    x = rng.random((4, 16), dtype=np.float32)
+    (want,) = ort.InferenceSession(str(model)).run(None, {"x": x})
+    got = graph.load(str(lib)).run(x=x)
+    got = got[0] if isinstance(got, (list, tuple)) else got
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    capsys.readouterr()
+    assert main(["bench", str(model), "--database", work, "--repeat", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "metaschedule (tuned)" in out and "onnxruntime" in out
