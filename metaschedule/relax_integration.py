@@ -16,6 +16,7 @@ Typical use::
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -23,10 +24,18 @@ import numpy as np
 
 from .builder import Builder
 from .cost_model.base import CostModel
-from .database import Database
+from .database import Database, TuningRecord
 from .database.module_equality import ModuleEquality
 from .graph.build import build_executable
 from .graph.default_schedule import default_schedule
+from .graph.default_times import (
+    DEFAULT_SCHEDULES_FILE,
+    default_times_path,
+    load_default_times,
+    measure_default_schedules,
+    save_default_times,
+    workload_key,
+)
 from .graph.executable import Executable
 from .graph.ir import Function
 from .graph.lower import LoweredModel, lower_model
@@ -41,7 +50,7 @@ from .task_scheduler import TaskScheduler
 from .tir.function import IRModule, PrimFunc
 from .tir.structural import structural_equal
 from .trace_apply import schedule_using_anchor_trace
-from .tune import tune_tasks
+from .tune import _component, tune_tasks
 from .tune_context import TuneContext
 
 __all__ = [
@@ -112,7 +121,10 @@ def extract_tasks(
         The tasks, in the order the model first calls them.
     """
     target = target if isinstance(target, Target) else Target(target)
-    model = _lower(mod, params)
+    return _extract(_lower(mod, params), target, module_equality)
+
+
+def _extract(model: LoweredModel, target: Target, module_equality: str) -> list[ExtractedTask]:
     equality = ModuleEquality(module_equality)
     tasks: list[ExtractedTask] = []
     keys: dict[int, list[int]] = {}
@@ -201,6 +213,12 @@ def tune_relax(
             record (as in :func:`metaschedule.tune_tir`; an addition to TVM's signature).
         The others: as :func:`extract_tasks` and :func:`metaschedule.tune_tasks`.
 
+    Before tuning, each task's default schedule (the one :func:`compile_relax` uses
+    without a record) is measured once with the same ``builder`` and ``runner``, and its
+    time kept in ``work_dir/default_schedules.json`` (see
+    :mod:`metaschedule.graph.default_times`); tasks already there are not measured again.
+    A failed measurement leaves the task without a default time.
+
     Returns:
         The database of tuning records; pass it to :func:`compile_relax`.
 
@@ -208,7 +226,8 @@ def tune_relax(
         ValueError: ``op_names`` selects no task (the error lists the task names).
     """
     target = target if isinstance(target, Target) else Target(target)
-    tasks = extract_tasks(mod, target, params, module_equality=module_equality)
+    model = _lower(mod, params)
+    tasks = _extract(model, target, module_equality)
     if op_names is not None:
         chosen = [t for t in tasks if any(op in t.task_name for op in op_names)]
         if not chosen:
@@ -222,22 +241,74 @@ def tune_relax(
     contexts, weights = extracted_tasks_to_tune_contexts(
         tasks, work_dir, space, strategy, seed=seed
     )
-    return tune_tasks(
-        tasks=contexts,
-        task_weights=weights,
-        work_dir=work_dir,
-        max_trials_global=max_trials_global,
-        max_trials_per_task=max_trials_per_task,
-        num_trials_per_iter=num_trials_per_iter,
-        builder=builder,
-        runner=runner,
-        database=database,
-        cost_model=cost_model,
-        measure_callbacks=measure_callbacks,
-        task_scheduler=task_scheduler,
-        module_equality=module_equality,
-        post_optimization=post_optimization,
-    )
+    owned: list = []
+    try:
+        builder = _component(builder, Builder, "builder", owned)
+        runner = _component(runner, Runner, "runner", owned)
+        _record_default_times(model, tasks, target, work_dir, builder, runner)
+        return tune_tasks(
+            tasks=contexts,
+            task_weights=weights,
+            work_dir=work_dir,
+            max_trials_global=max_trials_global,
+            max_trials_per_task=max_trials_per_task,
+            num_trials_per_iter=num_trials_per_iter,
+            builder=builder,
+            runner=runner,
+            database=database,
+            cost_model=cost_model,
+            measure_callbacks=measure_callbacks,
+            task_scheduler=task_scheduler,
+            module_equality=module_equality,
+            post_optimization=post_optimization,
+        )
+    finally:
+        for component in owned:
+            component.close()
+
+
+def _record_default_times(
+    model: LoweredModel,
+    tasks: list[ExtractedTask],
+    target: Target,
+    work_dir: str,
+    builder: Builder,
+    runner: Runner,
+) -> None:
+    """Measure the default schedule of each task not yet in ``work_dir``'s default-times
+    file and add the times to it (a failure is logged and leaves no time)."""
+    path = os.path.join(os.fspath(work_dir), DEFAULT_SCHEDULES_FILE)
+    known = load_default_times(path)
+    todo, mods = [], []
+    for t in tasks:
+        key = workload_key(t.mod, target)
+        if key in known:
+            continue
+        try:
+            sch = default_schedule(t.mod["main"], target, _constant_params(model, t.task_name))
+        except Exception as err:  # noqa: BLE001 - no default time is the only consequence
+            logger.warning("tune_relax: no default schedule of %s (%s)", t.task_name, err)
+            continue
+        todo.append((key, t.task_name))
+        mods.append(sch.mod)
+    if not mods:
+        return
+    try:
+        results = measure_default_schedules(mods, target, builder, runner)
+    except Exception as err:  # noqa: BLE001 - measuring the defaults is best effort
+        logger.warning("tune_relax: measuring the default schedules failed (%s)", err)
+        return
+    times, names = {}, {}
+    for (key, name), (sec, error) in zip(todo, results):
+        if sec is None:
+            logger.warning("tune_relax: the default schedule of %s failed: %s", name, error)
+            continue
+        times[key], names[key] = sec, name
+    if times:
+        try:
+            save_default_times(path, times, names)
+        except OSError as err:
+            logger.warning("tune_relax: cannot write %s (%s)", path, err)
 
 
 def compile_relax(
@@ -250,32 +321,57 @@ def compile_relax(
     """Compile a model with the best schedule of each function in ``database``.
 
     A function the database has no record of gets the default schedule (inlined,
-    parallel, vectorized; see :mod:`metaschedule.graph.default_schedule`), with a
-    warning per function when ``enable_warning``. Nothing is measured; kernels already
-    in the kernel cache are not compiled again.
+    parallel, vectorized; see :mod:`metaschedule.graph.default_schedule`). So does a
+    function whose best record is not faster than its default schedule's time as
+    :func:`tune_relax` measured it (``default_schedules.json`` beside the files of a
+    JSON or SQLite database; without a time for a function its record is used).
+    ``enable_warning`` logs, per function, which schedule it got and why. Nothing is
+    measured; kernels already in the kernel cache are not compiled again.
 
     Returns:
         An :class:`~metaschedule.graph.Executable`.
     """
     target = target if isinstance(target, Target) else Target(target)
     model = _lower(mod, params)
+    default_times = load_default_times(default_times_path(database))
     scheduled: dict[str, PrimFunc] = {}
     sources: dict[str, str] = {}
     for name, func in model.funcs.items():
-        sch = _best_schedule(database, _workload(func), target, name)
+        wl = _workload(func)
+        record = None if database is None else database.query_tuning_record(wl, target, "main")
+        default_sec = default_times.get(workload_key(wl, target))
+        sch, why = None, f"no tuning record of {name} in {database!r}"
+        if record is not None:
+            tuned_sec = record.mean_run_sec
+            if default_sec is not None and not tuned_sec < default_sec:
+                why = (
+                    f"{name}: the best record ({_ms(tuned_sec)}) is not faster than the "
+                    f"default schedule ({_ms(default_sec)})"
+                )
+            else:
+                sch = _replay_record(record, wl, target, name)
+                why = f"{name}: the best record ({_ms(tuned_sec)})" + (
+                    f" beats the default schedule ({_ms(default_sec)})"
+                    if default_sec is not None
+                    else ", no default schedule time recorded"
+                )
+                if sch is None:
+                    why = f"{name}: the best record does not replay"
         if sch is None:
             if enable_warning:
-                logger.warning(
-                    "compile_relax: no tuning record of %s in %r; using the default schedule",
-                    name,
-                    database,
-                )
+                logger.warning("compile_relax: %s; using the default schedule", why)
             sch = default_schedule(func, target, _constant_params(model, name))
             sources[name] = "default"
         else:
+            if enable_warning:
+                logger.warning("compile_relax: %s; using the database", why)
             sources[name] = "database"
         scheduled[name] = sch.mod["main"]
     return build_executable(model, scheduled, target, sources)
+
+
+def _ms(sec: float | None) -> str:
+    return "no valid time" if sec is None or sec == float("inf") else f"{sec * 1e3:.4g} ms"
 
 
 def _constant_params(model: LoweredModel, name: str) -> set[int]:
@@ -288,17 +384,12 @@ def _constant_params(model: LoweredModel, name: str) -> set[int]:
     )
 
 
-def _best_schedule(
-    database: Database | None, wl: IRModule, target: Target, name: str
+def _replay_record(
+    record: TuningRecord, wl: IRModule, target: Target, name: str
 ) -> Schedule | None:
-    """The best record's trace applied to ``wl`` itself, or None: replayed when the record
+    """The record's trace applied to ``wl`` itself, or None: replayed when the record
     is of ``wl``, applied as an anchor trace when anchor-block equality found it for a
     function that fuses other blocks around the same anchor."""
-    if database is None:
-        return None
-    record = database.query_tuning_record(wl, target, workload_name="main")
-    if record is None:
-        return None
     sch = Schedule(wl)
     try:
         if structural_equal(record.workload.mod, wl):

@@ -9,6 +9,12 @@ import metaschedule as ms
 from metaschedule import graph
 from metaschedule import relax_integration as ri
 from metaschedule.graph import GraphBuilder
+from metaschedule.graph.default_times import (
+    DEFAULT_SCHEDULES_FILE,
+    load_default_times,
+    save_default_times,
+    workload_key,
+)
 
 
 def _mlp(layers=3, width=16):
@@ -111,8 +117,15 @@ def test_tune_compile_save_load_run(tmp_path, builder, runner):
     for t in tasks:
         assert db.query_tuning_record(t.mod, t.target) is not None, t.task_name
     exe = ri.compile_relax(db, f, "llvm", None)
-    # the compiled functions are the database's best schedules, not the default ones
-    assert exe.sources == {t.task_name: "database" for t in tasks}
+    # each function gets the database's best schedule when it beats the default
+    # schedule's time that tune_relax measured, and the default schedule otherwise
+    times = load_default_times(str(tmp_path / "work" / DEFAULT_SCHEDULES_FILE))
+    target = ms.Target("llvm")
+    assert len(times) == len(tasks)
+    for t in tasks:
+        best = db.query_tuning_record(t.mod, t.target).mean_run_sec
+        won = best < times[workload_key(t.mod, target)]
+        assert exe.sources[t.task_name] == ("database" if won else "default"), t.task_name
     x = rng.standard_normal((4, 8)).astype("float32")
     want = graph.interpret(f, x)[0]
     np.testing.assert_allclose(exe(x), want, rtol=1e-5, atol=1e-5)
@@ -141,7 +154,7 @@ def test_tune_relax_op_names_tunes_a_subset(tmp_path):
         database="memory",
         **_quick(builder=DummyBuilder(), runner=runner),
     )
-    assert len(runner.inputs) == 4
+    assert len(runner.inputs) == 5  # 4 trials, and the default schedule of the task
     tasks = ri.extract_tasks(f, "llvm")
     assert db.query_tuning_record(tasks[1].mod, tasks[1].target) is not None
     assert db.query_tuning_record(tasks[0].mod, tasks[0].target) is None
@@ -225,3 +238,109 @@ def test_compile_relax_mixes_database_and_default_schedules(tmp_path):
     again = ri.compile_relax(db, f, "llvm", None)
     assert again.module.path == exe.module.path
     np.testing.assert_allclose(again(xv), want, rtol=1e-4, atol=1e-4)
+
+
+def _record(db, task, run_sec):
+    """Commit the task's unscheduled workload as a record measured at ``run_sec``."""
+    sch = ms.tir.Schedule(task.mod)
+    db.commit_tuning_record(
+        ms.database.TuningRecord(
+            sch.trace,
+            db.commit_workload(task.mod),
+            [run_sec],
+            task.target,
+            ms.arg_info.ArgInfo.from_entry_func(task.mod),
+        )
+    )
+
+
+@pytest.mark.compiler
+@pytest.mark.parametrize("record_sec, source", [(10.0, "default"), (1e-9, "database")])
+def test_compile_relax_prefers_the_faster_of_record_and_default(
+    tmp_path, caplog, record_sec, source
+):
+    """A record slower than the recorded default time loses to the default schedule; a
+    faster one is used; the output matches numpy either way."""
+    f, rng = _mlp()
+    tasks = ri.extract_tasks(f, "llvm")
+    db = ms.Database.create("json", work_dir=str(tmp_path))
+    for t in tasks:
+        _record(db, t, record_sec)
+    target = ms.Target("llvm")
+    save_default_times(
+        str(tmp_path / DEFAULT_SCHEDULES_FILE),
+        {workload_key(t.mod, target): 1e-3 for t in tasks},
+        {workload_key(t.mod, target): t.task_name for t in tasks},
+    )
+    with caplog.at_level(logging.WARNING, logger="metaschedule.relax_integration"):
+        exe = ri.compile_relax(db, f, "llvm", None, enable_warning=True)
+    assert exe.sources == {t.task_name: source for t in tasks}
+    msgs = [r.getMessage() for r in caplog.records]
+    assert len(msgs) == 2 and all(source in m for m in msgs)
+    assert ("not faster than the default" in msgs[0]) == (source == "default")
+    x = rng.standard_normal((4, 8)).astype("float32")
+    np.testing.assert_allclose(exe(x), graph.interpret(f, x)[0], rtol=1e-5, atol=1e-5)
+    # the same through a SQLite database in the same folder
+    sq = ms.database.SQLiteDatabase(str(tmp_path / "db.sqlite"))
+    for t in tasks:
+        _record(sq, t, record_sec)
+    assert ri.compile_relax(sq, f, "llvm", None).sources == exe.sources
+
+
+@pytest.mark.compiler
+@pytest.mark.parametrize("text", ["{not json", '{"format": "other"}', None])
+def test_compile_relax_malformed_default_times_warns(tmp_path, text):
+    f, rng = _mlp()
+    tasks = ri.extract_tasks(f, "llvm")
+    db = ms.Database.create("json", work_dir=str(tmp_path))
+    for t in tasks:
+        _record(db, t, 10.0)
+    path = tmp_path / DEFAULT_SCHEDULES_FILE
+    if text is None:  # a well-formed file with one bad entry and one good one
+        key = workload_key(tasks[0].mod, ms.Target("llvm"))
+        good = {"shash": key[0], "target": key[1], "run_sec": 1e-3}
+        bad = {"shash": "1", "run_sec": "fast"}
+        path.write_text(
+            '{"format": "metaschedule-default-schedules", "version": 1, "entries": '
+            + __import__("json").dumps([bad, good])
+            + "}"
+        )
+        with pytest.warns(RuntimeWarning, match="1 malformed entries"):
+            exe = ri.compile_relax(db, f, "llvm", None)
+        assert list(exe.sources.values()) == ["default", "database"]
+    else:
+        path.write_text(text)
+        with pytest.warns(RuntimeWarning, match=DEFAULT_SCHEDULES_FILE):
+            exe = ri.compile_relax(db, f, "llvm", None)
+        assert set(exe.sources.values()) == {"database"}
+    x = rng.standard_normal((4, 8)).astype("float32")
+    np.testing.assert_allclose(exe(x), graph.interpret(f, x)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_tune_relax_records_default_times_once(tmp_path):
+    """tune_relax measures each task's default schedule with its runner, once per
+    work_dir; a failed measurement leaves no time."""
+    from metaschedule.testing.dummy_object import DummyBuilder, DummyRunner
+
+    f, _ = _mlp()
+    tasks = ri.extract_tasks(f, "llvm")
+    calls = []
+
+    def secs(path):
+        calls.append(path)
+        return [1e10] if len(calls) == 1 else [2e-3]  # the first default fails
+
+    runner = DummyRunner(secs)
+    kw = {"max_trials_global": 2, "max_trials_per_task": 1, "database": "memory"}
+    ri.tune_relax(
+        f, None, "llvm", str(tmp_path), **kw, **_quick(builder=DummyBuilder(), runner=runner)
+    )
+    times = load_default_times(str(tmp_path / DEFAULT_SCHEDULES_FILE))
+    target = ms.Target("llvm")
+    assert times == {workload_key(tasks[1].mod, target): 2e-3}
+    n = len(runner.inputs)
+    assert n == 2 + 2  # two trials and the two defaults
+    ri.tune_relax(
+        f, None, "llvm", str(tmp_path), **kw, **_quick(builder=DummyBuilder(), runner=runner)
+    )
+    assert len(runner.inputs) - n == 2 + 1  # only the default that failed is measured again

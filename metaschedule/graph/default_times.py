@@ -1,0 +1,190 @@
+"""Measured run times of the default schedules, the bar a tuned schedule must clear.
+
+The default schedule (:mod:`.default_schedule`) re-lays weights out at compile time, which
+is no schedule instruction, so it cannot be stored as a tuning record. Instead
+``tune_relax`` measures each task's default schedule once, with the builder and runner it
+tunes with, and keeps the times in ``work_dir/default_schedules.json``; ``compile_relax``
+then takes the database's best record of a function only when it is faster.
+
+The file is one JSON object::
+
+    {"format": "metaschedule-default-schedules", "version": 1,
+     "entries": [{"shash": "<structural hash of the workload>", "target": "<str(target)>",
+                  "task_name": "fused_conv2d_add_relu", "run_sec": 0.00123}, ...]}
+
+``run_sec`` is the mean of the runner's run times, in seconds. It is written atomically
+(a temporary file renamed over it), merged with what is there. A missing file means no
+default times; a malformed file or entry is reported with a ``RuntimeWarning`` and
+skipped, never fatal.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+import warnings
+from collections.abc import Sequence
+
+from ..arg_info import ArgInfo
+from ..builder import Builder, BuilderInput
+from ..database import Database
+from ..database.base import is_valid_run_secs
+from ..database.module_equality import ModuleEquality
+from ..runner import Runner, RunnerInput
+from ..target import Target
+from ..tir.function import IRModule
+
+__all__ = [
+    "DEFAULT_SCHEDULES_FILE",
+    "default_times_path",
+    "load_default_times",
+    "measure_default_schedules",
+    "save_default_times",
+    "workload_key",
+]
+
+DEFAULT_SCHEDULES_FILE = "default_schedules.json"
+_FORMAT = "metaschedule-default-schedules"
+_VERSION = 1
+
+Key = tuple[str, str]  # (structural hash, target)
+
+
+def workload_key(mod: IRModule, target: Target) -> Key:
+    """The key of a workload's default time: its structural hash and the target."""
+    return str(ModuleEquality("structural").hash(mod)), str(target)
+
+
+def default_times_path(database: Database | None) -> str | None:
+    """The default-times file beside a JSON or SQLite database's files; None for
+    databases that live in memory (or anything else)."""
+    if database is None:
+        return None
+    path = getattr(database, "path_tuning_record", None) or getattr(database, "path", None)
+    if not isinstance(path, (str, os.PathLike)):
+        return None
+    return os.path.join(os.path.dirname(os.path.abspath(os.fspath(path))), DEFAULT_SCHEDULES_FILE)
+
+
+def load_default_times(path: str | None) -> dict[Key, float]:
+    """The recorded times in ``path``; {} when it is None or absent. Problems are reported
+    with one ``RuntimeWarning`` and the bad parts skipped."""
+    return {k: v[0] for k, v in _load(path).items()}
+
+
+def _load(path: str | None) -> dict[Key, tuple[float, str]]:
+    if path is None or not os.path.exists(path):
+        return {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            obj = json.load(f)
+    except (OSError, ValueError) as err:
+        warnings.warn(
+            f"{path}: cannot read the default schedules' times ({type(err).__name__}: {err}); "
+            "ignoring the file (tuned records are used without comparing them to the defaults)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return {}
+    entries = obj.get("entries") if isinstance(obj, dict) else None
+    if not isinstance(entries, list) or obj.get("format") != _FORMAT:
+        warnings.warn(
+            f"{path}: not a default-schedules file (expected an object with "
+            f'"format": "{_FORMAT}" and a list "entries"); ignoring it',
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return {}
+    times: dict[Key, tuple[float, str]] = {}
+    bad: list[int] = []
+    for i, e in enumerate(entries):
+        try:
+            sec = float(e["run_sec"])
+            if not (math.isfinite(sec) and sec >= 0):
+                raise ValueError(f"run_sec {sec}")
+            times[(str(e["shash"]), str(e["target"]))] = (sec, str(e.get("task_name", "")))
+        except (TypeError, KeyError, ValueError):
+            bad.append(i)
+    if bad:
+        warnings.warn(
+            f"{path}: {len(bad)} malformed entries (indices {bad[:10]}) skipped",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return times
+
+
+def save_default_times(path: str, times: dict[Key, float], names: dict[Key, str]) -> None:
+    """Merge ``times`` into the file at ``path`` and write it atomically."""
+    merged = _load(path)
+    merged.update({k: (v, names.get(k, "")) for k, v in times.items()})
+    entries = [
+        {"shash": k[0], "target": k[1], "task_name": name, "run_sec": sec}
+        for k, (sec, name) in sorted(merged.items())
+    ]
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".default_schedules-", suffix=".json", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump({"format": _FORMAT, "version": _VERSION, "entries": entries}, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def measure_default_schedules(
+    mods: Sequence[IRModule], target: Target, builder: Builder, runner: Runner
+) -> list[tuple[float | None, str | None]]:
+    """Build and run each scheduled module once with ``builder`` and ``runner``.
+
+    Returns:
+        Per module, the mean run time in seconds, or None and the reason it failed.
+    """
+    out: list[tuple[float | None, str | None]] = [(None, "not measured")] * len(mods)
+    if not mods:
+        return out
+    built = list(builder.build([BuilderInput(m, target) for m in mods]))
+    if len(built) != len(mods):
+        raise ValueError(f"{type(builder).__name__}.build returned {len(built)} results")
+    live = [i for i, r in enumerate(built) if r.error_msg is None and r.artifact_path]
+    for i, r in enumerate(built):
+        if i not in live:
+            out[i] = (None, f"build: {r.error_msg}")
+    try:
+        inputs = [
+            RunnerInput(
+                str(built[i].artifact_path),
+                target.kind,
+                ArgInfo.from_entry_func(mods[i], remove_preproc=True),
+            )
+            for i in live
+        ]
+        futures = list(runner.run(inputs)) if inputs else []
+        for i, future in zip(live, futures):
+            res = future.result()
+            if res.error_msg is None and is_valid_run_secs(res.run_secs):
+                secs = list(res.run_secs or [])
+                out[i] = (sum(secs) / len(secs), None)
+            else:
+                out[i] = (None, f"run: {res.error_msg}")
+    finally:
+        for i in live:
+            _remove_artifact(str(built[i].artifact_path))
+    return out
+
+
+def _remove_artifact(path: str) -> None:
+    if not os.path.isfile(path):
+        return
+    try:
+        os.remove(path)
+        os.rmdir(os.path.dirname(path) or ".")
+    except OSError:
+        pass
