@@ -1,5 +1,6 @@
 """relax_integration: extract_tasks, tune_relax, compile_relax over graph functions."""
 
+import json
 import logging
 
 import numpy as np
@@ -302,7 +303,7 @@ def test_compile_relax_malformed_default_times_warns(tmp_path, text):
         bad = {"shash": "1", "run_sec": "fast"}
         path.write_text(
             '{"format": "metaschedule-default-schedules", "version": 1, "entries": '
-            + __import__("json").dumps([bad, good])
+            + json.dumps([bad, good])
             + "}"
         )
         with pytest.warns(RuntimeWarning, match="1 malformed entries"):
