@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -12,7 +13,7 @@ from ..tir.function import IRModule, as_module
 if TYPE_CHECKING:
     from ..target import Target
 
-__all__ = ["Builder", "BuilderInput", "BuilderResult", "PyBuilder", "create"]
+__all__ = ["Builder", "BuilderInput", "BuilderResult", "PyBuilder", "create", "remove_artifact"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -75,3 +76,15 @@ class PyBuilder(Builder):
 
 
 create = Builder.create
+
+
+def remove_artifact(path: str | None) -> None:
+    """Remove a built artifact (a file; anything else is left alone) and its folder when
+    that is left empty. Errors are ignored: the file may be gone already or not ours."""
+    if not path or not os.path.isfile(path):
+        return
+    try:
+        os.remove(path)
+        os.rmdir(os.path.dirname(path) or ".")
+    except OSError:
+        pass

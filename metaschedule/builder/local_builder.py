@@ -30,7 +30,7 @@ from ..worker import (
     WorkerStartError,
     WorkerTimeoutError,
 )
-from .base import BuilderInput, BuilderResult, PyBuilder
+from .base import BuilderInput, BuilderResult, PyBuilder, remove_artifact
 
 if TYPE_CHECKING:
     from ..runtime import Module
@@ -157,15 +157,6 @@ def _worker_build(
 _PRELOAD = ("metaschedule.builder.local_builder", "metaschedule.codegen")
 
 
-def _remove_artifact(path: str) -> None:
-    """Remove an artifact and its folder when the folder is left empty."""
-    try:
-        os.remove(path)
-        os.rmdir(os.path.dirname(path))
-    except OSError:
-        pass
-
-
 @register("builder", "local")
 @derived_object
 class LocalBuilder(PyBuilder):
@@ -250,7 +241,7 @@ class LocalBuilder(PyBuilder):
                 if future.done() and not future.cancelled() and future.exception() is None:
                     status, value = future.result()
                     if status == "ok":
-                        _remove_artifact(value)
+                        remove_artifact(value)
             raise
 
     def _result(self, future: Any) -> BuilderResult:

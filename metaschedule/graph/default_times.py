@@ -29,6 +29,7 @@ from collections.abc import Sequence
 
 from ..arg_info import ArgInfo
 from ..builder import Builder, BuilderInput
+from ..builder.base import remove_artifact
 from ..database import Database
 from ..database.base import is_valid_run_secs
 from ..database.module_equality import ModuleEquality
@@ -176,15 +177,5 @@ def measure_default_schedules(
                 out[i] = (None, f"run: {res.error_msg}")
     finally:
         for i in live:
-            _remove_artifact(str(built[i].artifact_path))
+            remove_artifact(built[i].artifact_path)
     return out
-
-
-def _remove_artifact(path: str) -> None:
-    if not os.path.isfile(path):
-        return
-    try:
-        os.remove(path)
-        os.rmdir(os.path.dirname(path) or ".")
-    except OSError:
-        pass

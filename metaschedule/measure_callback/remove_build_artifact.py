@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
+from ..builder.base import remove_artifact
 from .base import MeasureCallback
 
 if TYPE_CHECKING:
@@ -35,14 +35,4 @@ class RemoveBuildArtifact(MeasureCallback):
         runner_results: list[RunnerResult],
     ) -> None:
         for result in builder_results:
-            path = result.artifact_path
-            if path is None or not os.path.isfile(path):
-                continue
-            try:
-                os.remove(path)
-            except OSError:
-                continue  # removed by someone else, or not ours to remove
-            try:
-                os.rmdir(os.path.dirname(path) or ".")
-            except OSError:
-                pass  # not empty: other files live there
+            remove_artifact(result.artifact_path)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
 from ..arg_info import ArgInfo
 from ..builder import Builder, BuilderInput
+from ..builder.base import remove_artifact
 from ..database.base import is_valid_run_secs
 from ..runner import EvaluatorConfig, Runner, RunnerInput
 from ..target import Target
@@ -86,7 +86,7 @@ class Measurer:
                         samples[i].append(sum(secs) / len(secs))
         finally:
             for path in artifacts.values():
-                _remove_artifact(path)
+                remove_artifact(path)
         for i, values in samples.items():
             if errors[i] is None and values:
                 results[i] = values
@@ -98,13 +98,3 @@ class Measurer:
                 close = getattr(component, "close", None)
                 if close is not None:
                     close()
-
-
-def _remove_artifact(path: str) -> None:
-    if not os.path.isfile(path):
-        return
-    try:
-        os.remove(path)
-        os.rmdir(os.path.dirname(path) or ".")
-    except OSError:
-        pass

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import signal
 import threading
 from abc import ABC, abstractmethod
@@ -42,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Literal, Union
 
 from .. import registry
 from ..builder import Builder, BuilderInput, BuilderResult
+from ..builder.base import remove_artifact
 from ..logging import get_logger
 from ..measure_callback.base import MeasureCallback
 from ..measure_callback.task_view import TaskView
@@ -299,7 +299,8 @@ class TaskScheduler(ABC):
         try:
             futures = self._run(task.ctx, candidates, builder_results)
         except BaseException:
-            _remove_artifacts(r.artifact_path for r in builder_results)
+            for r in builder_results:
+                remove_artifact(r.artifact_path)
             raise
         task.start_batch(candidates, builder_results, futures)
         self._progress("on_phase", task_id, "measuring")  # progress hook
@@ -468,11 +469,9 @@ class TaskScheduler(ABC):
                 self.logger.warning(
                     "Task #%d %r: could not save the last results: %s", task_id, task.name, err
                 )
-            _remove_artifacts(
-                b.artifact_path
-                for i, b in enumerate(task.builder_results)
-                if i not in task.delivered
-            )
+            for i, b in enumerate(task.builder_results):
+                if i not in task.delivered:
+                    remove_artifact(b.artifact_path)
             task.end_batch()
         for task in self.tasks:
             if task.pre_tuned:
@@ -579,18 +578,6 @@ class PyTaskScheduler(TaskScheduler):
 
 
 create = TaskScheduler.create
-
-
-def _remove_artifacts(paths) -> None:
-    """Remove built artifacts (files only) and their folders when left empty."""
-    for path in paths:
-        if not path or not os.path.isfile(path):
-            continue
-        try:
-            os.remove(path)
-            os.rmdir(os.path.dirname(path) or ".")
-        except OSError:
-            pass
 
 
 @contextmanager
