@@ -6,6 +6,7 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ...tir import op as _op
 from ...tir.expr import PrimExpr, cast
 from ..tensor import Tensor
 
@@ -93,3 +94,21 @@ def pad_tuple(
 
 def to_dtype(value: PrimExpr, dtype: str | None) -> PrimExpr:
     return value if dtype is None else cast(dtype, value)
+
+
+def spread_source(coords, lo, spread, strides):
+    """Where a transposed convolution's padded, stride-spread input reads from: for each
+    coordinate ``i`` (border ``lo``, spread extent ``sp``, stride ``st``), the conditions
+    under which ``i`` hits an input element and that element's index. Returns
+    ``(conds, src)``; the caller reads the input at ``src`` when all ``conds`` hold."""
+    conds, src = [], []
+    for i, low, sp, st in zip(coords, lo, spread, strides):
+        j = i - low if low else i
+        if low:
+            conds.append(i >= low)
+        conds.append(i < low + sp)
+        if st != 1:
+            conds.append(_op.floormod(j, st) == 0)
+            j = _op.floordiv(j, st)
+        src.append(j)
+    return conds, src

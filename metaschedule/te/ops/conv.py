@@ -14,7 +14,7 @@ from ...tir import op as _op
 from ...tir.expr import PrimExpr
 from ..tensor import Tensor, compute, reduce_axis
 from ..tensor import sum as te_sum
-from ._util import check_tensor, named, pad_tuple, positive_tuple, to_dtype
+from ._util import check_tensor, named, pad_tuple, positive_tuple, spread_source, to_dtype
 from .transform import pad
 
 IntOrSeq = int | Sequence[int]
@@ -243,16 +243,7 @@ def conv2d_transpose_nhwc(
     padded_shape = (data.shape[0], *(sp + l + h for sp, l, h in zip(spread, lo, hi)), data.shape[3])
 
     def pad_body(n, y, x, c):
-        conds, src = [], []
-        for i, l, sp, st in zip((y, x), lo, spread, strides):
-            j = i - l if l else i
-            if l:
-                conds.append(i >= l)
-            conds.append(i < l + sp)
-            if st != 1:
-                conds.append(_op.floormod(j, st) == 0)
-                j = _op.floordiv(j, st)
-            src.append(j)
+        conds, src = spread_source((y, x), lo, spread, strides)
         return _op.if_then_else(
             _op.all(*conds), data[n, src[0], src[1], c], _op.cast(data.dtype, 0)
         )

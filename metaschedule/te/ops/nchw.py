@@ -14,7 +14,7 @@ from ...tir.expr import PrimExpr, const
 from ..tensor import Tensor, compute, reduce_axis
 from ..tensor import max as te_max
 from ..tensor import sum as te_sum
-from ._util import check_tensor, named
+from ._util import check_tensor, named, spread_source
 from .transform import pad
 
 Pads = Sequence[int]
@@ -123,16 +123,7 @@ def conv2d_transpose_nchw(
     pshape = (N, C, spread[0] + lo[0] + hi[0], spread[1] + lo[1] + hi[1])
 
     def pad_body(n, c, y, x):
-        conds, src = [], []
-        for i, l, sp, st in zip((y, x), lo, spread, strides):
-            j = i - l if l else i
-            if l:
-                conds.append(i >= l)
-            conds.append(i < l + sp)
-            if st != 1:
-                conds.append(_op.floormod(j, st) == 0)
-                j = _op.floordiv(j, st)
-            src.append(j)
+        conds, src = spread_source((y, x), lo, spread, strides)
         return _op.if_then_else(_op.all(*conds), data[n, c, src[0], src[1]], const(0.0, data.dtype))
 
     padded = compute(
