@@ -25,6 +25,14 @@ The rewrite applies to a perfect loop nest ending in a single store whose value 
 ``B`` only at the stored element, when ``N`` holds at most :data:`MAX_ACCUMULATORS`
 distinct elements or vectors. Buffers are distinct memory (parameters are ``restrict``,
 allocations are separate), so no other access in the loops can touch the tile.
+
+Scalar accumulators summed along a contiguous innermost loop (a dot product, e.g. a
+batched matmul ``Q @ K^T`` whose spatial tile is not vectorized) would stay scalar: C
+compilers vectorize a float sum only when allowed to reorder it, and then add the lanes
+up one by one after the loop. Such a loop is written as vector code here
+(:func:`.c_vector.emit_lane_sums`): a vector of partial sums per accumulator, added up
+pairwise after the loop. Only this loop's sum is reordered (as LLVM's fast-math flags
+allow TVM); no compiler flag changes the rest of the program.
 """
 
 from __future__ import annotations
@@ -48,7 +56,16 @@ if TYPE_CHECKING:
 #: round trip on every update that a tile left in memory costs.
 MAX_ACCUMULATORS = 64
 
-__all__ = ["MAX_ACCUMULATORS", "AccumulatorPlan", "emit_accumulated", "plan_accumulators"]
+#: Shortest loop worth a SIMD reduction (below, the final horizontal sum costs more).
+MIN_SIMD_REDUCTION = 4
+
+__all__ = [
+    "MAX_ACCUMULATORS",
+    "AccumulatorPlan",
+    "emit_accumulated",
+    "plan_accumulators",
+    "simd_reduction_loop",
+]
 
 
 @dataclass(frozen=True)
@@ -236,6 +253,41 @@ def plan_accumulators(fw: FunctionWriter, loop: For) -> AccumulatorPlan | None:
     return AccumulatorPlan(tuple(region), tuple(points), buf, lanes)
 
 
+def simd_reduction_loop(plan: AccumulatorPlan) -> For | None:
+    """The innermost reduction loop of ``plan`` if its scalar accumulators may be summed
+    in SIMD lanes: every point adds to its accumulator (``acc = acc + value``) and every
+    other load walks memory with stride 0 or 1 along the loop; else None."""
+    if plan.lanes != 1 or not plan.region:
+        return None
+    inner = plan.region[-1]
+    extent = _const_extent(inner)
+    if extent is None or extent < MIN_SIMD_REDUCTION or inner.kind is not ForKind.SERIAL:
+        return None
+    buf = plan.buffer
+    if not buf.dtype.startswith("float"):
+        return None
+    for point in plan.points:
+        if not isinstance(point, BufferStore) or not isinstance(point.value, E.Add):
+            return None
+        key = access_key(buf, point.indices)
+        a, b = point.value.a, point.value.b
+        acc_side = [x for x in (a, b) if isinstance(x, E.BufferLoad) and x.buffer is buf]
+        if len(acc_side) != 1 or access_key(buf, acc_side[0].indices) != key:
+            return None
+        found = _accesses(point)
+        if found is None:
+            return None
+        for ld in found[1]:
+            if ld.buffer is buf:
+                continue
+            form = affine(linear_index(ld.buffer, ld.indices))
+            if form.coef(inner.loop_var) not in (0, 1) or form.without(inner.loop_var).uses(
+                inner.loop_var
+            ):
+                return None
+    return inner
+
+
 def _store_of(point: Stmt) -> BufferStore:
     found = _accesses(point.body if isinstance(point, For) else point)
     assert found is not None and found[0]
@@ -277,6 +329,9 @@ def emit_accumulated(fw: FunctionWriter, plan: AccumulatorPlan) -> bool:
             elem = f"{fw.buf_names[buf]}[{fw.index(buf, _first_lane(point))}]"
             fw.line(f"{vt} {name} = {vload}(&{elem});" if lanes > 1 else f"{t} {name} = {elem};")
             fw.accumulators[access_key(buf, _store_of(point).indices)] = name
+        simd = simd_reduction_loop(plan)
+        if simd is not None:
+            fw.simd_reduction = (simd.loop_var, tuple(names))
         body: Stmt = SeqStmt(list(plan.points)) if len(plan.points) > 1 else plan.points[0]
         for lp in reversed(plan.region):
             body = For(
@@ -300,5 +355,6 @@ def emit_accumulated(fw: FunctionWriter, plan: AccumulatorPlan) -> bool:
         fw.lines = saved_lines
         fw.accumulators.clear()
         fw.accumulated = None
+        fw.simd_reduction = None
     fw.lines.extend(emitted)
     return True

@@ -63,7 +63,7 @@ from ..tir.transform.affine import affine
 from .c_accumulate import access_key, emit_accumulated, plan_accumulators
 from .c_expr import CodegenError, ExprWriter, linear_index, strip_parens
 from .c_helpers import HEADER, Helpers
-from .c_vector import emit_vectorized
+from .c_vector import emit_lane_sums, emit_vectorized
 from .debug import DEBUG_C, OOB_STATUS, DebugSites
 
 #: Allocations up to this many bytes live on the stack, larger ones on the heap.
@@ -266,6 +266,9 @@ class FunctionWriter(ExprWriter):
         # a tile kept in variables (c_accumulate): its buffer and element -> variable
         self.accumulated: Buffer | None = None
         self.accumulators: dict[tuple, str] = {}
+        # the loop summing scalar accumulators in SIMD lanes, and the accumulators
+        self.simd_reduction: tuple[E.Var, tuple[str, ...]] | None = None
+        self.lane_sums: dict[str, str] = {}  # scalar accumulator -> its vector of sums
         self.symbol = ""
 
     # output ---------------------------------------------------------------------------
@@ -468,6 +471,12 @@ class FunctionWriter(ExprWriter):
                     f"#pragma omp parallel for num_threads({self.target.num_cores}) "
                     "schedule(static)"
                 )
+            elif self.simd_reduction is not None and self.simd_reduction[0] is var:
+                accs, self.simd_reduction = self.simd_reduction[1], None
+                if emit_lane_sums(self, loop, name, accs):  # see c_accumulate
+                    return
+                if mode == "pragma":
+                    self.line(f"#pragma GCC unroll {min(loop.extent.value, 65534)}")
             elif mode == "pragma":
                 self.line(f"#pragma GCC unroll {min(loop.extent.value, 65534)}")
             elif loop.kind is ForKind.PARALLEL:

@@ -112,6 +112,21 @@ class Helpers:
         xs = ", ".join(["x"] * lanes)
         return self.need(name, f"static inline {vt} {name}({t} x) {{ return ({vt}){{{xs}}}; }}\n")
 
+    def vhsum(self, dtype: str, lanes: int) -> str:
+        """The sum of a vector's lanes, added pairwise (halves, then quarters, ...)."""
+        vt, t = self.vtype(dtype, lanes), c_type(dtype)
+        name = f"ms_hsum_{SHORT[dtype]}x{lanes}"
+        if lanes == 2:
+            body = "return v[0] + v[1];"
+        else:
+            half, ht = self.vhsum(dtype, lanes // 2), self.vtype(dtype, lanes // 2)
+            body = (
+                f"{ht} lo, hi;\n  __builtin_memcpy(&lo, &v, sizeof lo);\n"
+                f"  __builtin_memcpy(&hi, (const char*)&v + sizeof lo, sizeof hi);\n"
+                f"  return {half}(lo + hi);"
+            )
+        return self.need(name, f"static inline {t} {name}({vt} v) {{\n  {body}\n}}\n")
+
     def viota(self, dtype: str, lanes: int) -> str:
         vt = self.vtype(dtype, lanes)
         name = f"ms_iota_{SHORT[dtype]}x{lanes}"

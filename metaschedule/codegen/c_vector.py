@@ -86,6 +86,73 @@ def emit_vectorized(fw: FunctionWriter, loop: For, name: str) -> None:
     fw.line("}")
 
 
+def emit_lane_sums(fw: FunctionWriter, loop: For, name: str, accs: tuple[str, ...]) -> bool:
+    """Emit the serial loop ``loop``, whose body adds terms to the scalar accumulators
+    ``accs`` (see :mod:`.c_accumulate`), as vector code: each accumulator gets a vector of
+    partial sums, added up pairwise after the loop (the sum is reordered: this loop's
+    alone). False (nothing emitted) if the body is not vector code."""
+    extent = loop.extent.value if isinstance(loop.extent, E.IntImm) else 0
+    try:
+        lanes = _native_lanes(fw, loop)
+    except NotVectorizable:
+        return False
+    while lanes > extent and lanes > 2:
+        lanes //= 2
+    full = extent // lanes
+    if full == 0:
+        return False
+    dtype = fw.accumulated.dtype if fw.accumulated is not None else "float32"
+    snap, saved_lines, saved_indent = fw.helpers.snapshot(), fw.lines, fw.indent
+    fw.lines = []
+    vt, zero = fw.helpers.vtype(dtype, lanes), fw.helpers.vbroadcast(dtype, lanes)
+    hsum = fw.helpers.vhsum(dtype, lanes)
+    vaccs = {a: fw.names.fresh(f"{a}_lanes") for a in accs}
+    fw.lane_sums = vaccs
+    try:
+        fw.line("{ // summed in vector lanes, added up after the loop")
+        fw.indent += 1
+        for v in vaccs.values():
+            fw.line(f"{vt} {v} = {zero}(0);")
+        body = _VectorBody(fw, loop)
+        t = c_type(loop.loop_var.dtype)
+        if full == 1:
+            _chunk(fw, loop, name, t, 0, lambda: body.emit(lanes))
+        else:
+            stop = affine(loop.min).offset(full * lanes).to_expr(loop.loop_var.dtype)
+            fw.for_header(loop, name, step=lanes, stop=stop)
+            fw.indent += 1
+            body.emit(lanes)
+            fw.indent -= 1
+            fw.line("}")
+        fw.lane_sums = {}
+        for a, v in vaccs.items():
+            fw.line(f"{a} = {a} + {hsum}({v});")
+        if extent % lanes:  # the remaining iterations, in order
+            start = affine(loop.min).offset(full * lanes).to_expr(loop.loop_var.dtype)
+            fw.line(
+                f"for ({t} {name} = {strip_parens(fw.expr(start))}; "
+                f"{name} < {strip_parens(fw.expr(_end(loop)))}; ++{name}) {{"
+            )
+            fw.block(loop.body)
+            fw.line("}")
+        fw.indent -= 1
+        fw.line("}")
+        emitted = fw.lines
+    except NotVectorizable:
+        fw.helpers.restore(snap)
+        fw.indent = saved_indent
+        return False
+    finally:
+        fw.lines = saved_lines
+        fw.lane_sums = {}
+    fw.lines.extend(emitted)
+    return True
+
+
+def _end(loop: For) -> E.PrimExpr:
+    return affine(loop.min).offset(loop.extent.value).to_expr(loop.loop_var.dtype)
+
+
 # ----------------------------------------------------------------------------- analysis
 
 
@@ -291,6 +358,9 @@ class _VectorBody:
                 self.stmt(x)
         elif isinstance(s, BufferStore):
             acc = fw.accumulator(s.buffer, s.indices)
+            if acc is not None and acc in fw.lane_sums:
+                self._lane_sum(fw.lane_sums[acc], s)
+                return
             if acc is not None:
                 fw.line(f"{acc} = {self.as_vec(self.expr(s.value), s.buffer.dtype)};")
                 return
@@ -320,6 +390,21 @@ class _VectorBody:
             pass
         else:
             raise NotVectorizable(f"the body contains a {type(s).__name__}")
+
+    def _lane_sum(self, vacc: str, s: BufferStore) -> None:
+        """``acc = acc + value`` summed lane-wise into the vector ``vacc``."""
+        value = s.value
+        if not isinstance(value, E.Add):
+            raise NotVectorizable(f"{s.buffer.name} is not updated by a sum")
+        fw = self.fw
+        for mine, other in ((value.a, value.b), (value.b, value.a)):
+            if isinstance(mine, E.BufferLoad) and mine.buffer is s.buffer:
+                if fw.accumulator(mine.buffer, mine.indices) is None:
+                    break
+                term = self.as_vec(self.expr(other), s.buffer.dtype)
+                fw.line(f"{vacc} = {vacc} + {term};")
+                return
+        raise NotVectorizable(f"{s.buffer.name} is not updated by a sum of itself")
 
     def _stride(self, buf: Buffer, indices) -> int:
         """The constant element stride of an access between lanes; raises if it has none."""

@@ -99,6 +99,46 @@ def test_scalar_tile_without_a_vectorized_loop():
     np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
 
 
+def _batch_matmul_nt(tk: int, k: int = 40) -> tir.Schedule:
+    """``Q @ K^T`` (tbg's shape, small) tiled with the reduction innermost: 2 x 3 scalar
+    accumulators summed along ``k1`` (``tk`` long), which reads both operands contiguously."""
+    q = te.placeholder((2, 6, k), "float32", "Q")
+    kt = te.placeholder((2, 6, k), "float32", "K")
+    sch = tir.Schedule(te.create_prim_func([q, kt, ops.batch_matmul(q, kt, transpose_b=True)]))
+    block = sch.get_child_blocks(sch.get_block("root"))[-1]
+    b, i, j, kk = sch.get_loops(block)
+    i0, i1 = sch.split(i, [None, 2])
+    j0, j1 = sch.split(j, [None, 3])
+    k0, k1 = sch.split(kk, [None, tk])
+    sch.reorder(b, i0, j0, k0, i1, j1, k1)
+    sch.decompose_reduction(block, k0)
+    return sch
+
+
+@pytest.mark.compiler
+@pytest.mark.parametrize("tk", [8, 20, 40])
+def test_a_dot_product_along_a_contiguous_reduction_is_summed_in_vector_lanes(tk):
+    sch = _batch_matmul_nt(tk)
+    q, kt = rand(2, 6, 40), rand(2, 6, 40)
+    src, (_, _, out) = _run(sch.mod, q, kt, np.zeros((2, 6, 6), "float32"))
+    assert "summed in vector lanes" in src
+    assert "ms_hsum_f32x" in src
+    np.testing.assert_allclose(out, q @ kt.transpose(0, 2, 1), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.compiler
+def test_a_strided_reduction_is_not_summed_in_vector_lanes():
+    # k innermost but A read along k with stride 6: a gather would cost more than it saves
+    a_t = te.placeholder((12, 6), "float32", "A")
+    k = te.reduce_axis((0, 12), "k")
+    s_t = te.compute((6,), lambda i: te.sum(a_t[k, i], axis=k), name="S")
+    sch = tir.Schedule(te.create_prim_func([a_t, s_t]))
+    a = rand(12, 6)
+    src, (_, s) = _run(sch.mod, a, np.zeros(6, "float32"))
+    assert "summed in vector lanes" not in src
+    np.testing.assert_allclose(s, a.sum(axis=0), rtol=1e-5, atol=1e-5)
+
+
 # ----------------------------------------------------------------------------- when it applies
 
 
