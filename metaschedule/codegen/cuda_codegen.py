@@ -7,8 +7,10 @@ Each kernel becomes one ``extern "C" __global__`` function:
 
 * a loop bound to an axis is the thread's index: ``const int32_t i = threadIdx.x;``,
   guarded by ``if (i < extent)`` when the launch is wider than the loop;
-* ``vthread`` loops, serial loops and vectorized loops are ``for`` loops (unrolled with
-  ``#pragma unroll`` when the schedule asks);
+* ``vthread`` loops and serial loops are ``for`` loops (unrolled with ``#pragma unroll``
+  when the schedule asks); a vectorized loop over a contiguous, aligned access is one
+  ``float4``/``float2``/``half2`` load or store (:mod:`.cuda_vector`), otherwise an
+  unrolled loop;
 * a ``shared`` allocation is a ``__shared__`` array, a ``local`` one a register array;
 * a barrier (``tvm_storage_sync``) is ``__syncthreads()``.
 
@@ -37,6 +39,7 @@ from .c_codegen import (
     _written_buffers,
 )
 from .c_helpers import Helpers
+from .cuda_vector import emit_cuda_vectorized
 
 __all__ = ["CudaFunction", "CudaKernel", "CudaSource", "codegen_cuda"]
 
@@ -247,7 +250,8 @@ class _KernelWriter(FunctionWriter):
                     f"{self.target.arch} allows {self.target.max_shared_memory_per_block} "
                     "in static __shared__ arrays"
                 )
-            decl = f"__shared__ {_cuda_type(b.dtype)} {name}[{numel}];"
+            # aligned for float4 accesses (cuda_vector)
+            decl = f"__shared__ __align__(16) {_cuda_type(b.dtype)} {name}[{numel}];"
         elif b.scope in ("local", "warp"):
             decl = f"{_cuda_type(b.dtype)} {name}[{numel}];"
         else:
@@ -290,6 +294,8 @@ class _KernelWriter(FunctionWriter):
             )
         self.ranges[var] = (loop.min, loop.extent)
         try:
+            if loop.kind is ForKind.VECTORIZED and emit_cuda_vectorized(self, loop, name):
+                return
             if loop.kind in (ForKind.UNROLLED, ForKind.VECTORIZED) or self._unroll_mode(loop):
                 self.line("#pragma unroll")
             self.for_header(loop, name)
