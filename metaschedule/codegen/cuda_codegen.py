@@ -12,7 +12,8 @@ Each kernel becomes one ``extern "C" __global__`` function:
   ``float4``/``float2``/``half2`` load or store (:mod:`.cuda_vector`), otherwise an
   unrolled loop;
 * a ``shared`` allocation is a ``__shared__`` array, a ``local`` one a register array;
-* a barrier (``tvm_storage_sync``) is ``__syncthreads()``.
+* a barrier (``tvm_storage_sync``) is ``__syncthreads()``, a warp shuffle
+  (``tvm_warp_shuffle_down``) ``__shfl_down_sync``.
 
 The launch configuration of every kernel (grid and block extents, the buffers it takes)
 comes with the source, for the runtime to launch in order.
@@ -30,6 +31,7 @@ from ..tir.function import IRModule, PrimFunc
 from ..tir.functor import Visitor
 from ..tir.stmt import Allocate, Evaluate, For, ForKind, SeqStmt, Stmt
 from ..tir.transform import is_storage_sync
+from ..tir.transform.warp_reduction import is_warp_shuffle
 from .c_codegen import (
     CodegenError,
     FunctionWriter,
@@ -38,6 +40,7 @@ from .c_codegen import (
     _numel_checked,
     _written_buffers,
 )
+from .c_expr import strip_parens
 from .c_helpers import Helpers
 from .cuda_vector import emit_cuda_vectorized
 
@@ -230,6 +233,17 @@ class _KernelWriter(FunctionWriter):
             * self.extents.get("threadIdx.y", 1)
             * self.extents.get("threadIdx.z", 1)
         )
+
+    def expr(self, e: E.PrimExpr) -> str:
+        if is_warp_shuffle(e):
+            assert isinstance(e, E.Call)
+            mask, value, offset, width = e.args
+            assert isinstance(mask, E.IntImm)
+            return (
+                f"__shfl_down_sync({mask.value:#x}u, {strip_parens(self.expr(value))}, "
+                f"{self.expr(offset)}, {self.expr(width)})"
+            )
+        return super().expr(e)
 
     def stmt(self, s: Stmt) -> None:
         if isinstance(s, Evaluate) and is_storage_sync(s):
