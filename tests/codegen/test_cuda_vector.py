@@ -85,3 +85,15 @@ def test_vectorized_sources_compile_with_nvcc():
 
     for sch in (vectorized_fetch_matmul(64), _elementwise(128, 2, "float16"), _elementwise(64, 4)):
         compile_cuda(_src(sch), "sm_80")
+
+
+GOLDEN = os.path.join(os.path.dirname(__file__), "golden", "cuda_vectorized_fetch_matmul.cu")
+
+
+def test_vectorized_fetch_source_matches_the_golden_file():
+    body = _src(vectorized_fetch_matmul(64)).split("\n", 1)[1]  # line 1 names the target
+    if os.environ.get("MS_UPDATE_GOLDEN"):
+        with open(GOLDEN, "w", encoding="utf-8") as f:
+            f.write(body)
+    with open(GOLDEN, encoding="utf-8") as f:
+        assert body == f.read(), "regenerate with MS_UPDATE_GOLDEN=1 if the change is intended"
