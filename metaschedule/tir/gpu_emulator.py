@@ -538,6 +538,13 @@ def _resolve_shuffles(
     """Exchange the values of the lanes waiting at a shuffle, warp by warp; what each
     thread receives."""
     by_linear = {lanes[ident]: ident for ident in lanes}
+    for ident, sh in waiting.items():
+        warp, lane = divmod(lanes[ident], WARP_SIZE)
+        if not sh.mask >> lane & 1:
+            raise GpuRaceError(
+                f"block {block}: thread {ident} (lane {lane} of warp {warp}) runs "
+                f"__shfl_down_sync with mask {sh.mask:#x}, which does not name its lane"
+            )
     out: dict[tuple, Any] = {}
     for ident, sh in waiting.items():
         linear = lanes[ident]
@@ -547,11 +554,6 @@ def _resolve_shuffles(
             for i in range(WARP_SIZE)
             if sh.mask >> i & 1 and warp * WARP_SIZE + i in by_linear
         ]
-        if not sh.mask >> lane & 1:
-            raise GpuRaceError(
-                f"block {block}: thread {ident} (lane {lane} of warp {warp}) runs "
-                f"__shfl_down_sync with mask {sh.mask:#x}, which does not name its lane"
-            )
         for other in named:
             peer = waiting.get(other)
             if peer is None:

@@ -116,3 +116,19 @@ def test_shuffle_sources_compile_with_nvcc(threads):
     lib = ms.build(_softmax(threads).mod, TARGET)
     assert "shfl.sync.down" in lib.get_source("ptx")
     assert all(r["spill_stores"] == 0 for r in lib.resources.values())
+
+
+def test_emulator_reports_a_mask_that_leaves_out_running_lanes():
+    func = lower(_row_reduction("sum", 32).mod["main"], GPU_LOWER_PASSES)
+
+    class _HalfMask(Mutator):
+        def visit_BufferStore(self, s):
+            if is_warp_shuffle(s.value):
+                mask, *rest = s.value.args
+                call = E.Call(s.value.dtype, s.value.op, (E.const(0xFFFF, "int64"), *rest))
+                return S.BufferStore(s.buffer, call, s.indices)
+            return s
+
+    bad = func.with_body(_HalfMask().visit(func.body))
+    with pytest.raises(GpuRaceError, match="mask 0xffff, which does not name its lane"):
+        emulate(bad, np.ones((3, 256), np.float32), np.zeros(3, np.float32))
