@@ -19,6 +19,10 @@ pad 1), ``conv2d-resnet-1x1`` (1x56x56x64 -> 256, 1x1), ``conv2d-resnet-stem``
 (1x224x224x3 -> 64, 7x7, stride 2, pad 3), ``conv2d-NxHxWxC-fF-kK[-sS][-pP]`` (e.g.
 ``conv2d-1x14x14x32-f32-k3-p1``); convolutions are NHWC with HWIO kernels.
 
+``--target cuda`` (or ``"cuda -arch=sm_90"``) tunes for a GPU instead (``tune_ops_cuda.py``):
+the design space is sampled and built with nvcc, then tuning needs a GPU; without one the
+run stops with one line saying so (exit status 2).
+
 A benchmark, not a test: no number here is asserted. The machine may be shared, so
 every speed is the best of several repeats; the load average is recorded.
 """
@@ -972,6 +976,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--json", default=None, help="output path (default benchmarks/results/tune_ops.json)"
     )
+    p.add_argument(
+        "--target",
+        default="llvm",
+        help='"llvm" (this CPU, the default) or a cuda target ("cuda", "cuda -arch=sm_90"): '
+        "tune for a GPU (see tune_ops_cuda.py); without one it stops with one line",
+    )
     p.add_argument("--tvm-child", default=None, help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
@@ -985,6 +995,18 @@ def main(argv: list[str] | None = None) -> int:
     from metaschedule.flop_count import estimate_flops
     from metaschedule.target import Target
 
+    if args.target != "llvm":
+        from tune_ops_cuda import run_cuda  # beside this file
+
+        cuda = Target(args.target)
+        if cuda.kind != "cuda":
+            raise SystemExit(f"tune_ops: --target is llvm or a cuda target, got {args.target!r}")
+        root = args.work_dir or tempfile.mkdtemp(prefix="tune_ops-")
+        try:
+            return run_cuda(args, workloads, cuda, root)
+        finally:
+            if args.work_dir is None:
+                shutil.rmtree(root, ignore_errors=True)
     info = common.machine_info()
     cores = args.num_cores or info["physical_cores"]
     target = Target(f"llvm -num-cores {cores}")

@@ -7,10 +7,13 @@ Each kernel becomes one ``extern "C" __global__`` function:
 
 * a loop bound to an axis is the thread's index: ``const int32_t i = threadIdx.x;``,
   guarded by ``if (i < extent)`` when the launch is wider than the loop;
-* ``vthread`` loops, serial loops and vectorized loops are ``for`` loops (unrolled with
-  ``#pragma unroll`` when the schedule asks);
+* ``vthread`` loops and serial loops are ``for`` loops (unrolled with ``#pragma unroll``
+  when the schedule asks); a vectorized loop over a contiguous, aligned access is one
+  ``float4``/``float2``/``half2`` load or store (:mod:`.cuda_vector`), otherwise an
+  unrolled loop;
 * a ``shared`` allocation is a ``__shared__`` array, a ``local`` one a register array;
-* a barrier (``tvm_storage_sync``) is ``__syncthreads()``.
+* a barrier (``tvm_storage_sync``) is ``__syncthreads()``, a warp shuffle
+  (``tvm_warp_shuffle_down``) ``__shfl_down_sync``.
 
 The launch configuration of every kernel (grid and block extents, the buffers it takes)
 comes with the source, for the runtime to launch in order.
@@ -28,6 +31,7 @@ from ..tir.function import IRModule, PrimFunc
 from ..tir.functor import Visitor
 from ..tir.stmt import Allocate, Evaluate, For, ForKind, SeqStmt, Stmt
 from ..tir.transform import is_storage_sync
+from ..tir.transform.warp_reduction import is_warp_shuffle
 from .c_codegen import (
     CodegenError,
     FunctionWriter,
@@ -36,7 +40,9 @@ from .c_codegen import (
     _numel_checked,
     _written_buffers,
 )
+from .c_expr import strip_parens
 from .c_helpers import Helpers
+from .cuda_vector import emit_cuda_vectorized
 
 __all__ = ["CudaFunction", "CudaKernel", "CudaSource", "codegen_cuda"]
 
@@ -228,6 +234,17 @@ class _KernelWriter(FunctionWriter):
             * self.extents.get("threadIdx.z", 1)
         )
 
+    def expr(self, e: E.PrimExpr) -> str:
+        if is_warp_shuffle(e):
+            assert isinstance(e, E.Call)
+            mask, value, offset, width = e.args
+            assert isinstance(mask, E.IntImm)
+            return (
+                f"__shfl_down_sync({mask.value:#x}u, {strip_parens(self.expr(value))}, "
+                f"{self.expr(offset)}, {self.expr(width)})"
+            )
+        return super().expr(e)
+
     def stmt(self, s: Stmt) -> None:
         if isinstance(s, Evaluate) and is_storage_sync(s):
             self.line("__syncthreads();")
@@ -247,7 +264,8 @@ class _KernelWriter(FunctionWriter):
                     f"{self.target.arch} allows {self.target.max_shared_memory_per_block} "
                     "in static __shared__ arrays"
                 )
-            decl = f"__shared__ {_cuda_type(b.dtype)} {name}[{numel}];"
+            # aligned for float4 accesses (cuda_vector)
+            decl = f"__shared__ __align__(16) {_cuda_type(b.dtype)} {name}[{numel}];"
         elif b.scope in ("local", "warp"):
             decl = f"{_cuda_type(b.dtype)} {name}[{numel}];"
         else:
@@ -290,6 +308,8 @@ class _KernelWriter(FunctionWriter):
             )
         self.ranges[var] = (loop.min, loop.extent)
         try:
+            if loop.kind is ForKind.VECTORIZED and emit_cuda_vectorized(self, loop, name):
+                return
             if loop.kind in (ForKind.UNROLLED, ForKind.VECTORIZED) or self._unroll_mode(loop):
                 self.line("#pragma unroll")
             self.for_header(loop, name)

@@ -19,7 +19,7 @@ from .analysis import (
 )
 from .auto_bind import target_gpu_limits
 from .base import ScheduleRule
-from .gpu_tiling import annotate_thread_extent_bounds
+from .gpu_tiling import annotate_thread_extent_bounds, joint_tile_bounds, thread_extent_bounds
 
 if TYPE_CHECKING:
     from ..schedule import BlockRV, ExprRV, LoopRV, Schedule
@@ -207,6 +207,7 @@ class MultiLevelTiling(ScheduleRule):
         iter_types = loop_kinds(sch, fname, [sch.get(lp) for lp in loops])
         tiles: list[list[LoopRV]] = [[] for _ in self.structure]
         factors: list[list[ExprRV]] = [[] for _ in self.structure]
+        joint = self._sample_thread_tiles(sch, block, loops, iter_types)
         for loop, kind in zip(loops, iter_types):
             if kind == IterType.DATA_PAR:
                 idx = self.s_indices
@@ -217,9 +218,12 @@ class MultiLevelTiling(ScheduleRule):
             if len(idx) == 1:
                 tiles[idx[0]].append(loop)
                 continue
-            extent = sch.get(loop).extent
-            limit = self._innermost_limit(extent.value if isinstance(extent, IntImm) else 1)
-            sampled = sch.sample_perfect_tile(loop, n=len(idx), max_innermost_factor=limit)
+            if kind == IterType.DATA_PAR and joint is not None:
+                sampled = joint.pop(0)
+            else:
+                extent = sch.get(loop).extent
+                limit = self._innermost_limit(extent.value if isinstance(extent, IntImm) else 1)
+                sampled = sch.sample_perfect_tile(loop, n=len(idx), max_innermost_factor=limit)
             splits = sch.split(loop, sampled)
             for pos, part, f in zip(idx, splits, sampled):
                 tiles[pos].append(part)
@@ -233,6 +237,29 @@ class MultiLevelTiling(ScheduleRule):
             annotate_thread_extent_bounds(sch, block, self._gpu_limits)
         state.tiles, state.tile_factors = tiles, factors
         return [state]
+
+    def _sample_thread_tiles(
+        self, sch: Schedule, block: BlockRV, loops: list[LoopRV], iter_types: list
+    ) -> list[list[ExprRV]] | None:
+        """On a cuda target, the spatial loops' tiles drawn together
+        (``sample_joint_tile``) so that the threads per block land within the bounds
+        VerifyGPUCode checks and the virtual threads within 8 (TVM samples each loop
+        alone, and most of its GPU samples fail that check); None: sample per loop."""
+        if not self.tile_binds or self._gpu_limits is None or len(self.s_indices) < 2:
+            return None
+        spatial = [lp for lp, kind in zip(loops, iter_types) if kind == IterType.DATA_PAR]
+        extents = [sch.get(lp).extent for lp in spatial]
+        if not spatial or not all(isinstance(e, IntImm) for e in extents):
+            return None
+        bounds = joint_tile_bounds(
+            self.tile_binds, self.s_indices, thread_extent_bounds(sch, block, self._gpu_limits)
+        )
+        if not bounds:
+            return None
+        n = len(self.s_indices)
+        limit = self._innermost_limit(max(e.value for e in extents if isinstance(e, IntImm)))
+        flat = sch.sample_joint_tile(spatial, n, max_innermost_factor=limit, bounds=bounds)
+        return [flat[i * n : (i + 1) * n] for i in range(len(spatial))]
 
     def _level_loop(self, state: _State, level: int) -> LoopRV:
         """The innermost loop of spatial tile level ``level`` (1-based)."""

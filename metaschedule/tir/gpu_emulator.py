@@ -9,6 +9,14 @@ generators that yield at every barrier; a round resumes every thread up to its n
 barrier. So a cooperative fetch, where each thread loads a part of a tile that all of
 them then read, computes what the GPU computes.
 
+Warp shuffles (``__shfl_down_sync``, the ``tvm_warp_shuffle_down`` intrinsic that
+cross-thread reductions lower to) are a rendezvous of one warp (32 consecutive linear
+thread indices): a thread yields its value at the shuffle, and once every running thread
+of the block is at a barrier, a shuffle or done, the lanes of each warp at a shuffle
+exchange values and go on. Every lane named in the mask must be at the same shuffle
+(same offset and width), or :class:`GpuRaceError` says which lanes are not. A shuffle
+is not a memory barrier: the race tracking goes on across it.
+
 Races are errors. Within a block, between two barriers, a thread that reads or writes
 an element another thread wrote, or writes one another thread read, raises
 :class:`GpuRaceError` (a barrier is missing); so does a write to an element that another
@@ -36,6 +44,7 @@ from .interpreter import Env, _Compiler, _pick
 from .stmt import (
     Allocate,
     BlockRealize,
+    BufferStore,
     Evaluate,
     For,
     ForKind,
@@ -45,10 +54,11 @@ from .stmt import (
     Stmt,
 )
 from .transform import GPU_LOWER_PASSES, is_storage_sync, lower
+from .transform.warp_reduction import WARP_SIZE, is_warp_shuffle
 
 __all__ = ["GpuRaceError", "emulate", "has_cross_thread_reduction", "has_gpu_kernels"]
 
-Gen = Generator[None, None, None]
+Gen = Generator[Any, Any, None]
 GenFn = Callable[[Env], Gen]
 
 
@@ -131,11 +141,16 @@ class _Bindings(Visitor):
 
 
 def _has_sync(stmt: Stmt) -> bool:
+    """Whether ``stmt`` holds a barrier or a warp shuffle (a point where threads meet)."""
     found = []
 
     class _V(Visitor):
         def visit_Evaluate(self, s: Evaluate) -> None:
             if is_storage_sync(s):
+                found.append(s)
+
+        def visit_BufferStore(self, s: BufferStore) -> None:
+            if is_warp_shuffle(s.value):
                 found.append(s)
 
     _V().visit(stmt)
@@ -213,6 +228,18 @@ class _Thread:
     ident: tuple[int, ...]
     shared: dict[Any, np.ndarray]
     tracker: _Tracker
+    linear: int = 0  # the linear thread index (x fastest): lane = linear % 32
+
+
+@dataclass(frozen=True)
+class _Shuffle:
+    """What a thread brings to a warp shuffle."""
+
+    value: Any
+    mask: int
+    offset: int
+    width: int
+    site: int  # which shuffle of the program
 
 
 # ------------------------------------------------------------------------------ compiler
@@ -254,12 +281,14 @@ class _GpuCompiler(_Compiler):
                 tracker = _Tracker(bidx, kernel=kernel_map)
                 shared: dict[Any, np.ndarray] = {}
                 threads = []
+                linear: dict[tuple, int] = {}
                 for tidx in itertools.product(*(range(extents[t]) for t in thread_tags)):
                     index = dict(zip(block_tags, bidx)) | dict(zip(thread_tags, tidx))
                     tenv = list(env)
-                    tenv[slot] = _Thread(index, tidx, shared, tracker)
+                    linear[tidx] = _linear(index, extents)
+                    tenv[slot] = _Thread(index, tidx, shared, tracker, linear[tidx])
                     threads.append((tidx, body(tenv)))
-                _run_block(bidx, threads, tracker)
+                _run_block(bidx, threads, tracker, linear)
 
         return launch
 
@@ -354,6 +383,8 @@ class _GpuCompiler(_Compiler):
                 yield
 
             return barrier
+        if isinstance(s, BufferStore) and is_warp_shuffle(s.value):
+            return self._gen_shuffle(s)
         if isinstance(s, SeqStmt):
             parts = [self.gen(x) for x in s.seq]
 
@@ -404,6 +435,32 @@ class _GpuCompiler(_Compiler):
 
         return loop
 
+    def _gen_shuffle(self, s: BufferStore) -> GenFn:
+        """``buf[i] = shuffle_down(mask, value, offset, width)``: yield the value, store
+        what the warp hands back."""
+        call = s.value
+        assert isinstance(call, E.Call)
+        mask_e, value_e, offset_e, width_e = call.args
+        consts = []
+        for arg in (mask_e, offset_e, width_e):
+            if not isinstance(arg, E.IntImm):
+                raise self.error(f"a warp shuffle with a non-constant mask/offset/width {arg}")
+            consts.append(arg.value)
+        mask, offset, width = consts
+        fvalue = self.expr(value_e)
+        site = id(s)
+        got = E.Var("__shuffled__", call.dtype)
+        k = self.slot(got)
+        self.scope.add(got)
+        store = self.stmt(BufferStore(s.buffer, got, s.indices))
+        self.scope.discard(got)
+
+        def shuffle(env: Env) -> Gen:
+            env[k] = yield _Shuffle(fvalue(env), mask, offset, width, site)
+            store(env)
+
+        return shuffle
+
     def _gen_allocate(self, s: Allocate) -> GenFn:
         k, make = self.slot(s.buffer), self.alloc(s.buffer)
         body = self.gen(s.body)
@@ -423,23 +480,116 @@ class _GpuCompiler(_Compiler):
         return allocate
 
 
+def _linear(index: dict[str, int], extents: dict[str, int]) -> int:
+    x, y, z = (index.get(f"threadIdx.{a}", 0) for a in "xyz")
+    ex, ey = extents.get("threadIdx.x", 1), extents.get("threadIdx.y", 1)
+    return x + ex * (y + ey * z)
+
+
 def _run_block(
-    block: tuple[int, ...], threads: list[tuple[tuple, Iterator[None]]], tracker: _Tracker
+    block: tuple[int, ...],
+    threads: list[tuple[tuple, Iterator[Any]]],
+    tracker: _Tracker,
+    lanes: dict[tuple, int],
 ) -> None:
-    """Resume every thread up to its next barrier, round after round, until all finish."""
-    live = threads
-    while live:
-        waiting, finished = [], []
-        for ident, gen in live:
+    """Run the threads to their next meeting point (a barrier or a warp shuffle), resolve
+    the shuffles warp by warp, and release a barrier once every live thread waits at it;
+    until all finish."""
+    gens = dict(threads)
+    running: dict[tuple, Any] = {ident: None for ident, _ in threads}  # ident -> sent value
+    at_barrier: list[tuple] = []
+    at_shuffle: dict[tuple, _Shuffle] = {}
+    finished: list[tuple] = []  # since the last barrier
+    done: set[tuple] = set()
+    while running or at_shuffle or at_barrier:
+        for ident, sent in running.items():
             try:
-                next(gen)
-                waiting.append((ident, gen))
+                got = gens[ident].send(sent)
             except StopIteration:
                 finished.append(ident)
-        if waiting and finished:
+                done.add(ident)
+                continue
+            if isinstance(got, _Shuffle):
+                at_shuffle[ident] = got
+            else:
+                at_barrier.append(ident)
+        running = {}
+        if at_shuffle:
+            running = _resolve_shuffles(block, at_shuffle, lanes, set(at_barrier), done)
+            at_shuffle = {}
+            continue
+        if at_barrier and finished:
             raise GpuRaceError(
-                f"block {block}: threads {[w[0] for w in waiting][:3]} wait at a barrier that "
+                f"block {block}: threads {at_barrier[:3]} wait at a barrier that "
                 f"threads {finished[:3]} never reach (a __syncthreads() in divergent code)"
             )
         tracker.barrier()
-        live = waiting
+        running = dict.fromkeys(at_barrier)
+        at_barrier, finished = [], []
+
+
+def _resolve_shuffles(
+    block: tuple[int, ...],
+    waiting: dict[tuple, _Shuffle],
+    lanes: dict[tuple, int],
+    at_barrier: set[tuple],
+    done: set[tuple],
+) -> dict[tuple, Any]:
+    """Exchange the values of the lanes waiting at a shuffle, warp by warp; what each
+    thread receives."""
+    by_linear = {lanes[ident]: ident for ident in lanes}
+    for ident, sh in waiting.items():
+        warp, lane = divmod(lanes[ident], WARP_SIZE)
+        if not sh.mask >> lane & 1:
+            raise GpuRaceError(
+                f"block {block}: thread {ident} (lane {lane} of warp {warp}) runs "
+                f"__shfl_down_sync with mask {sh.mask:#x}, which does not name its lane"
+            )
+    out: dict[tuple, Any] = {}
+    for ident, sh in waiting.items():
+        linear = lanes[ident]
+        warp, lane = divmod(linear, WARP_SIZE)
+        named = [
+            by_linear[warp * WARP_SIZE + i]
+            for i in range(WARP_SIZE)
+            if sh.mask >> i & 1 and warp * WARP_SIZE + i in by_linear
+        ]
+        for other in named:
+            peer = waiting.get(other)
+            if peer is None:
+                where = (
+                    "waits at a __syncthreads()"
+                    if other in at_barrier
+                    else "has finished"
+                    if other in done
+                    else "is elsewhere"
+                )
+                raise GpuRaceError(
+                    f"block {block}: thread {ident} (lane {lane} of warp {warp}) is at "
+                    f"__shfl_down_sync with mask {sh.mask:#x} but thread {other} named in "
+                    f"the mask {where}: a warp shuffle in divergent code"
+                )
+            if (peer.mask, peer.offset, peer.width, peer.site) != (
+                sh.mask,
+                sh.offset,
+                sh.width,
+                sh.site,
+            ):
+                raise GpuRaceError(
+                    f"block {block}: threads {ident} and {other} of warp {warp} are at different "
+                    f"__shfl_down_sync calls (offset {sh.offset}, width {sh.width} and offset "
+                    f"{peer.offset}, width {peer.width}): a warp shuffle in divergent code"
+                )
+        src = lane + sh.offset
+        if lane % sh.width + sh.offset >= sh.width:
+            out[ident] = sh.value  # outside the segment: the lane's own value
+            continue
+        source = by_linear.get(warp * WARP_SIZE + src)
+        if source is None or not sh.mask >> src & 1:
+            raise GpuRaceError(
+                f"block {block}: thread {ident} (lane {lane} of warp {warp}) reads lane {src} "
+                f"in __shfl_down_sync, which {'is not in the mask' if source else 'does not exist'}"
+                f" {sh.mask:#x}: the value is undefined"
+            )
+        out[ident] = waiting[source].value
+    return out

@@ -191,3 +191,24 @@ def test_tuning_for_cuda_without_a_gpu_fails_at_once(tmp_path):
     with pytest.raises(RuntimeError, match="cuda target needs a GPU.*RPCRunner"):
         ms.tune_tir(func, "cuda", str(tmp_path), 4)
     assert not os.path.exists(tmp_path / "database_tuning_record.json")
+
+
+@pytest.mark.compiler
+def test_tune_ops_benchmark_for_cuda_stops_with_one_line_without_a_gpu(tmp_path):
+    import subprocess
+    import sys
+
+    if cuda_unavailable_reason() is None:
+        pytest.skip("this machine has a GPU")
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "tune_ops.py")
+    run = subprocess.run(
+        [sys.executable, script, "--target", "cuda", "--workloads", "matmul-16", "--trials", "2"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "XDG_CACHE_HOME": str(tmp_path)},
+    )
+    assert run.returncode == 2, run.stderr
+    last = run.stdout.strip().splitlines()[-1]
+    assert last.startswith("tune_ops: matmul-16: ") and "needs a GPU" in last
+    assert "Traceback" not in run.stderr

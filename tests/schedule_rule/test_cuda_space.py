@@ -122,7 +122,8 @@ def test_matmul_samples_use_shared_tiles_and_local_accumulators():
     _, _, schs = _samples("matmul", 3)
     for sch in schs:
         code = codegen_cuda(lower(sch.mod["main"], GPU_LOWER_PASSES), TARGET).code
-        assert "__shared__ float A_shared" in code and "__shared__ float B_shared" in code
+        assert "__shared__ __align__(16) float A_shared" in code
+        assert "__shared__ __align__(16) float B_shared" in code
         assert "T_matmul_NN_local[" in code and "__syncthreads();" in code
 
 

@@ -1,4 +1,5 @@
-"""The GPU lowering of reductions bound to threadIdx: a shared-memory tree."""
+"""The GPU lowering of reductions bound to threadIdx: a shared-memory tree (thread counts
+that are no power of two; the others use warp shuffles, tests/tir/test_warp_reduction.py)."""
 
 import numpy as np
 import pytest
@@ -37,11 +38,12 @@ def test_tree_reduction_matches_numpy(kind, threads, outside):
 
 
 def test_lowered_form_and_cuda_source():
-    lowered = lower(_bound_reduction("sum", 8).mod["main"], GPU_LOWER_PASSES)
+    lowered = lower(_bound_reduction("sum", 6).mod["main"], GPU_LOWER_PASSES)
     code = codegen_cuda(lowered, "cuda").code
-    assert "__shared__ float T_reduce_sum_partial[8];" in code
+    assert "__shared__ __align__(16) float T_reduce_sum_partial[6];" in code
     assert "float T_reduce_sum_acc[1];" in code
     assert code.count("__syncthreads();") == 4  # after the partials, then per halving step
+    assert "__shfl" not in code
     assert "if (k0_1 == 0) {" in code
 
 

@@ -30,6 +30,22 @@ def divisors(n: int) -> list[int]:
     return sorted(set(small + [n // d for d in small]))
 
 
+#: draws sample_joint_tile makes before it settles for the one closest to its bounds
+JOINT_TILE_TRIES = 1000
+
+
+def joint_tile_miss(rows: Sequence[Sequence[int]], bounds: Sequence[Sequence[int]]) -> float:
+    """How far per-loop tilings ``rows`` are from ``bounds`` (0: within them), in log2."""
+    miss = 0.0
+    for level, low, high in bounds:
+        p = math.prod(r[level] for r in rows)
+        if p < low:
+            miss += math.log2(low / p)
+        elif p > high:
+            miss += math.log2(p / high)
+    return miss
+
+
 class SamplingMixin(ScheduleBase):
     def _sample_tile(self, extent: int, n: int, max_innermost_factor: int) -> list[int]:
         """Random factors of ``extent`` (product exact) with a bounded innermost factor."""
@@ -80,6 +96,76 @@ class SamplingMixin(ScheduleBase):
         return outs
 
     @atomic
+    def sample_joint_tile(
+        self,
+        loops: Sequence[LoopRV],
+        n: int,
+        max_innermost_factor: int = 16,
+        bounds: Sequence[Sequence[int]] = (),
+        decision: Sequence[int] | None = None,
+    ) -> list[ExprRV]:
+        """Perfect tilings of several loops at once (ours; TVM samples each loop alone).
+
+        Each loop gets ``n`` factors as :meth:`sample_perfect_tile` draws them, and each
+        ``(level, low, high)`` of ``bounds`` asks the product over the loops of their
+        factors at position ``level`` to lie in ``[low, high]`` (e.g. the threads of a
+        GPU block: the product of the tiles bound to ``threadIdx``). The draw is the
+        per-loop distribution conditioned on the bounds (rejection, up to
+        :data:`JOINT_TILE_TRIES` draws; if none fits, the one closest to the bounds).
+        Returns the factors loop by loop (``n`` per loop); the decision is that flat
+        list of ints. A given decision must tile every loop perfectly; the bounds are
+        not enforced on it (VerifyGPUCode judges the result, as for any decision).
+        """
+        loops = list(loops)
+        extents = []
+        for loop in loops:
+            _, node = self._loop(loop)
+            if not isinstance(node.extent, IntImm):
+                raise ScheduleError(
+                    f"sample_joint_tile needs constant extents, loop {node.loop_var.name} has "
+                    f"{node.extent}"
+                )
+            extents.append(node.extent.value)
+        if n < 1 or not loops:
+            raise ScheduleError(f"sample_joint_tile needs n >= 1 and loops, got n={n}")
+        checked = [tuple(int(x) for x in b) for b in bounds]
+        for b in checked:
+            if len(b) != 3 or not 0 <= b[0] < n:
+                raise ScheduleError(f"sample_joint_tile bounds are (level < {n}, low, high): {b}")
+        if decision is None:
+            factors = self._sample_joint(extents, n, max_innermost_factor, checked)
+        else:
+            factors = [int(x) for x in decision]
+            rows = [factors[i * n : (i + 1) * n] for i in range(len(loops))]
+            if (
+                len(factors) != n * len(loops)
+                or min(factors, default=0) < 1
+                or any(math.prod(r) != e for r, e in zip(rows, extents))
+            ):
+                raise ScheduleError(
+                    f"decision {factors} is not a perfect tiling of extents {extents} into "
+                    f"{n} factors each"
+                )
+        outs = [self._new_expr_rv(f) for f in factors]
+        attrs = [n, max_innermost_factor, [list(b) for b in checked]]
+        self._record("SampleJointTile", loops, attrs, outs, list(factors))
+        return outs
+
+    def _sample_joint(
+        self, extents: list[int], n: int, max_innermost: int, bounds: list[tuple[int, ...]]
+    ) -> list[int]:
+        best: list[int] = []
+        best_miss = math.inf
+        for _ in range(JOINT_TILE_TRIES):
+            rows = [self._sample_tile(e, n, max_innermost) for e in extents]
+            miss = joint_tile_miss(rows, bounds)
+            if miss < best_miss:
+                best, best_miss = [f for r in rows for f in r], miss
+            if miss == 0:
+                break
+        return best
+
+    @atomic
     def sample_categorical(
         self,
         candidates: Sequence[int],
@@ -121,6 +207,17 @@ register_inst_kind(
         "sample_perfect_tile",
         inputs=("loop",),
         attrs=("n", "max_innermost_factor"),
+        is_pure=True,
+        has_decision=True,
+        returns_list=True,
+    )
+)
+register_inst_kind(
+    InstructionKind(
+        "SampleJointTile",
+        "sample_joint_tile",
+        inputs=("loops[]",),
+        attrs=("n", "max_innermost_factor", "bounds"),
         is_pure=True,
         has_decision=True,
         returns_list=True,

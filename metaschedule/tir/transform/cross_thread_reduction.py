@@ -37,7 +37,13 @@ Supported: a block whose body is ``red[idx] = f(red[idx], value)`` for ``f`` one
 loops holding exactly one ``threadIdx`` loop (which moves to the top of the nest: on a
 GPU it is the thread's index), and no reduction loop outside that nest. Anything else
 raises ``ValueError`` saying what.
-Warp shuffles (``__shfl_down_sync``) are a later optimisation of the same tree.
+
+Warp shuffles: when the reduction runs over ``threadIdx.x`` with a power-of-two extent
+that is the whole launch extent of ``threadIdx.x``, at most a warp or a multiple of it,
+and no thread of the block can skip the reduction (no enclosing branch, no enclosing
+thread loop narrower than its launch), the halving steps are ``__shfl_down_sync``
+exchanges between the lanes of a warp instead (:mod:`.warp_reduction`); shared memory
+then only carries one partial per warp. Otherwise the shared-memory tree above is used.
 """
 
 from __future__ import annotations
@@ -76,6 +82,7 @@ from ..stmt import (
     seq,
 )
 from ..structural import structural_equal
+from .warp_reduction import WARP_SIZE, warp_tree
 
 __all__ = ["has_cross_thread_reduction", "lower_cross_thread_reduction"]
 
@@ -85,6 +92,12 @@ _COMBINERS = (Add, Mul, Max, Min)
 def _is_thread(loop: For) -> bool:
     return loop.kind is ForKind.THREAD_BINDING and (loop.thread_binding or "").startswith(
         "threadIdx"
+    )
+
+
+def _is_bound(loop: For) -> bool:
+    return loop.kind is ForKind.THREAD_BINDING and not (loop.thread_binding or "").startswith(
+        "vthread"
     )
 
 
@@ -152,25 +165,38 @@ class _Rewriter:
     def __init__(self, func: PrimFunc) -> None:
         self.name = func.attrs.get("global_symbol", "main")
         self.count = 0
+        self.launch: dict[str, int] = {}  # the thread extents of the current kernel
+        self.divergent = 0  # enclosing branches (some threads may skip what is inside)
 
     def stmt(self, s: Stmt, loops: list[For]) -> Stmt:
         if isinstance(s, For):
+            if _is_bound(s) and not any(_is_bound(lp) for lp in loops):
+                self.launch = _launch_extents(s)  # a kernel starts here
             target = self._reduction_chain(s)
             if target is not None:
                 return self._rewrite(*target, loops)
             return replace_fields(s, body=self.stmt(s.body, [*loops, s]))
         if isinstance(s, BlockRealize):
-            return replace_fields(s, block=self.stmt(s.block, loops))
+            guarded = not (isinstance(s.predicate, IntImm) and s.predicate.value)
+            self.divergent += guarded
+            try:
+                return replace_fields(s, block=self.stmt(s.block, loops))
+            finally:
+                self.divergent -= guarded
         if isinstance(s, Block):
             return replace_fields(s, body=self.stmt(s.body, loops))
         if isinstance(s, SeqStmt):
             return SeqStmt(tuple(self.stmt(x, loops) for x in s.seq))
         if isinstance(s, IfThenElse):
-            return replace_fields(
-                s,
-                then_case=self.stmt(s.then_case, loops),
-                else_case=None if s.else_case is None else self.stmt(s.else_case, loops),
-            )
+            self.divergent += 1
+            try:
+                return replace_fields(
+                    s,
+                    then_case=self.stmt(s.then_case, loops),
+                    else_case=None if s.else_case is None else self.stmt(s.else_case, loops),
+                )
+            finally:
+                self.divergent -= 1
         if isinstance(s, Allocate):
             return replace_fields(s, body=self.stmt(s.body, loops))
         return s
@@ -255,12 +281,27 @@ class _Rewriter:
             body = replace_fields(lp, body=body)
 
         tx = loop.loop_var
+        n = _const(loop.extent, where)
+        mask = self._warp_mask(loop, threads, n)
+        if mask is not None:
+            shfl = Buffer(f"{tag}_shfl", (const(1, "int32"),), dtype, "local")
+            warp_part = None
+            if n > WARP_SIZE:
+                shape = tuple(lp.extent for lp in threads) + (const(n // WARP_SIZE, "int32"),)
+                warp_part = Buffer(f"{tag}_partial", shape, dtype, "shared")
+            steps = [
+                BufferStore(acc, block.init.value, (zero,)),
+                body,
+                *warp_tree(tx, n, acc, shfl, warp_part, slot, combine, mask),
+                self._write_result(realize, store, inner, loop, acc_at),
+            ]
+            new_loop = replace_fields(loop, body=Allocate(acc, Allocate(shfl, seq(*steps))))
+            return new_loop if warp_part is None else Allocate(warp_part, new_loop)
         steps: list[Stmt] = [
             BufferStore(acc, block.init.value, (zero,)),
             body,
             BufferStore(part, acc_at, (*slot, tx)),
         ]
-        n = _const(loop.extent, where)
         while n > 1:
             half = n // 2
             keep = n - half
@@ -273,24 +314,69 @@ class _Rewriter:
                 )
             )
             n = keep
-        # where the result goes: the block's output, at the spatial bindings
+        steps.append(
+            self._write_result(realize, store, inner, loop, BufferLoad(part, (*slot, zero)))
+        )
+        new_loop = replace_fields(loop, body=Allocate(acc, seq(*steps)))
+        return Allocate(part, new_loop)
+
+    def _write_result(
+        self, realize: BlockRealize, store: BufferStore, inner: list[For], loop: For, result
+    ) -> Stmt:
+        """Thread 0 stores ``result`` to the block's output, at the spatial bindings."""
+        block = realize.block
+        tx = loop.loop_var
         vmap: dict[Var, PrimExpr] = {
             iv.var: v for iv, v in zip(block.iter_vars, realize.iter_values)
         }
         for lp in inner:
             vmap[lp.loop_var] = lp.min
         indices = tuple(substitute(substitute(i, vmap), vmap) for i in store.indices)
-        result = BufferLoad(part, (*slot, zero))
         # the conditions of the predicate on the output's position guard the write too
         private = {tx, *(lp.loop_var for lp in inner)}
         guard = [c for c in _conjuncts(realize.predicate) if not collect_vars(c) & private]
         guard = [c for c in guard if not (isinstance(c, IntImm) and c.value)]
-        write: Stmt = BufferStore(out, result, indices)
+        write: Stmt = BufferStore(store.buffer, result, indices)
         if guard:
             write = IfThenElse(logical_and(*guard), write)
-        steps.append(IfThenElse(EQ(tx, const(0, tx.dtype)), write))
-        new_loop = replace_fields(loop, body=Allocate(acc, seq(*steps)))
-        return Allocate(part, new_loop)
+        return IfThenElse(EQ(tx, const(0, tx.dtype)), write)
+
+    def _warp_mask(self, loop: For, threads: list[For], n: int) -> int | None:
+        """The shuffle mask when the reduction can use warp shuffles (see the module
+        docstring), else None."""
+        launch = self.launch
+        if loop.thread_binding != "threadIdx.x" or n < 2 or n & (n - 1) or self.divergent:
+            return None
+        if n > WARP_SIZE and n % WARP_SIZE:
+            return None
+        if launch.get("threadIdx.x") != n:
+            return None
+        for lp in threads:
+            tag = lp.thread_binding
+            if tag == "threadIdx.x" or not isinstance(lp.extent, IntImm):
+                return None
+            if lp.extent.value != launch.get(tag):
+                return None  # some threads skip the reduction
+        covered = {lp.thread_binding for lp in threads} | {"threadIdx.x"}
+        if n > WARP_SIZE and set(launch) - covered:
+            return None  # several groups would share one slot of the warps' partials
+        total = 1
+        for extent in launch.values():
+            total *= extent
+        return 0xFFFFFFFF if total >= WARP_SIZE else (1 << total) - 1
+
+
+def _launch_extents(kernel: For) -> dict[str, int]:
+    """The launch extent of every ``threadIdx`` axis bound in ``kernel``."""
+    out: dict[str, int] = {}
+
+    def visit(x) -> None:
+        if isinstance(x, For) and _is_thread(x) and isinstance(x.extent, IntImm):
+            tag = x.thread_binding
+            out[tag] = max(out.get(tag, 1), x.extent.value)
+
+    post_order_visit(kernel, visit)
+    return out
 
 
 def _update_of(block: Block, where: str):

@@ -7,7 +7,7 @@ extern "C" __global__ void __launch_bounds__(256) main_kernel0(float* __restrict
       const int32_t j_0 = (int32_t)blockIdx.y;
       for (int32_t k_0 = 0; k_0 < 4; ++k_0) {
         {
-          __shared__ float A_shared[256];
+          __shared__ __align__(16) float A_shared[256];
           for (int32_t ax0_ax1_fused_0 = 0; ax0_ax1_fused_0 < 1; ++ax0_ax1_fused_0) {
             {
               const int32_t ax0_ax1_fused_1 = (int32_t)threadIdx.y;
@@ -18,7 +18,7 @@ extern "C" __global__ void __launch_bounds__(256) main_kernel0(float* __restrict
             }
           }
           {
-            __shared__ float B_shared[256];
+            __shared__ __align__(16) float B_shared[256];
             for (int32_t ax0_ax1_fused_0_1 = 0; ax0_ax1_fused_0_1 < 1; ++ax0_ax1_fused_0_1) {
               {
                 const int32_t ax0_ax1_fused_1_1 = (int32_t)threadIdx.y;
