@@ -13,6 +13,12 @@ budget still allows, the same call after completion returns at once, and a large
 tunes only the difference. The search starts from the earlier records and never
 measures them again. Every result is committed as soon as it is measured; Ctrl-C (or an
 error) stops the workers, removes the temporary build folders and says how to resume.
+
+The final selection (``final_selection_top_k``, an addition to TVM's signatures): after
+the search, each task's best records are re-measured interleaved and the re-measurements
+committed (see :mod:`metaschedule.final_selection`), so a lucky single timing does not
+decide what ``compile_tir`` builds. Schedules are counted once however often they were
+measured, so resuming neither tunes again nor repeats a selection that is done.
 """
 
 from __future__ import annotations
@@ -26,9 +32,11 @@ from typing import Literal
 from .builder import Builder
 from .cost_model.base import CostModel
 from .database import Database, JSONDatabase, MemoryDatabase
+from .final_selection import finalize
 from .logging import TuningLogs
 from .measure_callback.base import MeasureCallback, normalize_callbacks
 from .post_optimization import post_optimize
+from .profiler import Profiler
 from .runner import Runner
 from .runtime import cuda_unavailable_reason
 from .search_strategy import SearchStrategy
@@ -38,7 +46,10 @@ from .task_scheduler import TaskScheduler
 from .tir.function import IRModule, PrimFunc, as_module
 from .tune_context import TuneContext, _normalize_threads
 
-__all__ = ["tune_tasks", "tune_tir"]
+__all__ = ["DEFAULT_FINAL_SELECTION_TOP_K", "tune_tasks", "tune_tir"]
+
+#: records per task the final selection re-measures by default
+DEFAULT_FINAL_SELECTION_TOP_K = 5
 
 
 def tune_tasks(
@@ -57,6 +68,7 @@ def tune_tasks(
     task_scheduler: TaskScheduler | Literal["gradient", "round-robin"] = "gradient",
     module_equality: str = "structural",
     post_optimization: bool | None = False,
+    final_selection_top_k: int = DEFAULT_FINAL_SELECTION_TOP_K,
 ) -> Database:
     """Tune a list of tasks with a task scheduler.
 
@@ -81,6 +93,12 @@ def tune_tasks(
             with up to :data:`POST_OPTIMIZATION_TRIALS` measurements per task; a better
             schedule found is committed to the database. See
             :mod:`metaschedule.post_optimization`.
+        final_selection_top_k: after the search (and the post-optimization), re-measure
+            each task's best ``final_selection_top_k`` records, interleaved, with the same
+            builder and runner, and commit the re-measurements so that the database's best
+            is the re-measured winner (:func:`metaschedule.final_selection.finalize`); 0
+            turns it off. A failed selection is logged and leaves the tuning result as it
+            was. An addition to TVM's signature.
 
     Returns:
         The database with all tuning records.
@@ -111,6 +129,7 @@ def tune_tasks(
     if bad:
         raise TypeError(f"tune_tasks: tasks must be TuneContexts, got {bad[0]!r}")
     check_budgets(max_trials_global, max_trials_per_task, num_trials_per_iter)
+    check_final_selection_top_k(final_selection_top_k)
     if max_trials_per_task is None:
         max_trials_per_task = max_trials_global
     if not isinstance(work_dir, (str, os.PathLike)):
@@ -146,6 +165,7 @@ def tune_tasks(
                     cost_model,
                     work_dir,
                     bool(post_optimization),
+                    final_selection_top_k,
                 )
             except KeyboardInterrupt:
                 msg = _interrupted_message(database, work_dir, _count(database) - records_before)
@@ -180,6 +200,7 @@ def _run_scheduler(
     cost_model,
     work_dir,
     post_optimization: bool = False,
+    final_selection_top_k: int = 0,
 ) -> None:
     """Run the scheduler with the run's loggers in place; the loggers are restored."""
     saved_loggers = [t.logger for t in tasks]
@@ -216,6 +237,8 @@ def _run_scheduler(
         )
         if post_optimization:
             _post_optimize(tasks, database, builder, runner, work_dir, logs.scheduler)
+        if final_selection_top_k > 0:
+            _final_selection(tasks, database, builder, runner, final_selection_top_k, logs)
     finally:
         for task, logger in zip(tasks, saved_loggers):
             task.logger = logger
@@ -223,6 +246,12 @@ def _run_scheduler(
             scheduler.logger = saved_scheduler_logger
         else:
             del scheduler.logger
+
+
+def check_final_selection_top_k(value) -> None:
+    """ValueError unless ``final_selection_top_k`` is an int >= 0."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"final_selection_top_k must be an int >= 0 (0: off), got {value!r}")
 
 
 def check_budgets(max_trials_global, max_trials_per_task, num_trials_per_iter) -> None:
@@ -319,6 +348,7 @@ def tune_tir(
     module_equality: str = "structural",
     special_space: Mapping[str, SpaceGenerator.SpaceGeneratorType] | None = None,
     post_optimization: bool | None = False,
+    final_selection_top_k: int = DEFAULT_FINAL_SELECTION_TOP_K,
 ) -> Database:
     """Tune a TIR function, or each function of an IRModule (one task each, weight 1).
 
@@ -348,6 +378,7 @@ def tune_tir(
     written, are errors before anything starts (see :func:`tune_tasks`).
     """
     check_budgets(max_trials_global, max_trials_per_task, num_trials_per_iter)
+    check_final_selection_top_k(final_selection_top_k)
     mod = as_module(mod)
     target = target if isinstance(target, Target) else Target(target)
     _check_gpu_reachable([target], runner)
@@ -410,6 +441,7 @@ def tune_tir(
         task_scheduler=task_scheduler,
         module_equality=module_equality,
         post_optimization=post_optimization,
+        final_selection_top_k=final_selection_top_k,
     )
 
 
@@ -430,6 +462,46 @@ def _post_optimize(tasks, database, builder, runner, work_dir, logger) -> None:
             log_dir=os.path.join(work_dir, "logs", f"droplet_{task.task_name}"),
             logger=logger,
         )
+
+
+def _final_selection(tasks, database, builder, runner, top_k: int, logs) -> None:
+    """The final selection of every task (see :func:`tune_tasks`); a failure is logged
+    and leaves that task's records as tuning left them. Ctrl-C propagates (what was
+    committed stays)."""
+    scheduler_log = logs.scheduler
+    for task_id, task in enumerate(tasks):
+        logger = task.logger
+        scheduler_log.info(
+            "Final selection of task #%d %r: re-measuring its best %d record(s) interleaved",
+            task_id,
+            task.task_name,
+            top_k,
+        )
+        try:
+            with Profiler.timeit("FinalSelection"):
+                selection = finalize(
+                    database,
+                    task.mod,
+                    task.target,
+                    top_k=top_k,
+                    builder=builder,
+                    runner=runner,
+                    logger=logger,
+                )
+        except Exception as err:  # noqa: BLE001 - never lose the tuning result to it
+            msg = f"the final selection failed ({type(err).__name__}: {err}); kept the tuning result"
+            logger.warning("%s", msg)
+            scheduler_log.warning("Task #%d %r: %s", task_id, task.task_name, msg)
+            continue
+        if selection is not None:
+            best = selection.medians[selection.best_index]
+            scheduler_log.info(
+                "Final selection of task #%d %r: the fastest re-measured is %.2f us%s",
+                task_id,
+                task.task_name,
+                best * 1e6,
+                " (it was not tuning's first choice)" if selection.changed else "",
+            )
 
 
 def _check_gpu_reachable(tasks: list[TuneContext] | list[Target], runner) -> None:

@@ -373,6 +373,7 @@ def test_special_space_and_per_task_limit(tmp_path):
         max_trials_per_task=4,
         special_space={"b": fuse_template},
         task_scheduler=RoundRobin(),
+        final_selection_top_k=0,
     )
     assert len(db) == 8  # each task stops at max_trials_per_task
     kinds = {
