@@ -30,8 +30,10 @@ Example::
 
 from __future__ import annotations
 
+import json
 import logging
 import math
+import os
 import statistics
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -39,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from .builder import Builder, BuilderInput
 from .builder.base import remove_artifact
 from .database import MemoryDatabase, OrderedUnionDatabase, TuningRecord
-from .database.base import measurement_key
+from .database.base import latest_per_schedule, measurement_key
 from .logging import get_logger
 from .profiler import Profiler
 from .runner import Runner, RunnerInput, RunnerResult
@@ -165,35 +167,61 @@ def select_best(
         return _select(records, target, rounds, builder, runner)
 
 
-def is_selected(database: Database, mod: IRModule) -> bool:
-    """Whether the final selection of the workload ``mod`` is done: the record that ranks
-    its best schedule is a repeated measurement committed after the first measurement of
-    every schedule of the workload (a re-measurement made once tuning was over; a schedule
-    the search happened to measure twice does not count, nor does a selection that new
-    schedules measured since have made stale). False without a valid record."""
+def is_selected(database: Database, mod: IRModule, journal: str) -> bool:
+    """Whether the final selection of the workload ``mod`` is done: ``journal`` (the file
+    :func:`finalize` appends to) says a selection finished with the schedule that ranks
+    first in ``database`` now, over as many schedules as the database holds now (a
+    schedule measured since, by tuning with a larger budget, makes it stale)."""
     workload = _workload(database, mod)
     if workload is None:
         return False
     best = database.get_top_k(workload, 1)
-    if not best:
+    entries = [e for e in _read_journal(journal) if e.get("workload") == str(workload.shash)]
+    if not best or not entries or not entries[-1].get("done"):
         return False
-    best_key = measurement_key(best[0])
-    seen: set[str] = set()
-    last_new = -1  # position of the latest first measurement of a schedule
-    best_repeat = -1  # position of the latest valid repeated measurement of the best
+    last = entries[-1]
+    return last.get("best") == measurement_key(best[0]) and last.get("schedules") == len(
+        _schedules(database, workload)
+    )
+
+
+def _schedules(database: Database, workload: Workload) -> list[TuningRecord]:
+    """One record per schedule of ``workload`` (the one that counts)."""
     mine = [
         r
         for r in database.get_all_tuning_records()
         if r.workload is workload or r.workload.shash == workload.shash
     ]
-    for n, record in enumerate(mine):
-        key = measurement_key(record)
-        if key not in seen:
-            seen.add(key)
-            last_new = n
-        elif key == best_key and record.is_valid:
-            best_repeat = n
-    return best_repeat > last_new
+    return latest_per_schedule(mine)
+
+
+def _read_journal(path: str | None) -> list[dict]:
+    if not path or not os.path.exists(path):
+        return []
+    entries = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue  # a torn last line (killed mid-write): that selection is not done
+            if isinstance(entry, dict):
+                entries.append(entry)
+    return entries
+
+
+def _append_journal(path: str | None, entry: dict) -> None:
+    """One line, written whole and flushed to disk (append-only, like the database)."""
+    if not path:
+        return
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    data = (json.dumps(entry, separators=(",", ":")) + "\n").encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def finalize(
@@ -207,6 +235,7 @@ def finalize(
     runner: Runner,
     max_passes: int = DEFAULT_MAX_PASSES,
     logger: logging.Logger | None = None,
+    journal: str | None = None,
 ) -> FinalSelection | None:
     """The final selection of a tuning run for the workload ``mod`` (a task's module):
     re-measure the ``top_k`` best records interleaved and commit each successful
@@ -216,8 +245,10 @@ def finalize(
     When a record that was not re-measured ranks first afterwards (the re-measured ones
     came out slower than their single timing), the new top ``top_k`` is re-measured, up
     to ``max_passes`` passes in all. Failed re-measurements are not committed: a record
-    keeps its tuning measurement. Does nothing when the selection is done already
-    (:func:`is_selected`), or with fewer than two valid records.
+    keeps its tuning measurement. Does nothing with fewer than two valid records, or
+    when ``journal`` (a JSON-lines file, one line per pass: the schedules re-measured,
+    their rounds and medians, the winner) says the selection is done already
+    (:func:`is_selected`).
 
     Returns:
         The last pass's selection, or None when nothing was re-measured (the log says why).
@@ -235,9 +266,10 @@ def finalize(
             "no valid record" if not top else "one valid record",
         )
         return None
-    if is_selected(database, mod):
+    if journal and is_selected(database, mod, journal):
         logger.info(
-            "Final selection: done already (the best record, %s, is a re-measurement)",
+            "Final selection: done already (%s; the best, %s, was re-measured)",
+            journal,
             _us(top[0].mean_run_sec),
         )
         return None
@@ -258,6 +290,7 @@ def finalize(
         selection = _select(top, target, rounds, builder, runner)
         committed = _commit(database, selection)
         remeasured.update(committed)
+        _append_journal(journal, _entry(workload, n, selection, committed))  # type: ignore[arg-type]
         failed = len(top) - len(committed)
         best = selection.best
         logger.info(
@@ -284,6 +317,17 @@ def finalize(
                 _us(top[0].mean_run_sec),
             )
     final = database.get_top_k(workload, 1)  # type: ignore[arg-type]
+    if final and measurement_key(final[0]) in remeasured:
+        _append_journal(
+            journal,
+            {
+                "workload": str(workload.shash),  # type: ignore[union-attr]
+                "done": True,
+                "best": measurement_key(final[0]),
+                "best_secs": final[0].mean_run_sec,
+                "schedules": len(_schedules(database, workload)),  # type: ignore[arg-type]
+            },
+        )
     if final:
         changed = measurement_key(final[0]) != first_key
         logger.info(
@@ -295,6 +339,20 @@ def finalize(
 
 
 # --------------------------------------------------------------------------- helpers
+def _entry(workload: Workload, n: int, selection: FinalSelection, committed: set[str]) -> dict:
+    """The journal line of one pass."""
+    return {
+        "workload": str(workload.shash),
+        "pass": n + 1,
+        "schedules_remeasured": [measurement_key(r) for r in selection.records],
+        "tuning_secs": [r.mean_run_sec for r in selection.records],
+        "round_secs": [[s if math.isfinite(s) else None for s in r] for r in selection.round_secs],
+        "medians": [m if math.isfinite(m) else None for m in selection.medians],
+        "best_index": selection.best_index,
+        "committed": len(committed),
+    }
+
+
 def _check_args(top_k: int, rounds: int) -> None:
     if top_k < 1 or rounds < 1:
         raise ValueError(f"select_best needs top_k >= 1 and rounds >= 1, got {top_k}, {rounds}")

@@ -238,7 +238,9 @@ def _run_scheduler(
         if post_optimization:
             _post_optimize(tasks, database, builder, runner, work_dir, logs.scheduler)
         if final_selection_top_k > 0:
-            _final_selection(tasks, database, builder, runner, final_selection_top_k, logs)
+            _final_selection(
+                tasks, database, builder, runner, final_selection_top_k, logs, work_dir
+            )
     finally:
         for task, logger in zip(tasks, saved_loggers):
             task.logger = logger
@@ -464,7 +466,12 @@ def _post_optimize(tasks, database, builder, runner, work_dir, logger) -> None:
         )
 
 
-def _final_selection(tasks, database, builder, runner, top_k: int, logs) -> None:
+#: the final selection's journal in ``work_dir/logs`` (one JSON line per pass, and one
+#: per finished selection: what tuning again reads to not repeat it)
+FINAL_SELECTION_JOURNAL = "final_selection.jsonl"
+
+
+def _final_selection(tasks, database, builder, runner, top_k: int, logs, work_dir) -> None:
     """The final selection of every task (see :func:`tune_tasks`); a failure is logged
     and leaves that task's records as tuning left them. Ctrl-C propagates (what was
     committed stays)."""
@@ -487,6 +494,7 @@ def _final_selection(tasks, database, builder, runner, top_k: int, logs) -> None
                     builder=builder,
                     runner=runner,
                     logger=logger,
+                    journal=os.path.join(work_dir, "logs", FINAL_SELECTION_JOURNAL),
                 )
         except Exception as err:  # noqa: BLE001 - never lose the tuning result to it
             msg = f"the final selection failed ({type(err).__name__}: {err}); kept the tuning result"

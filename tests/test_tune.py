@@ -14,6 +14,7 @@ from metaschedule.builder import LocalBuilder
 from metaschedule.codegen.build import build
 from metaschedule.cost_model import MLPModel, PyCostModel, XGBModel
 from metaschedule.database import JSONDatabase, MemoryDatabase
+from metaschedule.final_selection import is_selected
 from metaschedule.measure_callback import MeasureCallback, PyMeasureCallback
 from metaschedule.profiler import Profiler
 from metaschedule.runner import EvaluatorConfig, LocalRunner
@@ -117,8 +118,11 @@ def test_each_strategy_finds_a_fast_correct_schedule(
             runner=runner,
             seed=0,
         )
-    assert isinstance(db, JSONDatabase) and len(db) == 8
+    # 8 trials, then the final selection's re-measurements of the best
+    assert isinstance(db, JSONDatabase) and len(db) > 8
     assert all(r.is_valid for r in db.get_all_tuning_records())
+    journal = os.path.join(work_dir, "logs", "final_selection.jsonl")
+    assert is_selected(db, IRModule({"main": matmul(N)}), journal)
     check_best(db, unscheduled_secs)
     # the engine times its phases
     for phase in (
@@ -127,16 +131,20 @@ def test_each_strategy_finds_a_fast_correct_schedule(
         "Builder",
         "Runner",
         "MeasureCallback/AddToDatabase",
+        "FinalSelection",
+        "FinalSelection/Builder",
+        "FinalSelection/Runner",
     ):
         assert profiler.get()[phase] > 0
     # logs: the scheduler's file and one per task
     logs = sorted(os.listdir(os.path.join(work_dir, "logs")))
-    assert logs == ["task_0_main.log", "task_scheduler.log"]
+    assert logs == ["final_selection.jsonl", "task_0_main.log", "task_scheduler.log"]
     scheduler_log = (tmp_path / "logs" / "task_scheduler.log").read_text()
     assert "[8/8] Task #0 'main'" in scheduler_log and "Total trials: 8" in scheduler_log
+    assert "Final selection of task #0 'main': the fastest re-measured is" in scheduler_log
     assert "Batch of 4 measured" in (tmp_path / "logs" / "task_0_main.log").read_text()
     # the records are in work_dir and outlive the database object
-    assert len(JSONDatabase(work_dir=work_dir)) == 8
+    assert len(JSONDatabase(work_dir=work_dir)) == len(db)
 
 
 @pytest.mark.compiler
@@ -160,6 +168,7 @@ def test_learned_cost_models_train_during_tuning(kind, tmp_path, builder, runner
         builder=builder,
         runner=runner,
         seed=1,
+        final_selection_top_k=0,
     )
     assert len(db) == 12
     assert model.data_size == sum(r.is_valid for r in db.get_all_tuning_records()) >= 8
@@ -179,6 +188,7 @@ def test_resuming_does_not_measure_again(tmp_path, builder, runner):
         "cost_model": "random",
         "builder": builder,
         "runner": runner,
+        "final_selection_top_k": 0,
     }
     db = tune_tir(matmul(N), "cpu", work_dir, 8, strategy=tiny_evolutionary(), seed=2, **kwargs)
     first = record_hashes(db)
@@ -210,9 +220,13 @@ def test_two_tasks_under_gradient_based_both_get_trials(tmp_path, builder, runne
         builder=builder,
         runner=runner,
         seed=3,
+        final_selection_top_k=0,
     )
     per_task = {
-        name: len(db.get_top_k(db.commit_workload(IRModule({"main": mod[name]})), 99))
+        name: sum(
+            r.workload is db.commit_workload(IRModule({"main": mod[name]}))
+            for r in db.get_all_tuning_records()
+        )
         for name in mod
     }
     assert sum(per_task.values()) == 12 and min(per_task.values()) >= 4
@@ -344,7 +358,14 @@ def dummy_tune(tmp_path, mod, **kwargs):
 
 
 def test_plumbing_with_dummies(tmp_path):
-    db = dummy_tune(tmp_path, matmul(8), database="memory", task_scheduler="round-robin", seed=5)
+    db = dummy_tune(
+        tmp_path,
+        matmul(8),
+        database="memory",
+        task_scheduler="round-robin",
+        seed=5,
+        final_selection_top_k=0,
+    )
     assert isinstance(db, MemoryDatabase) and len(db) == 8
     assert not os.path.exists(tmp_path / "database_workload.json")
     assert sorted(os.listdir(tmp_path / "logs")) == ["task_0_main.log", "task_scheduler.log"]
