@@ -497,7 +497,9 @@ def _final_selection(tasks, database, builder, runner, top_k: int, logs, work_di
                     journal=os.path.join(work_dir, "logs", FINAL_SELECTION_JOURNAL),
                 )
         except Exception as err:  # noqa: BLE001 - never lose the tuning result to it
-            msg = f"the final selection failed ({type(err).__name__}: {err}); kept the tuning result"
+            msg = (
+                f"the final selection failed ({type(err).__name__}: {err}); kept the tuning result"
+            )
             logger.warning("%s", msg)
             scheduler_log.warning("Task #%d %r: %s", task_id, task.task_name, msg)
             continue

@@ -4,7 +4,9 @@ The slow tests compile and measure for real with tiny budgets; the others check 
 plumbing with the dummy builder and runner.
 """
 
+import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -14,10 +16,12 @@ from metaschedule.builder import LocalBuilder
 from metaschedule.codegen.build import build
 from metaschedule.cost_model import MLPModel, PyCostModel, XGBModel
 from metaschedule.database import JSONDatabase, MemoryDatabase
+from metaschedule.database.base import measurement_key
 from metaschedule.final_selection import is_selected
 from metaschedule.measure_callback import MeasureCallback, PyMeasureCallback
 from metaschedule.profiler import Profiler
 from metaschedule.runner import EvaluatorConfig, LocalRunner
+from metaschedule.runtime.module import kernel_cache_dir
 from metaschedule.schedule import Schedule, Trace
 from metaschedule.search_strategy import EvolutionarySearch, MeasureCandidate, PySearchStrategy
 from metaschedule.task_scheduler import GradientBased, RoundRobin
@@ -466,3 +470,40 @@ def test_callbacks_default_kind_is_the_seeds():
         "RemoveBuildArtifact",
         "UpdateCostModel",
     ]
+
+
+@pytest.mark.compiler
+@pytest.mark.slow
+def test_the_final_selection_reuses_the_build_cache_and_compile_tir_returns_its_winner(
+    tmp_path, builder, runner, unscheduled_secs
+):
+    work_dir = str(tmp_path)
+    kwargs = {
+        "num_trials_per_iter": 4,
+        "space": template,
+        "strategy": tiny_evolutionary(),
+        "cost_model": "random",
+        "builder": builder,
+        "runner": runner,
+        "seed": 4,
+    }
+    db = tune_tir(matmul(N), "cpu", work_dir, 6, final_selection_top_k=0, **kwargs)
+    assert len(db) == 6
+    cache = kernel_cache_dir()
+    built = {f for f in os.listdir(cache) if re.fullmatch(r"[0-9a-f]{32}\.so", f)}
+    # the same call with the final selection: nothing to tune, the selection runs
+    with Profiler() as profiler:
+        db = tune_tir(matmul(N), "cpu", work_dir, 6, final_selection_top_k=3, **kwargs)
+    assert {f for f in os.listdir(cache) if re.fullmatch(r"[0-9a-f]{32}\.so", f)} == built
+    assert profiler.get()["FinalSelection"] > 0 and "SearchStrategy/GenerateCandidates" not in (
+        profiler.get()
+    )
+    assert len(db) > 6  # the re-measurements
+    journal = os.path.join(work_dir, "logs", "final_selection.jsonl")
+    entries = [json.loads(line) for line in open(journal)]
+    assert entries[-1]["done"] and is_selected(db, IRModule({"main": matmul(N)}), journal)
+    best = db.query_tuning_record(IRModule({"main": matmul(N)}), "cpu")
+    assert measurement_key(best) == entries[-1]["best"]
+    assert best.run_secs == [pytest.approx(entries[-1]["best_secs"])]
+    sch = check_best(db, unscheduled_secs)
+    assert str(sch.trace) == str(best.as_measure_candidate().sch.trace)
