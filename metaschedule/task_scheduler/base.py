@@ -20,9 +20,9 @@ budget is spent or every task is done:
 Resuming: the schedules the database already holds for a task's workload count toward
 ``max_trials_global`` and ``max_trials_per_task`` (a task whose budget is spent is not
 even prepared); a schedule measured more than once (the final selection re-measures the
-best) counts once, with the measurement that ranks it. Interruptions: on any exception or Ctrl-C, the results that arrived are
-committed, the artifacts of candidates still in flight are removed, and the exception
-propagates.
+best) counts once, with the measurement that ranks it. Interruptions: on any exception
+or Ctrl-C, the results that arrived are committed, the artifacts of candidates still in
+flight are removed, and the exception propagates.
 
 A task stops (``terminate_task``) when its strategy has nothing more to give, when it
 reached ``max_trials_per_task``, or after ``max_fail_count`` measured batches in a row in
