@@ -17,8 +17,9 @@ its latest valid record (:mod:`metaschedule.database.base`), so ``compile_tir`` 
 put the top records on top, they tend to come out slower than they were first timed, and a
 schedule that was not re-measured may now rank first: :func:`finalize` then re-measures
 the new top ``top_k`` (up to ``max_passes`` times) until the best record is one it
-re-measured. A selection is done when the best record of the workload has been measured
-more than once; tuning again does not repeat it.
+re-measured. Each pass, and each finished selection, is a line of a journal
+(``work_dir/logs/final_selection.jsonl`` in tuning); tuning again does not repeat a
+selection the journal says is done, unless new schedules were measured since.
 
 Example::
 
@@ -258,9 +259,9 @@ def finalize(
         raise ValueError(f"finalize needs max_passes >= 1, got {max_passes}")
     logger = logger or get_logger("final_selection")
     target = target if isinstance(target, Target) else Target(target)
-    workload = _workload(database, mod)
-    top = [] if workload is None else database.get_top_k(workload, top_k)
-    if len(top) < 2:
+    found = _workload(database, mod)
+    top = [] if found is None else database.get_top_k(found, top_k)
+    if found is None or len(top) < 2:
         logger.info(
             "Final selection: %s; nothing to choose between",
             "no valid record" if not top else "one valid record",
@@ -273,12 +274,13 @@ def finalize(
             _us(top[0].mean_run_sec),
         )
         return None
+    workload = found
     first_key = measurement_key(top[0])
     remeasured: set[str] = set()
     selection: FinalSelection | None = None
     for n in range(max_passes):
         if n > 0:
-            top = database.get_top_k(workload, top_k)  # type: ignore[arg-type]
+            top = database.get_top_k(workload, top_k)
             if measurement_key(top[0]) in remeasured:
                 break
             logger.info(
@@ -290,7 +292,7 @@ def finalize(
         selection = _select(top, target, rounds, builder, runner)
         committed = _commit(database, selection)
         remeasured.update(committed)
-        _append_journal(journal, _entry(workload, n, selection, committed))  # type: ignore[arg-type]
+        _append_journal(journal, _entry(workload, n, selection, committed))
         failed = len(top) - len(committed)
         best = selection.best
         logger.info(
@@ -308,7 +310,7 @@ def finalize(
             logger.warning("Final selection: every re-measurement failed; kept the tuning result")
             break
     else:
-        top = database.get_top_k(workload, 1)  # type: ignore[arg-type]
+        top = database.get_top_k(workload, 1)
         if top and measurement_key(top[0]) not in remeasured:
             logger.warning(
                 "Final selection: after %d passes the best record (%s) is still one timed "
@@ -316,16 +318,16 @@ def finalize(
                 max_passes,
                 _us(top[0].mean_run_sec),
             )
-    final = database.get_top_k(workload, 1)  # type: ignore[arg-type]
+    final = database.get_top_k(workload, 1)
     if final and measurement_key(final[0]) in remeasured:
         _append_journal(
             journal,
             {
-                "workload": str(workload.shash),  # type: ignore[union-attr]
+                "workload": str(workload.shash),
                 "done": True,
                 "best": measurement_key(final[0]),
                 "best_secs": final[0].mean_run_sec,
-                "schedules": len(_schedules(database, workload)),  # type: ignore[arg-type]
+                "schedules": len(_schedules(database, workload)),
             },
         )
     if final:
