@@ -297,7 +297,7 @@ def finalize(
         best = selection.best
         logger.info(
             "Final selection pass %d: re-measured the best %d record(s), %d round(s) "
-            "interleaved%s; the fastest is #%d: %s median (it timed %s in tuning)",
+            "interleaved%s; the fastest is #%d: %s median (it ranked at %s before)",
             n + 1,
             len(top),
             rounds,

@@ -23,6 +23,7 @@ measured, so resuming neither tunes again nor repeats a selection that is done.
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import sys
@@ -32,6 +33,7 @@ from typing import Literal
 from .builder import Builder
 from .cost_model.base import CostModel
 from .database import Database, JSONDatabase, MemoryDatabase
+from .database.base import measurement_key
 from .final_selection import finalize
 from .logging import TuningLogs
 from .measure_callback.base import MeasureCallback, normalize_callbacks
@@ -479,12 +481,13 @@ def _final_selection(tasks, database, builder, runner, top_k: int, logs, work_di
     for task_id, task in enumerate(tasks):
         logger = task.logger
         scheduler_log.info(
-            "Final selection of task #%d %r: re-measuring its best %d record(s) interleaved",
+            "Final selection of task #%d %r: its best %d record(s), re-measured interleaved",
             task_id,
             task.task_name,
             top_k,
         )
         try:
+            before = database.query_tuning_record(task.mod, task.target)
             with Profiler.timeit("FinalSelection"):
                 selection = finalize(
                     database,
@@ -503,15 +506,33 @@ def _final_selection(tasks, database, builder, runner, top_k: int, logs, work_di
             logger.warning("%s", msg)
             scheduler_log.warning("Task #%d %r: %s", task_id, task.task_name, msg)
             continue
-        if selection is not None:
-            best = selection.medians[selection.best_index]
+        if selection is None:
             scheduler_log.info(
-                "Final selection of task #%d %r: the fastest re-measured is %.2f us%s",
+                "Final selection of task #%d %r: nothing to re-measure (done already, or "
+                "fewer than two valid records; see the task's log)",
                 task_id,
                 task.task_name,
-                best * 1e6,
-                " (it was not tuning's first choice)" if selection.changed else "",
             )
+            continue
+        after = database.query_tuning_record(task.mod, task.target)
+        if after is None or before is None or not math.isfinite(min(selection.medians)):
+            scheduler_log.warning(
+                "Final selection of task #%d %r: every re-measurement failed; kept the tuning "
+                "result",
+                task_id,
+                task.task_name,
+            )
+            continue
+        changed = measurement_key(after) != measurement_key(before)
+        scheduler_log.info(
+            "Final selection of task #%d %r: the best is now %.2f us%s",
+            task_id,
+            task.task_name,
+            after.mean_run_sec * 1e6,
+            f" (it was not tuning's first choice, {before.mean_run_sec * 1e6:.2f} us once)"
+            if changed
+            else "",
+        )
 
 
 def _check_gpu_reachable(tasks: list[TuneContext] | list[Target], runner) -> None:

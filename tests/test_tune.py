@@ -145,7 +145,7 @@ def test_each_strategy_finds_a_fast_correct_schedule(
     assert logs == ["final_selection.jsonl", "task_0_main.log", "task_scheduler.log"]
     scheduler_log = (tmp_path / "logs" / "task_scheduler.log").read_text()
     assert "[8/8] Task #0 'main'" in scheduler_log and "Total trials: 8" in scheduler_log
-    assert "Final selection of task #0 'main': the fastest re-measured is" in scheduler_log
+    assert "Final selection of task #0 'main': the best is now" in scheduler_log
     assert "Batch of 4 measured" in (tmp_path / "logs" / "task_0_main.log").read_text()
     # the records are in work_dir and outlive the database object
     assert len(JSONDatabase(work_dir=work_dir)) == len(db)
