@@ -9,10 +9,11 @@ from metaschedule.schedule import Schedule
 
 def check_work_dir(work_dir: str, committed_log: str = "committed.log") -> dict:
     """Counts: ``records``, ``trials`` (records tuning measured), ``lost`` (committed per
-    the spy log, absent from the database), ``duplicates`` (schedules stored more than once by tuning), ``remeasured``
-    (the final selection's records: repeats committed after the last first measurement,
-    once tuning was over), ``replay_failures`` (records whose trace does not apply to
-    their workload), ``warnings`` (lines the database skipped, e.g. torn by a kill)."""
+    the spy log, absent from the database), ``duplicates`` (schedules stored more than once
+    by tuning), ``remeasured`` (the final selection's records: repeats committed after the
+    last first measurement, once tuning was over), ``replay_failures`` (records whose
+    trace does not apply to their workload), ``warnings`` (lines the database skipped,
+    e.g. torn by a kill)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         db = JSONDatabase(work_dir=work_dir)
