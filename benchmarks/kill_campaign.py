@@ -150,7 +150,7 @@ def summarize(rounds: list[dict], final: dict, signal_name: str, budget: int) ->
         "resume line printed": f"{sum(r['resume_hint'] for r in in_tuner)}/{len(in_tuner)}"
         if signal_name == "SIGINT"
         else "n/a",
-        "records at the end / budget": f"{final['records']}/{budget}",
+        "records at the end / budget": f"{final.get('trials', final['records'])}/{budget}",
         "final run finished": final["done"],
     }
 

@@ -9,9 +9,21 @@ right after the same neighbour. A candidate's score is the median of its rounds 
 is the median of the repeats its runner returned); the lowest median wins, ties going to
 the database's order. Failed re-measurements count as infinitely slow.
 
+Tuning runs it at its end (:func:`finalize`, the ``final_selection_top_k`` argument of
+``tune_tir``/``tune_tasks``/``tune_relax``): each re-measurement is committed as a record
+of its schedule (``run_secs`` the median of its rounds), and a database ranks a schedule by
+its latest valid record (:mod:`metaschedule.database.base`), so ``compile_tir`` and
+``query_schedule`` see the re-measured winner. Since re-measuring removes the luck that
+put the top records on top, they tend to come out slower than they were first timed, and a
+schedule that was not re-measured may now rank first: :func:`finalize` then re-measures
+the new top ``top_k`` (up to ``max_passes`` times) until the best record is one it
+re-measured. Each pass, and each finished selection, is a line of a journal
+(``work_dir/logs/final_selection.jsonl`` in tuning); tuning again does not repeat a
+selection the journal says is done, unless new schedules were measured since.
+
 Example::
 
-    db = ms.tune_tir(func, "llvm", work_dir, 64)
+    db = ms.tune_tir(func, "llvm", work_dir, 64, final_selection_top_k=0)
     selection = select_best(db, func, "llvm")
     sch = selection.schedule()                  # the winner, replayed
     ms.compile_tir(selection.database(db), func, "llvm")  # the same, through a database
@@ -19,23 +31,35 @@ Example::
 
 from __future__ import annotations
 
+import json
+import logging
+import math
 import os
 import statistics
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from .builder import Builder, BuilderInput
+from .builder.base import remove_artifact
 from .database import MemoryDatabase, OrderedUnionDatabase, TuningRecord
+from .database.base import latest_per_schedule, measurement_key
+from .logging import get_logger
+from .profiler import Profiler
 from .runner import Runner, RunnerInput, RunnerResult
 from .target import Target
 from .tir.function import IRModule, as_module
 
 if TYPE_CHECKING:
-    from .database import Database
+    from .database import Database, Workload
     from .schedule import Schedule
     from .tir.function import PrimFunc
 
-__all__ = ["FinalSelection", "interleaved_order", "select_best"]
+__all__ = ["FinalSelection", "finalize", "interleaved_order", "is_selected", "select_best"]
+
+#: rounds each candidate is timed in a final selection
+DEFAULT_ROUNDS = 5
+#: how often :func:`finalize` re-measures a new top before it stops
+DEFAULT_MAX_PASSES = 3
 
 
 @dataclass(frozen=True)
@@ -105,11 +129,13 @@ def select_best(
     target: Target | str,
     *,
     top_k: int = 5,
-    rounds: int = 5,
+    rounds: int = DEFAULT_ROUNDS,
     builder: Builder | Literal["local"] = "local",
     runner: Runner | Literal["local"] = "local",
 ) -> FinalSelection | None:
     """Re-measure the ``top_k`` best records of ``mod`` interleaved and pick the fastest.
+
+    Nothing is committed: see :func:`finalize` for what tuning does.
 
     Args:
         database: the tuning records (what ``tune_tir`` returned).
@@ -123,45 +149,282 @@ def select_best(
         The selection, or None when the database has no valid record of ``mod``. With one
         record there is nothing to compare: it is returned without re-measuring.
     """
-    if top_k < 1 or rounds < 1:
-        raise ValueError(f"select_best needs top_k >= 1 and rounds >= 1, got {top_k}, {rounds}")
+    _check_args(top_k, rounds)
     mod = as_module(mod)
     if len(mod) != 1:
         raise ValueError(f"select_best takes one function at a time; the module has {len(mod)}")
     workload_mod = IRModule({"main": mod[next(iter(mod))]})  # as tune_tir stores it
-    if not database.has_workload(workload_mod):
+    workload = _workload(database, workload_mod)
+    if workload is None:
         return None
-    records = database.get_top_k(database.commit_workload(workload_mod), top_k)
+    records = database.get_top_k(workload, top_k)
     if not records:
         return None
     if len(records) == 1:
         secs = tuple(records[0].run_secs or ())
         return FinalSelection((records[0],), (secs,), (statistics.median(secs),), 0)
     target = target if isinstance(target, Target) else Target(target)
-    created: list[Any] = []  # components made here are closed here
-    if isinstance(builder, str):
-        builder = Builder.create(builder)
-        created.append(builder)
-    if isinstance(runner, str):
-        runner = Runner.create(runner)
-        created.append(runner)
+    with _components(builder, runner) as (builder, runner):
+        return _select(records, target, rounds, builder, runner)
+
+
+def is_selected(database: Database, mod: IRModule, journal: str) -> bool:
+    """Whether the final selection of the workload ``mod`` is done: ``journal`` (the file
+    :func:`finalize` appends to) says a selection finished with the schedule that ranks
+    first in ``database`` now, over as many schedules as the database holds now (a
+    schedule measured since, by tuning with a larger budget, makes it stale)."""
+    workload = _workload(database, mod)
+    if workload is None:
+        return False
+    best = database.get_top_k(workload, 1)
+    entries = [e for e in _read_journal(journal) if e.get("workload") == str(workload.shash)]
+    if not best or not entries or not entries[-1].get("done"):
+        return False
+    last = entries[-1]
+    return last.get("best") == measurement_key(best[0]) and last.get("schedules") == len(
+        _schedules(database, workload)
+    )
+
+
+def _schedules(database: Database, workload: Workload) -> list[TuningRecord]:
+    """One record per schedule of ``workload`` (the one that counts)."""
+    mine = [
+        r
+        for r in database.get_all_tuning_records()
+        if r.workload is workload or r.workload.shash == workload.shash
+    ]
+    return latest_per_schedule(mine)
+
+
+def _read_journal(path: str | None) -> list[dict]:
+    if not path or not os.path.exists(path):
+        return []
+    entries = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue  # a torn last line (killed mid-write): that selection is not done
+            if isinstance(entry, dict):
+                entries.append(entry)
+    return entries
+
+
+def _append_journal(path: str | None, entry: dict) -> None:
+    """One line, written whole and flushed to disk (append-only, like the database)."""
+    if not path:
+        return
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    data = (json.dumps(entry, separators=(",", ":")) + "\n").encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        round_secs = _remeasure(records, target, rounds, builder, runner)
+        os.write(fd, data)
+        os.fsync(fd)
     finally:
-        for component in created:
+        os.close(fd)
+
+
+def finalize(
+    database: Database,
+    mod: IRModule,
+    target: Target | str,
+    *,
+    top_k: int = 5,
+    rounds: int = DEFAULT_ROUNDS,
+    builder: Builder,
+    runner: Runner,
+    max_passes: int = DEFAULT_MAX_PASSES,
+    logger: logging.Logger | None = None,
+    journal: str | None = None,
+) -> FinalSelection | None:
+    """The final selection of a tuning run for the workload ``mod`` (a task's module):
+    re-measure the ``top_k`` best records interleaved and commit each successful
+    re-measurement to ``database`` (``run_secs``: the median of its rounds), so that the
+    database's best is the re-measured winner.
+
+    When a record that was not re-measured ranks first afterwards (the re-measured ones
+    came out slower than their single timing), the new top ``top_k`` is re-measured, up
+    to ``max_passes`` passes in all. Failed re-measurements are not committed: a record
+    keeps its tuning measurement. Does nothing with fewer than two valid records, or
+    when ``journal`` (a JSON-lines file, one line per pass: the schedules re-measured,
+    their rounds and medians, the winner) says the selection is done already
+    (:func:`is_selected`).
+
+    Returns:
+        The last pass's selection, or None when nothing was re-measured (the log says why).
+    """
+    _check_args(top_k, rounds)
+    if max_passes < 1:
+        raise ValueError(f"finalize needs max_passes >= 1, got {max_passes}")
+    logger = logger or get_logger("final_selection")
+    target = target if isinstance(target, Target) else Target(target)
+    found = _workload(database, mod)
+    top = [] if found is None else database.get_top_k(found, top_k)
+    if found is None or len(top) < 2:
+        logger.info(
+            "Final selection: %s; nothing to choose between",
+            "no valid record" if not top else "one valid record",
+        )
+        return None
+    if journal and is_selected(database, mod, journal):
+        logger.info(
+            "Final selection: done already (%s; the best, %s, was re-measured)",
+            journal,
+            _us(top[0].mean_run_sec),
+        )
+        return None
+    workload = found
+    first_key = measurement_key(top[0])
+    remeasured: set[str] = set()
+    selection: FinalSelection | None = None
+    for n in range(max_passes):
+        if n > 0:
+            top = database.get_top_k(workload, top_k)
+            if measurement_key(top[0]) in remeasured:
+                break
+            logger.info(
+                "Final selection: a record not re-measured ranks first now (%s, timed once); "
+                "re-measuring the new top %d",
+                _us(top[0].mean_run_sec),
+                len(top),
+            )
+        selection = _select(top, target, rounds, builder, runner)
+        committed = _commit(database, selection)
+        remeasured.update(committed)
+        _append_journal(journal, _entry(workload, n, selection, committed))
+        failed = len(top) - len(committed)
+        best = selection.best
+        logger.info(
+            "Final selection pass %d: re-measured the best %d record(s), %d round(s) "
+            "interleaved%s; the fastest is #%d: %s median (it ranked at %s before)",
+            n + 1,
+            len(top),
+            rounds,
+            f", {failed} failed (their tuning times are kept)" if failed else "",
+            selection.best_index + 1,
+            _us(selection.medians[selection.best_index]),
+            _us(best.mean_run_sec),
+        )
+        if not committed:
+            logger.warning("Final selection: every re-measurement failed; kept the tuning result")
+            break
+    else:
+        top = database.get_top_k(workload, 1)
+        if top and measurement_key(top[0]) not in remeasured:
+            logger.warning(
+                "Final selection: after %d passes the best record (%s) is still one timed "
+                "once; tuning again with the same work_dir re-measures it",
+                max_passes,
+                _us(top[0].mean_run_sec),
+            )
+    final = database.get_top_k(workload, 1)
+    if final and measurement_key(final[0]) in remeasured:
+        _append_journal(
+            journal,
+            {
+                "workload": str(workload.shash),
+                "done": True,
+                "best": measurement_key(final[0]),
+                "best_secs": final[0].mean_run_sec,
+                "schedules": len(_schedules(database, workload)),
+            },
+        )
+    if final:
+        changed = measurement_key(final[0]) != first_key
+        logger.info(
+            "Final selection: the best is %s%s",
+            _us(final[0].mean_run_sec),
+            " (a different schedule than tuning's first choice)" if changed else "",
+        )
+    return selection
+
+
+# --------------------------------------------------------------------------- helpers
+def _entry(workload: Workload, n: int, selection: FinalSelection, committed: set[str]) -> dict:
+    """The journal line of one pass."""
+    return {
+        "workload": str(workload.shash),
+        "pass": n + 1,
+        "schedules_remeasured": [measurement_key(r) for r in selection.records],
+        "tuning_secs": [r.mean_run_sec for r in selection.records],
+        "round_secs": [[s if math.isfinite(s) else None for s in r] for r in selection.round_secs],
+        "medians": [m if math.isfinite(m) else None for m in selection.medians],
+        "best_index": selection.best_index,
+        "committed": len(committed),
+    }
+
+
+def _check_args(top_k: int, rounds: int) -> None:
+    if top_k < 1 or rounds < 1:
+        raise ValueError(f"select_best needs top_k >= 1 and rounds >= 1, got {top_k}, {rounds}")
+
+
+def _us(secs: float) -> str:
+    return f"{secs * 1e6:.2f} us" if math.isfinite(secs) else "failed"
+
+
+def _workload(database: Database, mod: IRModule) -> Workload | None:
+    if not database.has_workload(mod):
+        return None
+    return database.commit_workload(mod)
+
+
+class _components:
+    """Builder and runner objects from objects or kinds; kinds made here are closed."""
+
+    def __init__(self, builder: Builder | str, runner: Runner | str):
+        self.created: list[Any] = []
+        self.builder = self._make(builder, Builder)
+        self.runner = self._make(runner, Runner)
+
+    def _make(self, value: Any, cls: type) -> Any:
+        if isinstance(value, str):
+            value = cls.create(value)
+            self.created.append(value)
+        return value
+
+    def __enter__(self) -> tuple[Builder, Runner]:
+        return self.builder, self.runner
+
+    def __exit__(self, *exc: Any) -> None:
+        for component in self.created:
             close = getattr(component, "close", None)
             if close is not None:
                 close()
+
+
+def _select(
+    records: list[TuningRecord], target: Target, rounds: int, builder: Builder, runner: Runner
+) -> FinalSelection:
+    round_secs = _remeasure(records, target, rounds, builder, runner)
     medians = tuple(statistics.median(r) for r in round_secs)
     best = min(range(len(records)), key=lambda i: (medians[i], i))
     return FinalSelection(tuple(records), tuple(map(tuple, round_secs)), medians, best)
 
 
+def _commit(database: Database, selection: FinalSelection) -> set[str]:
+    """Commit the successful re-measurements; the measurement keys committed."""
+    committed = set()
+    for record, median in zip(selection.records, selection.medians):
+        if not math.isfinite(median):
+            continue
+        database.commit_tuning_record(
+            TuningRecord(record.trace, record.workload, [median], record.target, record.args_info)
+        )
+        committed.add(measurement_key(record))
+    return committed
+
+
 def _remeasure(
     records: list[TuningRecord], target: Target, rounds: int, builder: Builder, runner: Runner
 ) -> list[list[float]]:
+    """Per record, its seconds in each round (``inf``: failed). Each record is built
+    once; every round runs each once, in :func:`interleaved_order`, all rounds submitted
+    together so that the runner loads the next while it times one."""
     candidates = [r.as_measure_candidate() for r in records]
-    built = builder.build([BuilderInput(c.sch.mod, target) for c in candidates])
+    with Profiler.timeit("FinalSelection/Builder"):
+        built = builder.build([BuilderInput(c.sch.mod, target) for c in candidates])
     inputs: list[RunnerInput | None] = [
         RunnerInput(b.artifact_path, target.kind, c.args_info)
         if b.error_msg is None and b.artifact_path is not None
@@ -170,9 +433,19 @@ def _remeasure(
     ]
     secs: list[list[float]] = [[] for _ in records]
     try:
-        for r in range(rounds):
-            order = [i for i in interleaved_order(len(records), r) if inputs[i] is not None]
+        order = [
+            i
+            for r in range(rounds)
+            for i in interleaved_order(len(records), r)
+            if inputs[i] is not None
+        ]
+        with Profiler.timeit("FinalSelection/Runner"):
             futures = runner.run([inputs[i] for i in order])  # type: ignore[misc]
+            if len(futures) != len(order):
+                raise ValueError(
+                    f"{type(runner).__name__}.run returned {len(futures)} futures for "
+                    f"{len(order)} inputs; it must return one per input"
+                )
             for i, future in zip(order, futures):
                 secs[i].append(_round_value(future.result()))
         for i, inp in enumerate(inputs):
@@ -180,10 +453,5 @@ def _remeasure(
                 secs[i] = [float("inf")] * rounds
     finally:
         for b in built:
-            path = b.artifact_path
-            if path and os.path.isfile(path) and "://" not in path:
-                try:
-                    os.remove(path)
-                except OSError:
-                    pass
+            remove_artifact(b.artifact_path)
     return secs

@@ -50,7 +50,7 @@ from .task_scheduler import TaskScheduler
 from .tir.function import IRModule, PrimFunc
 from .tir.structural import structural_equal
 from .trace_apply import schedule_using_anchor_trace
-from .tune import _component, tune_tasks
+from .tune import DEFAULT_FINAL_SELECTION_TOP_K, _component, tune_tasks
 from .tune_context import TuneContext
 
 __all__ = [
@@ -203,6 +203,7 @@ def tune_relax(
     seed: int | None = None,
     module_equality: str = "structural",
     post_optimization: bool | None = False,
+    final_selection_top_k: int = DEFAULT_FINAL_SELECTION_TOP_K,
 ) -> Database:
     """Tune the tasks of a model under one task scheduler.
 
@@ -211,6 +212,9 @@ def tune_relax(
             (e.g. ``["conv2d"]``); None tunes every task.
         post_optimization: after the search, a Droplet search around each task's best
             record (as in :func:`metaschedule.tune_tir`; an addition to TVM's signature).
+        final_selection_top_k: re-measure each task's best records interleaved at the end
+            and commit the re-measurements (as in :func:`metaschedule.tune_tasks`; 0: off;
+            an addition to TVM's signature).
         The others: as :func:`extract_tasks` and :func:`metaschedule.tune_tasks`.
 
     Before tuning, each task's default schedule (the one :func:`compile_relax` uses
@@ -261,6 +265,7 @@ def tune_relax(
             task_scheduler=task_scheduler,
             module_equality=module_equality,
             post_optimization=post_optimization,
+            final_selection_top_k=final_selection_top_k,
         )
     finally:
         for component in owned:

@@ -13,10 +13,17 @@ budget still allows, the same call after completion returns at once, and a large
 tunes only the difference. The search starts from the earlier records and never
 measures them again. Every result is committed as soon as it is measured; Ctrl-C (or an
 error) stops the workers, removes the temporary build folders and says how to resume.
+
+The final selection (``final_selection_top_k``, an addition to TVM's signatures): after
+the search, each task's best records are re-measured interleaved and the re-measurements
+committed (see :mod:`metaschedule.final_selection`), so a lucky single timing does not
+decide what ``compile_tir`` builds. Schedules are counted once however often they were
+measured, so resuming neither tunes again nor repeats a selection that is done.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import sys
@@ -26,9 +33,12 @@ from typing import Literal
 from .builder import Builder
 from .cost_model.base import CostModel
 from .database import Database, JSONDatabase, MemoryDatabase
+from .database.base import measurement_key
+from .final_selection import finalize
 from .logging import TuningLogs
 from .measure_callback.base import MeasureCallback, normalize_callbacks
 from .post_optimization import post_optimize
+from .profiler import Profiler
 from .runner import Runner
 from .runtime import cuda_unavailable_reason
 from .search_strategy import SearchStrategy
@@ -38,7 +48,10 @@ from .task_scheduler import TaskScheduler
 from .tir.function import IRModule, PrimFunc, as_module
 from .tune_context import TuneContext, _normalize_threads
 
-__all__ = ["tune_tasks", "tune_tir"]
+__all__ = ["DEFAULT_FINAL_SELECTION_TOP_K", "tune_tasks", "tune_tir"]
+
+#: records per task the final selection re-measures by default
+DEFAULT_FINAL_SELECTION_TOP_K = 5
 
 
 def tune_tasks(
@@ -57,6 +70,7 @@ def tune_tasks(
     task_scheduler: TaskScheduler | Literal["gradient", "round-robin"] = "gradient",
     module_equality: str = "structural",
     post_optimization: bool | None = False,
+    final_selection_top_k: int = DEFAULT_FINAL_SELECTION_TOP_K,
 ) -> Database:
     """Tune a list of tasks with a task scheduler.
 
@@ -81,6 +95,12 @@ def tune_tasks(
             with up to :data:`POST_OPTIMIZATION_TRIALS` measurements per task; a better
             schedule found is committed to the database. See
             :mod:`metaschedule.post_optimization`.
+        final_selection_top_k: after the search (and the post-optimization), re-measure
+            each task's best ``final_selection_top_k`` records, interleaved, with the same
+            builder and runner, and commit the re-measurements so that the database's best
+            is the re-measured winner (:func:`metaschedule.final_selection.finalize`); 0
+            turns it off. A failed selection is logged and leaves the tuning result as it
+            was. An addition to TVM's signature.
 
     Returns:
         The database with all tuning records.
@@ -111,6 +131,7 @@ def tune_tasks(
     if bad:
         raise TypeError(f"tune_tasks: tasks must be TuneContexts, got {bad[0]!r}")
     check_budgets(max_trials_global, max_trials_per_task, num_trials_per_iter)
+    check_final_selection_top_k(final_selection_top_k)
     if max_trials_per_task is None:
         max_trials_per_task = max_trials_global
     if not isinstance(work_dir, (str, os.PathLike)):
@@ -146,6 +167,7 @@ def tune_tasks(
                     cost_model,
                     work_dir,
                     bool(post_optimization),
+                    final_selection_top_k,
                 )
             except KeyboardInterrupt:
                 msg = _interrupted_message(database, work_dir, _count(database) - records_before)
@@ -180,6 +202,7 @@ def _run_scheduler(
     cost_model,
     work_dir,
     post_optimization: bool = False,
+    final_selection_top_k: int = 0,
 ) -> None:
     """Run the scheduler with the run's loggers in place; the loggers are restored."""
     saved_loggers = [t.logger for t in tasks]
@@ -216,6 +239,10 @@ def _run_scheduler(
         )
         if post_optimization:
             _post_optimize(tasks, database, builder, runner, work_dir, logs.scheduler)
+        if final_selection_top_k > 0:
+            _final_selection(
+                tasks, database, builder, runner, final_selection_top_k, logs, work_dir
+            )
     finally:
         for task, logger in zip(tasks, saved_loggers):
             task.logger = logger
@@ -223,6 +250,12 @@ def _run_scheduler(
             scheduler.logger = saved_scheduler_logger
         else:
             del scheduler.logger
+
+
+def check_final_selection_top_k(value) -> None:
+    """ValueError unless ``final_selection_top_k`` is an int >= 0."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"final_selection_top_k must be an int >= 0 (0: off), got {value!r}")
 
 
 def check_budgets(max_trials_global, max_trials_per_task, num_trials_per_iter) -> None:
@@ -319,6 +352,7 @@ def tune_tir(
     module_equality: str = "structural",
     special_space: Mapping[str, SpaceGenerator.SpaceGeneratorType] | None = None,
     post_optimization: bool | None = False,
+    final_selection_top_k: int = DEFAULT_FINAL_SELECTION_TOP_K,
 ) -> Database:
     """Tune a TIR function, or each function of an IRModule (one task each, weight 1).
 
@@ -348,6 +382,7 @@ def tune_tir(
     written, are errors before anything starts (see :func:`tune_tasks`).
     """
     check_budgets(max_trials_global, max_trials_per_task, num_trials_per_iter)
+    check_final_selection_top_k(final_selection_top_k)
     mod = as_module(mod)
     target = target if isinstance(target, Target) else Target(target)
     _check_gpu_reachable([target], runner)
@@ -410,6 +445,7 @@ def tune_tir(
         task_scheduler=task_scheduler,
         module_equality=module_equality,
         post_optimization=post_optimization,
+        final_selection_top_k=final_selection_top_k,
     )
 
 
@@ -429,6 +465,73 @@ def _post_optimize(tasks, database, builder, runner, work_dir, logger) -> None:
             runner=runner,
             log_dir=os.path.join(work_dir, "logs", f"droplet_{task.task_name}"),
             logger=logger,
+        )
+
+
+#: the final selection's journal in ``work_dir/logs`` (one JSON line per pass, and one
+#: per finished selection: what tuning again reads to not repeat it)
+FINAL_SELECTION_JOURNAL = "final_selection.jsonl"
+
+
+def _final_selection(tasks, database, builder, runner, top_k: int, logs, work_dir) -> None:
+    """The final selection of every task (see :func:`tune_tasks`); a failure is logged
+    and leaves that task's records as tuning left them. Ctrl-C propagates (what was
+    committed stays)."""
+    scheduler_log = logs.scheduler
+    for task_id, task in enumerate(tasks):
+        logger = task.logger
+        scheduler_log.info(
+            "Final selection of task #%d %r: its best %d record(s), re-measured interleaved",
+            task_id,
+            task.task_name,
+            top_k,
+        )
+        try:
+            before = database.query_tuning_record(task.mod, task.target)
+            with Profiler.timeit("FinalSelection"):
+                selection = finalize(
+                    database,
+                    task.mod,
+                    task.target,
+                    top_k=top_k,
+                    builder=builder,
+                    runner=runner,
+                    logger=logger,
+                    journal=os.path.join(work_dir, "logs", FINAL_SELECTION_JOURNAL),
+                )
+        except Exception as err:  # noqa: BLE001 - never lose the tuning result to it
+            msg = (
+                f"the final selection failed ({type(err).__name__}: {err}); kept the tuning result"
+            )
+            logger.warning("%s", msg)
+            scheduler_log.warning("Task #%d %r: %s", task_id, task.task_name, msg)
+            continue
+        if selection is None:
+            scheduler_log.info(
+                "Final selection of task #%d %r: nothing to re-measure (done already, or "
+                "fewer than two valid records; see the task's log)",
+                task_id,
+                task.task_name,
+            )
+            continue
+        after = database.query_tuning_record(task.mod, task.target)
+        if after is None or before is None or not math.isfinite(min(selection.medians)):
+            scheduler_log.warning(
+                "Final selection of task #%d %r: every re-measurement failed; kept the tuning "
+                "result",
+                task_id,
+                task.task_name,
+            )
+            continue
+        changed = measurement_key(after) != measurement_key(before)
+        scheduler_log.info(
+            "Final selection of task #%d %r: the best is now %.2f us%s",
+            task_id,
+            task.task_name,
+            after.mean_run_sec * 1e6,
+            f" (it was not tuning's first choice, {before.mean_run_sec * 1e6:.2f} us once)"
+            if changed
+            else "",
         )
 
 

@@ -1,18 +1,24 @@
-"""select_best(): the final choice re-measures the top candidates, interleaved."""
+"""The final choice re-measures the top candidates, interleaved: select_best() alone, and
+wired into tuning (tune_tir's final_selection_top_k) with the database's rule for a
+schedule measured more than once."""
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pytest
 
 from metaschedule import te
-from metaschedule.database import MemoryDatabase, TuningRecord
-from metaschedule.final_selection import interleaved_order, select_best
+from metaschedule.database import JSONDatabase, MemoryDatabase, TuningRecord
+from metaschedule.database.base import latest_per_schedule, measurement_key
+from metaschedule.final_selection import interleaved_order, is_selected, select_best
 from metaschedule.schedule import Schedule
 from metaschedule.target import Target
-from metaschedule.testing.dummy_object import DummyBuilder, DummyRunner
+from metaschedule.testing.dummy_object import DummyBuilder, DummyRunner, dummy_run_secs
 from metaschedule.tir.function import IRModule
 from metaschedule.tir.structural import structural_hash
+from metaschedule.tir_integration import compile_tir, tune_tir
 
 
 def workload():
@@ -119,3 +125,135 @@ def test_repeated_selections_agree():
         )
         winners.append(str(sel.best.trace))
     assert winners.count(str(schs[1].trace)) >= 9
+
+
+# ---------------------------------------------------------------- wired into tuning
+def wide_template(sch: Schedule) -> None:
+    """Both loops of a 16x16 elementwise block split in four: hundreds of schedules."""
+    for loop in sch.get_loops(sch.get_block("B")):
+        sch.split(loop, sch.sample_perfect_tile(loop, n=4))
+
+
+def true_secs(path: str) -> float:
+    return dummy_run_secs(path)[0]
+
+
+class LuckyFirstRunner(DummyRunner):
+    """Each kernel's first timing is inverted (the truly slowest look fastest, and all
+    look faster than any truly is); later timings are the truth, with jitter. Raises
+    ``interrupt`` instead of a re-measurement when given."""
+
+    def __init__(self, interrupt: BaseException | None = None, fail_again: bool = False):
+        super().__init__(self.secs)
+        self.seen: set[str] = set()
+        self.rng = np.random.default_rng(0)
+        self.interrupt, self.fail_again = interrupt, fail_again
+
+    def secs(self, path: str) -> list[float]:
+        if path not in self.seen:
+            self.seen.add(path)
+            return [1e-8 / true_secs(path)]
+        if self.interrupt is not None:
+            raise self.interrupt
+        if self.fail_again:
+            raise RuntimeError("the kernel crashed this time")
+        return [true_secs(path) * self.rng.uniform(0.9, 1.1)]
+
+
+def tune(work_dir, runner, trials=8, **kwargs):
+    return tune_tir(
+        workload(),
+        "cpu",
+        str(work_dir),
+        trials,
+        num_trials_per_iter=4,
+        space=wide_template,
+        strategy="replay-trace",
+        cost_model="random",
+        builder=kwargs.pop("builder", DummyBuilder()),
+        runner=runner,
+        seed=kwargs.pop("seed", 1),
+        **kwargs,
+    )
+
+
+def replayed_secs(record) -> float:
+    sch = record.as_measure_candidate().sch
+    return true_secs(f"dummy://{structural_hash(sch.mod)}")
+
+
+def test_tuning_ends_with_the_truly_fastest_though_its_timings_were_inverted(tmp_path):
+    runner = LuckyFirstRunner()
+    db = tune(tmp_path, runner)
+    tuned = db.get_all_tuning_records()[:8]
+    assert len({measurement_key(r) for r in tuned}) == 8
+    truly_fastest = min(tuned, key=replayed_secs)
+    # tuning alone believed the truly slowest; re-measuring the top 5 was not enough (the
+    # three left, timed once, looked faster still), so a second pass took them in too
+    sch = compile_tir(db, workload(), "cpu")
+    assert structural_hash(sch.mod) == structural_hash(truly_fastest.as_measure_candidate().sch.mod)
+    best = db.query_tuning_record(IRModule({"main": workload()}), Target("cpu"))
+    assert measurement_key(best) == measurement_key(truly_fastest)
+    journal = tmp_path / "logs" / "final_selection.jsonl"
+    entries = [json.loads(line) for line in journal.read_text().splitlines()]
+    assert [e.get("pass") for e in entries] == [1, 2, None] and entries[-1]["done"]
+    assert is_selected(db, IRModule({"main": workload()}), str(journal))
+    log = (tmp_path / "logs" / "task_scheduler.log").read_text()
+    assert "Final selection of task #0 'main'" in log and "not tuning's first choice" in log
+
+    # the same call again: nothing is tuned, the selection is not repeated
+    measured = len(runner.inputs)
+    again = tune(tmp_path, runner)
+    assert len(runner.inputs) == measured and len(again) == len(db)
+    assert "Final selection: done already" in (tmp_path / "logs" / "task_0_main.log").read_text()
+    # a larger budget counts the 8 schedules (not their re-measurements) and tunes 4 more;
+    # the new schedules make the selection stale, so it runs again
+    more = tune(tmp_path, runner, trials=12, seed=2)
+    assert len(latest_per_schedule(more.get_all_tuning_records())) == 12
+    assert len(runner.inputs) > measured + 4
+    assert sum(1 for line in journal.read_text().splitlines() if '"done"' in line) == 2
+
+
+def test_a_failed_final_selection_keeps_the_tuning_result(tmp_path):
+    db = tune(tmp_path / "a", LuckyFirstRunner(fail_again=True))
+    tuned = db.get_all_tuning_records()
+    assert len(tuned) == 8  # no failed re-measurement was committed
+    assert (
+        min(tuned, key=lambda r: r.mean_run_sec).run_secs
+        == db.query_tuning_record(IRModule({"main": workload()})).run_secs
+    )
+    assert "every re-measurement failed" in (tmp_path / "a/logs/task_0_main.log").read_text()
+
+    runner = LuckyFirstRunner()
+
+    class BreaksAfterTuning(DummyBuilder):
+        def build(self, build_inputs):
+            if len(runner.seen) >= 8:  # tuning measured its 8
+                raise RuntimeError("the compiler vanished")
+            return super().build(build_inputs)
+
+    db = tune(tmp_path / "b", runner, builder=BreaksAfterTuning())
+    assert len(db) == 8 and compile_tir(db, workload(), "cpu") is not None
+    log = (tmp_path / "b/logs/task_scheduler.log").read_text()
+    assert "the final selection failed (RuntimeError: the compiler vanished)" in log
+
+
+def test_ctrl_c_during_the_final_selection_keeps_what_was_committed(tmp_path):
+    with pytest.raises(KeyboardInterrupt, match="same work_dir"):
+        tune(tmp_path, LuckyFirstRunner(interrupt=KeyboardInterrupt()))
+    db = JSONDatabase(work_dir=str(tmp_path))
+    assert len(db) == 8  # every tuning result is on disk
+    # resuming: nothing left to tune; the selection that was cut short runs
+    runner = LuckyFirstRunner()
+    runner.seen = {
+        f"dummy://{structural_hash(r.as_measure_candidate().sch.mod)}"
+        for r in db.get_all_tuning_records()
+    }
+    again = tune(tmp_path, runner)
+    assert len(runner.inputs) > 0 and len(again) > 8
+    assert all(r.is_valid for r in again.get_all_tuning_records())
+
+
+def test_final_selection_top_k_is_checked(tmp_path):
+    with pytest.raises(ValueError, match="final_selection_top_k must be an int >= 0"):
+        tune(tmp_path, DummyRunner(), final_selection_top_k=-1)

@@ -153,6 +153,7 @@ def test_tune_relax_op_names_tunes_a_subset(tmp_path):
         max_trials_per_task=4,
         op_names=["add"],
         database="memory",
+        final_selection_top_k=0,
         **_quick(builder=DummyBuilder(), runner=runner),
     )
     assert len(runner.inputs) == 5  # 4 trials, and the default schedule of the task

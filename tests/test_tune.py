@@ -4,7 +4,9 @@ The slow tests compile and measure for real with tiny budgets; the others check 
 plumbing with the dummy builder and runner.
 """
 
+import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -14,9 +16,12 @@ from metaschedule.builder import LocalBuilder
 from metaschedule.codegen.build import build
 from metaschedule.cost_model import MLPModel, PyCostModel, XGBModel
 from metaschedule.database import JSONDatabase, MemoryDatabase
+from metaschedule.database.base import measurement_key
+from metaschedule.final_selection import is_selected
 from metaschedule.measure_callback import MeasureCallback, PyMeasureCallback
 from metaschedule.profiler import Profiler
 from metaschedule.runner import EvaluatorConfig, LocalRunner
+from metaschedule.runtime.module import kernel_cache_dir
 from metaschedule.schedule import Schedule, Trace
 from metaschedule.search_strategy import EvolutionarySearch, MeasureCandidate, PySearchStrategy
 from metaschedule.task_scheduler import GradientBased, RoundRobin
@@ -117,8 +122,11 @@ def test_each_strategy_finds_a_fast_correct_schedule(
             runner=runner,
             seed=0,
         )
-    assert isinstance(db, JSONDatabase) and len(db) == 8
+    # 8 trials, then the final selection's re-measurements of the best
+    assert isinstance(db, JSONDatabase) and len(db) > 8
     assert all(r.is_valid for r in db.get_all_tuning_records())
+    journal = os.path.join(work_dir, "logs", "final_selection.jsonl")
+    assert is_selected(db, IRModule({"main": matmul(N)}), journal)
     check_best(db, unscheduled_secs)
     # the engine times its phases
     for phase in (
@@ -127,16 +135,20 @@ def test_each_strategy_finds_a_fast_correct_schedule(
         "Builder",
         "Runner",
         "MeasureCallback/AddToDatabase",
+        "FinalSelection",
+        "FinalSelection/Builder",
+        "FinalSelection/Runner",
     ):
         assert profiler.get()[phase] > 0
     # logs: the scheduler's file and one per task
     logs = sorted(os.listdir(os.path.join(work_dir, "logs")))
-    assert logs == ["task_0_main.log", "task_scheduler.log"]
+    assert logs == ["final_selection.jsonl", "task_0_main.log", "task_scheduler.log"]
     scheduler_log = (tmp_path / "logs" / "task_scheduler.log").read_text()
     assert "[8/8] Task #0 'main'" in scheduler_log and "Total trials: 8" in scheduler_log
+    assert "Final selection of task #0 'main': the best is now" in scheduler_log
     assert "Batch of 4 measured" in (tmp_path / "logs" / "task_0_main.log").read_text()
     # the records are in work_dir and outlive the database object
-    assert len(JSONDatabase(work_dir=work_dir)) == 8
+    assert len(JSONDatabase(work_dir=work_dir)) == len(db)
 
 
 @pytest.mark.compiler
@@ -160,6 +172,7 @@ def test_learned_cost_models_train_during_tuning(kind, tmp_path, builder, runner
         builder=builder,
         runner=runner,
         seed=1,
+        final_selection_top_k=0,
     )
     assert len(db) == 12
     assert model.data_size == sum(r.is_valid for r in db.get_all_tuning_records()) >= 8
@@ -179,6 +192,7 @@ def test_resuming_does_not_measure_again(tmp_path, builder, runner):
         "cost_model": "random",
         "builder": builder,
         "runner": runner,
+        "final_selection_top_k": 0,
     }
     db = tune_tir(matmul(N), "cpu", work_dir, 8, strategy=tiny_evolutionary(), seed=2, **kwargs)
     first = record_hashes(db)
@@ -210,9 +224,13 @@ def test_two_tasks_under_gradient_based_both_get_trials(tmp_path, builder, runne
         builder=builder,
         runner=runner,
         seed=3,
+        final_selection_top_k=0,
     )
     per_task = {
-        name: len(db.get_top_k(db.commit_workload(IRModule({"main": mod[name]})), 99))
+        name: sum(
+            r.workload is db.commit_workload(IRModule({"main": mod[name]}))
+            for r in db.get_all_tuning_records()
+        )
         for name in mod
     }
     assert sum(per_task.values()) == 12 and min(per_task.values()) >= 4
@@ -344,7 +362,14 @@ def dummy_tune(tmp_path, mod, **kwargs):
 
 
 def test_plumbing_with_dummies(tmp_path):
-    db = dummy_tune(tmp_path, matmul(8), database="memory", task_scheduler="round-robin", seed=5)
+    db = dummy_tune(
+        tmp_path,
+        matmul(8),
+        database="memory",
+        task_scheduler="round-robin",
+        seed=5,
+        final_selection_top_k=0,
+    )
     assert isinstance(db, MemoryDatabase) and len(db) == 8
     assert not os.path.exists(tmp_path / "database_workload.json")
     assert sorted(os.listdir(tmp_path / "logs")) == ["task_0_main.log", "task_scheduler.log"]
@@ -373,6 +398,7 @@ def test_special_space_and_per_task_limit(tmp_path):
         max_trials_per_task=4,
         special_space={"b": fuse_template},
         task_scheduler=RoundRobin(),
+        final_selection_top_k=0,
     )
     assert len(db) == 8  # each task stops at max_trials_per_task
     kinds = {
@@ -444,3 +470,40 @@ def test_callbacks_default_kind_is_the_seeds():
         "RemoveBuildArtifact",
         "UpdateCostModel",
     ]
+
+
+@pytest.mark.compiler
+@pytest.mark.slow
+def test_the_final_selection_reuses_the_build_cache_and_compile_tir_returns_its_winner(
+    tmp_path, builder, runner, unscheduled_secs
+):
+    work_dir = str(tmp_path)
+    kwargs = {
+        "num_trials_per_iter": 4,
+        "space": template,
+        "strategy": tiny_evolutionary(),
+        "cost_model": "random",
+        "builder": builder,
+        "runner": runner,
+        "seed": 4,
+    }
+    db = tune_tir(matmul(N), "cpu", work_dir, 6, final_selection_top_k=0, **kwargs)
+    assert len(db) == 6
+    cache = kernel_cache_dir()
+    built = {f for f in os.listdir(cache) if re.fullmatch(r"[0-9a-f]{32}\.so", f)}
+    # the same call with the final selection: nothing to tune, the selection runs
+    with Profiler() as profiler:
+        db = tune_tir(matmul(N), "cpu", work_dir, 6, final_selection_top_k=3, **kwargs)
+    assert {f for f in os.listdir(cache) if re.fullmatch(r"[0-9a-f]{32}\.so", f)} == built
+    assert profiler.get()["FinalSelection"] > 0 and "SearchStrategy/GenerateCandidates" not in (
+        profiler.get()
+    )
+    assert len(db) > 6  # the re-measurements
+    journal = os.path.join(work_dir, "logs", "final_selection.jsonl")
+    entries = [json.loads(line) for line in open(journal)]
+    assert entries[-1]["done"] and is_selected(db, IRModule({"main": matmul(N)}), journal)
+    best = db.query_tuning_record(IRModule({"main": matmul(N)}), "cpu")
+    assert measurement_key(best) == entries[-1]["best"]
+    assert best.run_secs == [pytest.approx(entries[-1]["best_secs"])]
+    sch = check_best(db, unscheduled_secs)
+    assert str(sch.trace) == str(best.as_measure_candidate().sch.trace)

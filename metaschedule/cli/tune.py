@@ -19,7 +19,7 @@ from ..report.measure_log import MeasureLog
 from ..runner import RPCConfig, RPCRunner
 from ..target import Target
 from ..tir.function import IRModule
-from ..tune import tune_tir
+from ..tune import DEFAULT_FINAL_SELECTION_TOP_K, tune_tir
 from .common import (
     CLIError,
     add_subcommand,
@@ -113,6 +113,14 @@ def register(sub, parents) -> None:
         help="threads of the search: 'physical', 'logical' or a count",
     )
     p.add_argument(
+        "--final-selection-top-k",
+        type=non_negative_int,
+        default=DEFAULT_FINAL_SELECTION_TOP_K,
+        metavar="K",
+        help="at the end, re-measure each task's best K records interleaved and keep the "
+        "fastest (0: off)",
+    )
+    p.add_argument(
         "--runner",
         default="local",
         choices=["local", "rpc"],
@@ -164,6 +172,7 @@ def run(args: argparse.Namespace) -> int:
         "num_tuning_cores": cores,
         "seed": args.seed,
         "measure_callbacks": _callbacks(args.work_dir),
+        "final_selection_top_k": args.final_selection_top_k,
     }
     with Profiler() as profiler:
         try:

@@ -5,12 +5,27 @@ Run-time convention (TVM's): a measurement that failed is committed with
 (``None`` or ``[]``). Such records are kept, listed by ``get_all_tuning_records`` and
 dumped, but never returned as the best: :func:`is_valid_run_secs` decides which records
 ``get_top_k`` and the queries may return.
+
+A schedule measured more than once (the final selection re-measures the best ones, a
+resumed run may meet a trace again): records of a workload whose trace and target are
+equal (:func:`measurement_key`) are measurements of one schedule, and its **latest valid
+record supersedes the earlier ones** for ranking: ``get_top_k`` and the queries return
+each schedule once, ranked by that record; a later failed measurement supersedes nothing
+(a transient failure never hides a good schedule). The latest wins rather than a
+combination because a re-measurement is the better evidence: the final selection's
+records are medians of interleaved rounds taken side by side with the competitors, and
+folding in the single timing that tuning saw (lucky or unlucky, on a machine in another
+state) would put back the very noise they remove. Nothing is ever deleted:
+``get_all_tuning_records`` and ``len`` still count every record, and files stay
+append-only; :func:`latest_per_schedule` applies the rule to a list of records.
 """
 
 from __future__ import annotations
 
 import contextvars
 import dataclasses
+import hashlib
+import json
 import math
 import warnings
 from abc import ABC, abstractmethod
@@ -37,7 +52,9 @@ __all__ = [
     "Workload",
     "create",
     "is_valid_run_secs",
+    "latest_per_schedule",
     "mean_run_sec",
+    "measurement_key",
 ]
 
 _REPLAY_CANDIDATES = 16  # records tried by query_schedule before giving up
@@ -58,6 +75,39 @@ def mean_run_sec(run_secs: Sequence[float] | None) -> float:
     if not is_valid_run_secs(run_secs):
         return math.inf
     return sum(run_secs) / len(run_secs)
+
+
+def measurement_key_of_json(trace_json: Any, target_json: Any) -> str:
+    """:func:`measurement_key` from a record's JSON parts (its trace and target)."""
+    text = json.dumps([trace_json, target_json], sort_keys=True, separators=(",", ":"))
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
+
+
+def measurement_key(record: TuningRecord) -> str:
+    """What names the schedule a record measures within its workload: a digest of its
+    trace (instructions and decisions, RVs named canonically) and its target. Records of
+    one workload with equal keys are measurements of the same schedule."""
+    target = None if record.target is None else record.target.as_json()
+    return measurement_key_of_json(record.trace.as_json(), target)
+
+
+def supersedes(new: TuningRecord, old: TuningRecord) -> bool:
+    """Whether ``new``, committed after ``old`` for the same schedule, is the one that
+    counts: a valid record always, a failure only over another failure."""
+    return new.is_valid or not old.is_valid
+
+
+def latest_per_schedule(records: Sequence[TuningRecord]) -> list[TuningRecord]:
+    """The records that count, one per (workload, schedule), from records in commit
+    order (the rule of the module docstring); in the order the schedules first appear.
+    Workloads are told apart by object identity, as a database returns them."""
+    chosen: dict[tuple[int, str], TuningRecord] = {}
+    for record in records:
+        key = (id(record.workload), measurement_key(record))
+        old = chosen.get(key)
+        if old is None or supersedes(record, old):
+            chosen[key] = record
+    return list(chosen.values())
 
 
 # --------------------------------------------------------------------------- values
@@ -227,7 +277,9 @@ class Database(ABC):
     def get_top_k(self, workload: Workload, top_k: int) -> list[TuningRecord]:
         """The ``top_k`` fastest valid records of ``workload``, fastest first.
 
-        Records of the same speed keep their commit order. An unknown workload has none.
+        A schedule measured more than once appears once, as its latest valid record (see
+        the module docstring). Records of the same speed keep their commit order. An
+        unknown workload has none.
         """
 
     @abstractmethod
@@ -326,7 +378,7 @@ class Database(ABC):
         """Commit the best valid record of every workload into ``destination``."""
         equality = ModuleEquality(self.module_equality)
         groups: dict[int, list[tuple[IRModule, TuningRecord]]] = {}
-        for record in self.get_all_tuning_records():
+        for record in latest_per_schedule(self.get_all_tuning_records()):
             if not record.is_valid:
                 continue
             mod = record.workload.mod

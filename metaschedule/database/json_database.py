@@ -42,7 +42,7 @@ from typing import Any
 from ..registry import register
 from ..tir.function import IRModule
 from ..utils import derived_object
-from .base import PyDatabase, TuningRecord, Workload
+from .base import PyDatabase, TuningRecord, Workload, measurement_key_of_json
 from .memory_database import RecordStore
 from .module_equality import ModuleEquality, ModuleEqualityKind
 
@@ -376,7 +376,8 @@ class JSONDatabase(PyDatabase):
                 "carries",
                 verb="recovered",
             )
-        stored = self._store.add_record(record, workload)
+        key = measurement_key_of_json(record_json[0], record_json[2])
+        stored = self._store.add_record(record, workload, key)
         self._origin[id(stored)] = line
 
     def _recover(self, carried: Any) -> Workload:
@@ -430,10 +431,12 @@ class JSONDatabase(PyDatabase):
             if not self._store.owns(workload):
                 workload = self._store.get_or_add(workload.mod)
             line = self._workload_line_locked(workload)
+            record_json = record.as_json()
             rec_line = self._record_file.append(
-                [line, record.as_json(), self._carried_of(workload)], self._report
+                [line, record_json, self._carried_of(workload)], self._report
             )
-            stored = self._store.add_record(record, workload)
+            key = measurement_key_of_json(record_json[0], record_json[2])
+            stored = self._store.add_record(record, workload, key)
             self._origin[id(stored)] = rec_line
         self._report.flush()
 

@@ -7,7 +7,7 @@ import dataclasses
 from ..registry import register
 from ..tir.function import IRModule, as_module
 from ..utils import derived_object
-from .base import PyDatabase, TuningRecord, Workload, check_top_k
+from .base import PyDatabase, TuningRecord, Workload, check_top_k, measurement_key, supersedes
 from .module_equality import ModuleEquality, ModuleEqualityKind
 
 __all__ = ["MemoryDatabase", "RecordStore"]
@@ -17,14 +17,17 @@ class RecordStore:
     """Workloads found by hash then module equality, and records grouped per workload.
 
     The in-memory core shared by the memory and JSON databases. A record is stored
-    pointing at the store's own Workload object for its module.
+    pointing at the store's own Workload object for its module. Per workload, the record
+    that counts for each schedule (its latest valid one, see
+    :mod:`metaschedule.database.base`) is kept with its commit number.
     """
 
     def __init__(self, equality: ModuleEquality):
         self.equality = equality
         self._by_hash: dict[int, list[Workload]] = {}
         self._records: list[TuningRecord] = []
-        self._per_workload: dict[int, list[TuningRecord]] = {}  # id(workload) -> records
+        # id(workload) -> measurement key -> (commit number, the record that counts)
+        self._per_workload: dict[int, dict[str, tuple[int, TuningRecord]]] = {}
 
     def owns(self, workload: Workload) -> bool:
         """Whether ``workload`` is one of this store's own Workload objects."""
@@ -43,17 +46,25 @@ class RecordStore:
         shash = self.equality.hash(mod)
         workload = Workload(mod, shash)
         self._by_hash.setdefault(shash, []).append(workload)
-        self._per_workload[id(workload)] = []
+        self._per_workload[id(workload)] = {}
         return workload
 
     def get_or_add(self, mod: IRModule) -> Workload:
         return self.find(mod) or self.add_workload(mod)
 
-    def add_record(self, record: TuningRecord, workload: Workload) -> TuningRecord:
+    def add_record(
+        self, record: TuningRecord, workload: Workload, key: str | None = None
+    ) -> TuningRecord:
+        """Store ``record`` (of ``workload``, one of the store's own); ``key`` is its
+        :func:`~metaschedule.database.base.measurement_key` when the caller has it."""
         if record.workload is not workload:
             record = dataclasses.replace(record, workload=workload)
         self._records.append(record)
-        self._per_workload[id(workload)].append(record)
+        schedules = self._per_workload[id(workload)]
+        key = measurement_key(record) if key is None else key
+        old = schedules.get(key)
+        if old is None or supersedes(record, old[1]):
+            schedules[key] = (len(self._records), record)
         return record
 
     def top_k(self, workload: Workload, top_k: int) -> list[TuningRecord]:
@@ -61,9 +72,10 @@ class RecordStore:
         own = workload if self.owns(workload) else self.find(workload.mod)
         if own is None or top_k == 0:
             return []
-        valid = [r for r in self._per_workload[id(own)] if r.is_valid]
-        valid.sort(key=lambda r: r.mean_run_sec)  # stable: ties keep commit order
-        return valid[:top_k]
+        valid = [(r.mean_run_sec, n, r) for n, r in self._per_workload[id(own)].values()]
+        valid = [v for v in valid if v[2].is_valid]
+        valid.sort(key=lambda v: v[:2])  # ties: commit order of the records that count
+        return [r for _, _, r in valid[:top_k]]
 
     def all_records(self) -> list[TuningRecord]:
         return list(self._records)

@@ -15,9 +15,13 @@ IGNORE``, so committing the same record twice (from a retry, or from two tuners 
 share results) stores it once.
 
 Tables: ``workload(id, shash, json)`` and ``tuning_record(id, workload_id, mean_run_sec,
-json, record_key)``; ``mean_run_sec`` is NULL for a record without a valid run time, and an index on
-``(workload_id, mean_run_sec)`` makes ``get_top_k`` a range scan. Records and workloads
-are stored in the same JSON as the JSON database.
+json, record_key, measurement_key)``; ``mean_run_sec`` is NULL for a record without a
+valid run time, and an index on ``(workload_id, mean_run_sec)`` makes ``get_top_k`` a range
+scan. ``measurement_key`` names the schedule a record measures
+(:func:`~metaschedule.database.base.measurement_key`): of the valid records of one
+schedule, ``get_top_k`` returns only the latest (the rule of
+:mod:`metaschedule.database.base`). Files written before that column existed get it filled
+in when opened. Records and workloads are stored in the same JSON as the JSON database.
 """
 
 from __future__ import annotations
@@ -36,7 +40,14 @@ from typing import Any
 from ..registry import register
 from ..tir.function import IRModule, as_module
 from ..utils import derived_object
-from .base import PyDatabase, TuningRecord, Workload, check_top_k, mean_run_sec
+from .base import (
+    PyDatabase,
+    TuningRecord,
+    Workload,
+    check_top_k,
+    mean_run_sec,
+    measurement_key_of_json,
+)
 from .module_equality import ModuleEquality, ModuleEqualityKind
 
 __all__ = ["SQLiteDatabase"]
@@ -62,6 +73,20 @@ _RECORD_KEY_SCHEMA = """
 ALTER TABLE tuning_record ADD COLUMN record_key TEXT;
 """
 _RECORD_KEY_INDEX = "CREATE UNIQUE INDEX IF NOT EXISTS record_by_key ON tuning_record (record_key)"
+# Files written before measurement keys existed get the column, filled in from the JSON.
+_MEASUREMENT_KEY_SCHEMA = "ALTER TABLE tuning_record ADD COLUMN measurement_key TEXT"
+_MEASUREMENT_KEY_INDEX = (
+    "CREATE INDEX IF NOT EXISTS record_by_schedule "
+    "ON tuning_record (workload_id, measurement_key, id)"
+)
+
+
+def _measurement_key_of_row(text: str) -> str | None:
+    try:
+        record_json = json.loads(text)
+        return measurement_key_of_json(record_json[0], record_json[2])
+    except (ValueError, TypeError, IndexError, KeyError):
+        return None  # a malformed row: it ranks as a schedule of its own
 
 
 def _is_busy(err: sqlite3.OperationalError) -> bool:
@@ -110,6 +135,14 @@ class SQLiteDatabase(PyDatabase):
         if "record_key" not in columns:
             conn.execute(_RECORD_KEY_SCHEMA)
         conn.execute(_RECORD_KEY_INDEX)
+        if "measurement_key" not in columns:
+            conn.execute(_MEASUREMENT_KEY_SCHEMA)
+            rows = conn.execute("SELECT id, json FROM tuning_record").fetchall()
+            conn.executemany(
+                "UPDATE tuning_record SET measurement_key = ? WHERE id = ?",
+                [(_measurement_key_of_row(text), row_id) for row_id, text in rows],
+            )
+        conn.execute(_MEASUREMENT_KEY_INDEX)
 
     # connection ---------------------------------------------------------------------
     def _connection(self) -> sqlite3.Connection:
@@ -237,7 +270,9 @@ class SQLiteDatabase(PyDatabase):
 
     def commit_tuning_record(self, record: TuningRecord) -> None:
         mean = mean_run_sec(record.run_secs)
-        text = json.dumps(record.as_json(), separators=(",", ":"))
+        record_json = record.as_json()
+        text = json.dumps(record_json, separators=(",", ":"))
+        measurement = measurement_key_of_json(record_json[0], record_json[2])
 
         def insert(conn: sqlite3.Connection) -> None:
             workload = record.workload
@@ -249,9 +284,10 @@ class SQLiteDatabase(PyDatabase):
             row = self._row_of[id(workload)]
             key = hashlib.sha256(f"{row}:{text}".encode()).hexdigest()
             conn.execute(
-                "INSERT OR IGNORE INTO tuning_record (workload_id, mean_run_sec, json, record_key) "
-                "VALUES (?, ?, ?, ?)",
-                (row, None if math.isinf(mean) else mean, text, key),
+                "INSERT OR IGNORE INTO tuning_record "
+                "(workload_id, mean_run_sec, json, record_key, measurement_key) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (row, None if math.isinf(mean) else mean, text, key, measurement),
             )
 
         self._write(insert)
@@ -273,9 +309,12 @@ class SQLiteDatabase(PyDatabase):
             own = self._find(conn, workload.mod)
             if own is None or top_k == 0:
                 return []
+            # the latest valid record of each schedule (a NULL key: a schedule of its own)
             return conn.execute(
-                "SELECT id, workload_id, json FROM tuning_record "
+                "SELECT id, workload_id, json FROM tuning_record WHERE id IN ("
+                "SELECT MAX(id) FROM tuning_record "
                 "WHERE workload_id = ? AND mean_run_sec IS NOT NULL "
+                "GROUP BY COALESCE(measurement_key, 'row ' || id)) "
                 "ORDER BY mean_run_sec, id LIMIT ?",
                 (self._row_of[id(own)], top_k),
             ).fetchall()

@@ -5,7 +5,15 @@ from __future__ import annotations
 from ..registry import register
 from ..tir.function import IRModule
 from ..utils import derived_object
-from .base import Database, PyDatabase, TuningRecord, Workload, check_top_k, sort_key
+from .base import (
+    Database,
+    PyDatabase,
+    TuningRecord,
+    Workload,
+    check_top_k,
+    measurement_key,
+    sort_key,
+)
 
 __all__ = ["UnionDatabase"]
 
@@ -49,7 +57,10 @@ class UnionDatabase(_ReadOnlyUnion):
     Every member is asked (a nested union answers as a whole); of the records returned,
     the fastest valid one wins; a record without a valid run time (say from a
     ``ScheduleFnDatabase``) is returned only if no member has a measured one. Ties go to
-    the earlier member. Commits are not supported: commit to a member.
+    the earlier member. A schedule that several members measured is returned once by
+    ``get_top_k``, with its fastest member's record (each member already returns one record
+    per schedule, its latest; members have no common clock to say which is later).
+    Commits are not supported: commit to a member.
     """
 
     def query_tuning_record(
@@ -66,4 +77,13 @@ class UnionDatabase(_ReadOnlyUnion):
         check_top_k(top_k)
         records = [r for db in self.databases for r in db.get_top_k(workload, top_k)]
         records.sort(key=sort_key)
-        return records[:top_k]
+        out: list[TuningRecord] = []
+        seen: set[str] = set()
+        for record in records:
+            key = measurement_key(record)
+            if key not in seen:
+                seen.add(key)
+                out.append(record)
+                if len(out) == top_k:
+                    break
+        return out

@@ -17,11 +17,12 @@ budget is spent or every task is done:
    Schedulers join a task before giving it its next batch, and ``touch_task`` joins
    batches already done.
 
-Resuming: records the database already holds for a task's workload count toward
+Resuming: the schedules the database already holds for a task's workload count toward
 ``max_trials_global`` and ``max_trials_per_task`` (a task whose budget is spent is not
-even prepared). Interruptions: on any exception or Ctrl-C, the results that arrived are
-committed, the artifacts of candidates still in flight are removed, and the exception
-propagates.
+even prepared); a schedule measured more than once (the final selection re-measures the
+best) counts once, with the measurement that ranks it. Interruptions: on any exception
+or Ctrl-C, the results that arrived are committed, the artifacts of candidates still in
+flight are removed, and the exception propagates.
 
 A task stops (``terminate_task``) when its strategy has nothing more to give, when it
 reached ``max_trials_per_task``, or after ``max_fail_count`` measured batches in a row in
@@ -42,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Literal, Union
 from .. import registry
 from ..builder import Builder, BuilderInput, BuilderResult
 from ..builder.base import remove_artifact
+from ..database.base import latest_per_schedule
 from ..logging import get_logger
 from ..measure_callback.base import MeasureCallback
 from ..measure_callback.task_view import TaskView
@@ -199,8 +201,9 @@ class TaskScheduler(ABC):
                 task.ctx.post_tuning()
 
     def _resume(self) -> int:
-        """Count the records the database already holds for each task's workload toward
-        the budgets (so tuning again resumes rather than starts over); their total."""
+        """Count the distinct schedules the database already holds for each task's
+        workload toward the budgets (so tuning again resumes rather than starts over);
+        their total."""
         database = self.database
         if database is None:
             return 0
@@ -212,9 +215,9 @@ class TaskScheduler(ABC):
             if records is None:
                 records = database.get_all_tuning_records()
             workload = database.commit_workload(task.ctx.mod)
-            mine = [
-                r for r in records if r.workload is workload or r.workload.shash == workload.shash
-            ]
+            mine = latest_per_schedule(
+                [r for r in records if r.workload is workload or r.workload.shash == workload.shash]
+            )
             if mine:
                 task.resume([r.mean_run_sec for r in mine])
                 task.ctx.logger.info(

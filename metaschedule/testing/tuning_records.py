@@ -9,7 +9,17 @@ from ..schedule import Schedule
 from ..target import Target
 from ..tir.function import PrimFunc
 
-__all__ = ["make_record", "matmul", "matmul_relu", "tiled_matmul_schedule"]
+__all__ = [
+    "SEED_ANNOTATION",
+    "make_record",
+    "matmul",
+    "matmul_relu",
+    "record_schedule",
+    "tiled_matmul_schedule",
+]
+
+#: the block annotation that makes :func:`make_record`'s schedules differ by seed
+SEED_ANNOTATION = "testing.record_seed"
 
 
 def matmul(
@@ -46,11 +56,24 @@ def tiled_matmul_schedule(func: PrimFunc, seed: int = 0) -> Schedule:
     return sch
 
 
+def record_schedule(func: PrimFunc, seed: int = 0) -> Schedule:
+    """The schedule of :func:`make_record`: :func:`tiled_matmul_schedule`, with the seed
+    as an annotation of block "C"."""
+    sch = tiled_matmul_schedule(func, seed)
+    sch.annotate(sch.get_block("C"), SEED_ANNOTATION, seed)
+    return sch
+
+
 def make_record(
     workload: Workload, run_secs: list[float] | None, seed: int = 0, target: str = "cpu"
 ) -> TuningRecord:
-    """A record of ``workload`` (which must have a block "C") with the given run times."""
-    sch = tiled_matmul_schedule(workload.mod["main"], seed)
+    """A record of ``workload`` (which must have a block "C") with the given run times.
+
+    Its schedule is :func:`tiled_matmul_schedule` with ``seed``, whose block is annotated
+    with ``seed`` too (:data:`SEED_ANNOTATION`): records of different seeds are always
+    different schedules, which databases rank apart (records of one schedule count once).
+    """
+    sch = record_schedule(workload.mod["main"], seed)
     return TuningRecord(
         sch.trace, workload, run_secs, Target(target), ArgInfo.from_prim_func(workload.mod["main"])
     )

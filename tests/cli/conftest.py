@@ -63,6 +63,8 @@ def tuned(tmp_path_factory, workload_file):
         "replay-trace",
         "--seed",
         "0",
+        "--final-selection-top-k",  # records are the trials (tested in test_tune.py)
+        "0",
         "--work-dir",
         work_dir,
     )

@@ -70,6 +70,8 @@ def test_resume_and_database_best_in_the_statistics(tuned, tmp_path, workload_fi
         "replay-func",
         "--seed",
         "1",
+        "--final-selection-top-k",
+        "0",
         "--work-dir",
         str(copy),
     )

@@ -15,7 +15,7 @@ from metaschedule.database import (
 )
 from metaschedule.schedule import Schedule
 from metaschedule.target import Target
-from metaschedule.testing.tuning_records import make_record, matmul, tiled_matmul_schedule
+from metaschedule.testing.tuning_records import make_record, matmul, record_schedule
 from metaschedule.tir.structural import structural_equal
 
 KINDS = ["memory", "json", "sqlite"]
@@ -88,7 +88,7 @@ def test_queries_return_the_best_valid_schedule(db):
     target = Target("cpu")
     record = db.query_tuning_record(matmul(16), target, "main")
     assert record.run_secs == [0.1]
-    expected = tiled_matmul_schedule(matmul(16), seed=2)
+    expected = record_schedule(matmul(16), seed=2)
     sch = db.query_schedule(matmul(16), target, "main")
     assert isinstance(sch, Schedule)
     assert structural_equal(sch.mod, expected.mod)
@@ -126,7 +126,7 @@ def test_dump_pruned_keeps_the_best_record_per_workload(db, tmp_path):
     }
     assert sorted(got) == [8, 16]
     assert got[16].run_secs == [0.1]
-    assert got[16].trace.as_json() == tiled_matmul_schedule(matmul(16), 2).trace.as_json()
+    assert got[16].trace.as_json() == record_schedule(matmul(16), 2).trace.as_json()
     assert got[8].run_secs == [0.6]
     reopened = JSONDatabase(work_dir=str(tmp_path / "pruned"))
     assert len(reopened) == 2
@@ -171,7 +171,7 @@ def test_records_outlive_the_database_object(kind, tmp_path):
     assert len(again) == 5
     best = again.query_tuning_record(matmul(16), Target("cpu"), "main")
     assert best.run_secs == [pytest.approx(0.1)]
-    assert best.trace.as_json() == tiled_matmul_schedule(matmul(16), 4).trace.as_json()
+    assert best.trace.as_json() == record_schedule(matmul(16), 4).trace.as_json()
 
 
 def test_replay_failure_is_reported_not_applied():

@@ -13,7 +13,7 @@ from metaschedule.database import (
 )
 from metaschedule.schedule import BlockNotFoundError
 from metaschedule.target import Target
-from metaschedule.testing.tuning_records import make_record, matmul, tiled_matmul_schedule
+from metaschedule.testing.tuning_records import make_record, matmul, record_schedule
 from metaschedule.tir.structural import structural_equal
 
 CPU = Target("cpu")
@@ -128,7 +128,7 @@ def test_schedule_fn_database_in_unions():
     tuned = MemoryDatabase()
     tuned.commit_tuning_record(make_record(Workload(matmul(8)), [0.5], seed=3))
     by_hand = ScheduleFnDatabase(split_first_loop)
-    tuned_trace = tiled_matmul_schedule(matmul(8), 3).trace.as_json()
+    tuned_trace = record_schedule(matmul(8), 3).trace.as_json()
     # ordered: the hand-written schedule overrides the tuned one, and the reverse
     assert (
         OrderedUnionDatabase(by_hand, tuned).query_tuning_record(matmul(8), CPU, "main").run_secs

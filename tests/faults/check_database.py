@@ -8,10 +8,12 @@ from metaschedule.schedule import Schedule
 
 
 def check_work_dir(work_dir: str, committed_log: str = "committed.log") -> dict:
-    """Counts: ``records``, ``lost`` (committed per the spy log, absent from the
-    database), ``duplicates`` (schedules stored more than once), ``replay_failures``
-    (records whose trace does not apply to their workload), ``warnings`` (lines the
-    database skipped, e.g. torn by a kill)."""
+    """Counts: ``records``, ``trials`` (records tuning measured), ``lost`` (committed per
+    the spy log, absent from the database), ``duplicates`` (schedules stored more than once
+    by tuning), ``remeasured`` (the final selection's records: repeats committed after the
+    last first measurement, once tuning was over), ``replay_failures`` (records whose
+    trace does not apply to their workload), ``warnings`` (lines the database skipped,
+    e.g. torn by a kill)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         db = JSONDatabase(work_dir=work_dir)
@@ -33,10 +35,18 @@ def check_work_dir(work_dir: str, committed_log: str = "committed.log") -> dict:
         with open(path) as f:
             committed = [line.strip() for line in f if line.strip()]
     stored = set(keys)
+    first: dict[str, int] = {}
+    for n, key in enumerate(keys):
+        first.setdefault(key, n)
+    last_new = max(first.values(), default=-1)
+    repeats = [n for n, key in enumerate(keys) if first[key] != n]
+    remeasured = sum(1 for n in repeats if n > last_new)
     return {
         "records": len(records),
+        "trials": len(records) - remeasured,
         "lost": len([k for k in set(committed) if k not in stored]),
-        "duplicates": len(keys) - len(stored),
+        "duplicates": len(repeats) - remeasured,
+        "remeasured": remeasured,
         "replay_failures": replay_failures,
         "warnings": len(caught),
     }

@@ -82,12 +82,12 @@ def finish_and_check(work_dir, tmp):
     _, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, err[-3000:]
     stats = check_work_dir(str(work_dir))
-    assert stats["records"] == TRIALS  # the budget counts the earlier records
+    assert stats["trials"] == TRIALS  # the budget counts the earlier records
     assert stats["lost"] == 0 and stats["duplicates"] == 0 and stats["replay_failures"] == 0
     # once complete, the same call returns at once without measuring
     again = start(work_dir, tmp)
     _, err = again.communicate(timeout=600)
-    assert again.returncode == 0 and check_work_dir(str(work_dir))["records"] == TRIALS
+    assert again.returncode == 0 and check_work_dir(str(work_dir))["trials"] == TRIALS
     assert leftovers(tmp) == []
 
 

@@ -125,8 +125,8 @@ def test_a_run_time_of_zero_does_not_crash(tmp_path, cost_model):
         runner=runner,
     )
     records = db.get_all_tuning_records()
-    assert len(records) == 12
-    assert all(r.run_secs == [0.0, 0.0] for r in records)
+    assert len(records) >= 12  # the trials, then the final selection's (medians: [0.0])
+    assert all(r.run_secs in ([0.0, 0.0], [0.0]) for r in records)
     stats = (tmp_path / "logs" / "task_scheduler.log").read_text()
     assert "Tuning finished" in stats
     assert "nan" not in stats.lower() and "inf " not in stats.lower()

@@ -45,7 +45,7 @@ USER_CODE = textwrap.dedent("""
     db = tune_tir(f, "cpu", WORK_DIR, 2, num_trials_per_iter=2, space=template,
                   strategy="replay-trace", cost_model="random",
                   runner=LocalRunner(evaluator_config=FAST, f_run_evaluator=my_evaluator))
-    assert len(db) == 2
+    assert len(db) >= 2  # the two trials, and the final selection's re-measurements
     compile_tir(db, f, "cpu")
     print("USER-CODE-OK")
 """)

@@ -83,7 +83,8 @@ def test_tune_tir_with_rpc_runner_and_dask_builder_from_the_environment(
         seed=0,
     )
     records = db.get_all_tuning_records()
-    assert len(records) == 4 and all(r.is_valid for r in records)
+    # the 4 trials, then the final selection's re-measurements (through the fleet too)
+    assert len(records) >= 4 and all(r.is_valid for r in records)
     sch = compile_tir(db, matmul(N), "cpu")
     rng = np.random.default_rng(1)
     a, b = rng.random((N, N), dtype=np.float32), rng.random((N, N), dtype=np.float32)

@@ -161,7 +161,7 @@ def test_evolutionary_search_tunes_for_cuda_through_a_runner(tmp_path):
         runner=DummyRunner(),
         seed=0,
     )
-    assert len(db) == 8
+    assert len(db) >= 8  # the trials, then the final selection's re-measurements
     sch = ms.tir_integration.compile_tir(db, func, TARGET)
     assert VerifyGPUCode().apply(sch)
     x = np.random.default_rng(3).random((4, 64), dtype=np.float32)

@@ -170,7 +170,9 @@ def test_tune_tir_with_the_default_space_beats_the_unscheduled_matmul(tmp_path, 
             seed=0,
         )
     records = db.get_all_tuning_records()
-    assert len(records) == 16 and sum(r.is_valid for r in records) >= 12
+    assert len(records) >= 16  # the trials, then the final selection's re-measurements
+    records = records[:16]
+    assert sum(r.is_valid for r in records) >= 12
     # the candidates come from the multi-level tiling space
     assert all(any(i.kind.name == "SamplePerfectTile" for i in r.trace.insts) for r in records)
     assert len({tuple(map(str, r.trace.as_python())) for r in records}) == 16

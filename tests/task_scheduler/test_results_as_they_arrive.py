@@ -35,14 +35,22 @@ class StopAtRun(DummyRunner):
         return RunnerFuture(lambda: False, result)
 
 
+def wide_template(sch):
+    """Every loop of block C split in four by sampled tiles: thousands of schedules, so
+    that a few seeded draws never repeat one (a resumed run counts distinct schedules)."""
+    block = sch.get_block("C")
+    for loop in sch.get_loops(block):
+        sch.split(loop, sch.sample_perfect_tile(loop, n=4))
+
+
 def tune(tmp_path, runner, trials=8, **kwargs):
+    kwargs.setdefault("space", split_template)
     return tune_tir(
         matmul(16),
         "cpu",
         str(tmp_path),
         trials,
         num_trials_per_iter=4,
-        space=split_template,
         strategy="replay-trace",
         cost_model="random",
         builder=DummyBuilder(),
@@ -89,12 +97,13 @@ def test_incremental_callbacks_see_each_result_once_batch_callbacks_the_batch(tm
 
 def test_the_same_call_resumes_and_a_larger_budget_tunes_the_difference(tmp_path):
     runner = DummyRunner()
+    kw = {"space": wide_template, "final_selection_top_k": 0}
     with pytest.raises(KeyboardInterrupt):
-        tune(tmp_path, StopAtRun(5, KeyboardInterrupt()), trials=8)
-    db = tune(tmp_path, runner, trials=8)  # finishes the budget: 5 saved, 3 more
+        tune(tmp_path, StopAtRun(5, KeyboardInterrupt()), trials=8, seed=1, **kw)
+    db = tune(tmp_path, runner, trials=8, seed=2, **kw)  # finishes the budget: 5 saved, 3 more
     assert len(db) == 8 and len(runner.inputs) == 3
-    db = tune(tmp_path, runner, trials=8)  # done: returns at once
+    db = tune(tmp_path, runner, trials=8, seed=3, **kw)  # done: returns at once
     assert len(db) == 8 and len(runner.inputs) == 3
-    db = tune(tmp_path, runner, trials=12)  # four more
+    db = tune(tmp_path, runner, trials=12, seed=4, **kw)  # four more
     assert len(db) == 12 and len(runner.inputs) == 7
     assert not [f for f in os.listdir(tmp_path) if f.startswith(".write-probe")]
