@@ -44,11 +44,15 @@ class ArgInfo(ABC):
         if not isinstance(func, PrimFunc):
             raise TypeError(f"expected a PrimFunc, got {type(func).__name__}")
         packed = prepacked_args(func)
-        infos = [TensorInfo.from_buffer(b) for b in func.params]
-        for j, p in packed.items():
-            infos[j] = dataclasses.replace(
-                infos[j], original_shape=p.original_shape, index_map=p.index_map
-            )
+        infos: list[ArgInfo] = []
+        for j, b in enumerate(func.params):
+            info = TensorInfo.from_buffer(b)
+            if j in packed:
+                p = packed[j]
+                info = dataclasses.replace(
+                    info, original_shape=p.original_shape, index_map=p.index_map
+                )
+            infos.append(info)
         return infos
 
     @staticmethod
@@ -113,7 +117,7 @@ class TensorInfo(ArgInfo):
     def as_json(self) -> list:
         out: list = ["TENSOR", self.dtype, list(self.shape)]
         if self.original_shape is not None:
-            packed = {"original_shape": list(self.original_shape)}
+            packed: dict[str, Any] = {"original_shape": list(self.original_shape)}
             if self.index_map is not None:
                 packed["index_map"] = self.index_map.as_json()
             out.append(packed)

@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..codegen import build as build_module
-from ..target import Target
 from ..schedule.prepacked import prepacked_args
+from ..target import Target
 from ..tir.function import IRModule, PrimFunc
 from .executable import Executable
 from .lower import LoweredModel, Step

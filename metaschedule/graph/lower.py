@@ -4,8 +4,8 @@ Each group becomes a te program over placeholders of its external inputs (one-el
 constants read by element-wise or broadcast calls become immediates), built with
 ``te.create_prim_func``; the constants among its parameters are listed in its
 ``attrs["layout_free_buffers"]`` (weights the RewriteLayout postprocessor may have the tuned
-function take pre-packed, re-laid out once at compile time). Structurally equal PrimFuncs (the same convolution shape in
-two places) are one function, called at each place.
+function take pre-packed, re-laid out once at compile time). Structurally equal PrimFuncs
+(the same convolution shape in two places) are one function, called at each place.
 """
 
 from __future__ import annotations
