@@ -122,8 +122,9 @@ def suggest_layout(func: PrimFunc, index: int) -> LayoutPlan | None:
         ((d, g) for d, digits in enumerate(dims) for g in digits),
         key=lambda dg: (dg[1].position, -dg[1].lower),
     )
-    if [d for d, _ in new] == list(range(len(dims))) and all(len(ds) == 1 for ds in dims):
-        return None  # already the loop order
+    order = [d for d, _ in new]
+    if order == sorted(order) and all(len(ds) <= 1 for ds in dims):
+        return None  # already the loop order (up to dimensions of extent 1)
     names = [Var(f"i{d}", "int32") for d in range(len(dims))]
     final = []
     for d, g in new:

@@ -50,6 +50,14 @@ def _depthwise():
     return te.create_prim_func([data, kernel, ops.depthwise_conv2d_nhwc(data, kernel, padding=1)])
 
 
+def _conv_bias_relu():
+    data = te.placeholder((1, 5, 5, 8), "float32", "data")
+    kernel = te.placeholder((3, 3, 8, 8), "float32", "kernel")
+    bias = te.placeholder((8,), "float32", "bias")
+    conv = ops.conv2d_nhwc(data, kernel, padding=1)
+    return te.create_prim_func([data, kernel, bias, ops.relu(ops.bias_add(conv, bias, axis=-1))])
+
+
 def _dense_bias_gelu():
     x = te.placeholder((4, 16), "float32", "X")
     w = te.placeholder((32, 16), "float32", "W")
@@ -228,7 +236,9 @@ def _sampled(func, seeds):
 
 @pytest.mark.compiler
 @pytest.mark.parametrize(
-    "make", [_conv2d, _depthwise, _dense_bias_gelu, _matmul_free_b], ids=lambda f: f.__name__
+    "make",
+    [_conv2d, _depthwise, _conv_bias_relu, _dense_bias_gelu, _matmul_free_b],
+    ids=lambda f: f.__name__,
 )
 def test_every_sampled_schedule_computes_the_numpy_result(make):
     func = make()
@@ -278,7 +288,7 @@ def test_arg_info_says_which_args_are_prepacked_and_round_trips():
 
 
 @pytest.mark.compiler
-def test_compile_tir_and_packing_as_a_user_sees_it():
+def test_compile_tir_and_packing_as_a_user_sees_it(tmp_path):
     """A user compiles the best record and packs the weight once with ms.pack_weights."""
     func = _dense(n=8, m=32, k=16)
     sch = tir.Schedule(func)
@@ -305,3 +315,7 @@ def test_compile_tir_and_packing_as_a_user_sees_it():
     np.testing.assert_array_equal(lib.pack_weights(x, w, y)[1], args[1])
     with pytest.raises(ValueError, match="argument 1: expected an array of the original"):
         ms.pack_weights(lib, [x, args[1], y])
+    # an exported library still says which arguments it takes pre-packed, and how
+    loaded = ms.runtime.load_module(lib.export_library(tmp_path / "dense.so"))
+    assert list(loaded["main"].prepacked) == [1]
+    np.testing.assert_array_equal(loaded.pack_weights(x, w, y)[1], args[1])
