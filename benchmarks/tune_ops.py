@@ -546,10 +546,11 @@ def tvm_timer(
 
 def _tvm_param_shapes(mod) -> list[list[int]]:
     """The parameter shapes of ``main`` once TVM's layout-rewrite blocks are removed."""
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
     from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 
     func = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)["main"]
-    return [[int(d) for d in func.buffer_map[p].shape] for p in func.params]
+    return [[int(d) for d in info.shape] for info in ArgInfo.from_prim_func(func)]
 
 
 def _tvm_build(mod, target, _params):
