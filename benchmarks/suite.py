@@ -145,7 +145,9 @@ NUMPY_WHAT = {
 # ----------------------------------------------------------------------------- metaschedule
 def ms_tensors(name: str) -> list[Any]:
     """Inputs then output, as ``ms.te`` tensors (``te.create_prim_func`` of them is the
-    workload)."""
+    workload). The operators mark the weights of c2d, dep, cbr and dns layout-free (TVM's
+    ``layout_free_placeholders``), so RewriteLayout may have the tuned kernel take them
+    pre-packed: pack them with ``lib.pack_weights`` before timing."""
     from metaschedule import te
     from metaschedule.te import ops
 
@@ -176,13 +178,17 @@ def ms_tensors(name: str) -> list[Any]:
 
 # ----------------------------------------------------------------------------- TVM
 def tvm_tensors(name: str) -> list[Any]:
-    """The same blocks in ``tvm.te`` (padding as its own block, like ``ms.te.ops``)."""
+    """The same blocks in ``tvm.te`` (padding as its own block, like ``ms.te.ops``; the
+    weights of c2d, dep, cbr and dns layout-free, as ``ms.te.ops`` marks them)."""
     import tvm
     from tvm import te
 
     op = SUITE[name]
     ins = [te.placeholder(s, "float32", name=n) for s, n in zip(op.shapes, ("A", "B", "C"))]
     zero = tvm.tirx.const(0.0, "float32")
+
+    def free(w):  # the weight may be re-laid out ahead of time: TVM's RewriteLayout acts
+        return {"layout_free_placeholders": [w]}
 
     def pad(x, p):
         n, h, w, c = (int(v) for v in x.shape)
@@ -205,6 +211,7 @@ def tvm_tensors(name: str) -> list[Any]:
                 xp[i, y + ry, z + rx, rc] * w[ry, rx, rc, ff], axis=[ry, rx, rc]
             ),
             name="conv2d_nhwc",
+            attrs=free(w),
         )
 
     if name == "gmm":
@@ -221,6 +228,7 @@ def tvm_tensors(name: str) -> list[Any]:
             (1, 112, 112, 32),
             lambda i, y, z, c: te.sum(xp[i, y + ry, z + rx, c] * ins[1][ry, rx, c], axis=[ry, rx]),
             name="depthwise_conv2d_nhwc",
+            attrs=free(ins[1]),
         )
     elif name == "cbr":
         c = conv(ins[0], ins[1])
@@ -243,7 +251,10 @@ def tvm_tensors(name: str) -> list[Any]:
     elif name == "dns":
         k = te.reduce_axis((0, 768), "k")
         d = te.compute(
-            (128, 3072), lambda i, j: te.sum(ins[0][i, k] * ins[1][j, k], axis=k), name="T_dense"
+            (128, 3072),
+            lambda i, j: te.sum(ins[0][i, k] * ins[1][j, k], axis=k),
+            name="T_dense",
+            attrs=free(ins[1]),
         )
         b = te.compute(d.shape, lambda i, j: d[i, j] + ins[2][j], name="T_add")
 

@@ -40,6 +40,7 @@ from .postproc import Postproc
 from .profiler import Profiler
 from .relax_integration import ExtractedTask
 from .runner import Runner
+from .runtime import pack_weights
 from .schedule_rule import ScheduleRule
 from .search_strategy import SearchStrategy
 from .space_generator import SpaceGenerator

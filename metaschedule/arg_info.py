@@ -1,15 +1,21 @@
 """Argument information: what a runner must allocate to call a built function.
 
 ``ArgInfo.as_json`` gives TVM's layout, ``["TENSOR", dtype, shape]``, so argument lists
-travel to worker processes and into tuning records as plain JSON.
+travel to worker processes and into tuning records as plain JSON. A weight the function
+takes pre-packed (see :mod:`metaschedule.schedule.prepacked`) adds a fourth entry,
+``{"original_shape": [...], "index_map": ...}``; ``shape`` is always the shape the built
+function takes, so a runner allocates random arguments of that shape unchanged.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from .schedule.index_map import IndexMap
+from .schedule.prepacked import prepacked_args
 from .tir.buffer import Buffer
 from .tir.dtype import check_dtype
 from .tir.expr import IntImm
@@ -37,14 +43,25 @@ class ArgInfo(ABC):
         """One :class:`TensorInfo` per buffer parameter of ``func``, in order."""
         if not isinstance(func, PrimFunc):
             raise TypeError(f"expected a PrimFunc, got {type(func).__name__}")
-        return [TensorInfo.from_buffer(b) for b in func.params]
+        packed = prepacked_args(func)
+        infos: list[ArgInfo] = []
+        for j, b in enumerate(func.params):
+            info = TensorInfo.from_buffer(b)
+            if j in packed:
+                p = packed[j]
+                info = dataclasses.replace(
+                    info, original_shape=p.original_shape, index_map=p.index_map
+                )
+            infos.append(info)
+        return infos
 
     @staticmethod
     def from_entry_func(mod: IRModule, remove_preproc: bool = True) -> list[ArgInfo]:
         """Argument information of the module's entry function ("main", or the only one).
 
         ``remove_preproc`` is accepted for TVM compatibility; there is no layout
-        pre-processing function here, so it changes nothing.
+        pre-processing function here (a weight the function takes pre-packed is described
+        by its :class:`TensorInfo`), so it changes nothing.
         """
         if isinstance(mod, PrimFunc):
             return ArgInfo.from_prim_func(mod)
@@ -60,10 +77,18 @@ class ArgInfo(ABC):
 
 @dataclass(frozen=True)
 class TensorInfo(ArgInfo):
-    """A dense tensor argument: its dtype and static shape."""
+    """A dense tensor argument: its dtype and static shape; for a pre-packed weight also
+    its original shape and the map from original indices to packed ones."""
 
     dtype: str
     shape: tuple[int, ...]
+    original_shape: tuple[int, ...] | None = None
+    index_map: IndexMap | None = field(default=None, compare=False)
+
+    @property
+    def is_prepacked(self) -> bool:
+        """Whether the function takes this argument pre-packed (see ``original_shape``)."""
+        return self.original_shape is not None
 
     def __post_init__(self):
         object.__setattr__(self, "dtype", check_dtype(self.dtype))
@@ -74,6 +99,8 @@ class TensorInfo(ArgInfo):
         if any(s < 0 for s in shape):
             raise ValueError(f"TensorInfo shape must be non-negative, got {shape}")
         object.__setattr__(self, "shape", shape)
+        if self.original_shape is not None:
+            object.__setattr__(self, "original_shape", tuple(int(s) for s in self.original_shape))
 
     @staticmethod
     def from_buffer(buffer: Buffer) -> TensorInfo:
@@ -88,20 +115,41 @@ class TensorInfo(ArgInfo):
         return TensorInfo(buffer.dtype, tuple(dims))
 
     def as_json(self) -> list:
-        return ["TENSOR", self.dtype, list(self.shape)]
+        out: list = ["TENSOR", self.dtype, list(self.shape)]
+        if self.original_shape is not None:
+            packed: dict[str, Any] = {"original_shape": list(self.original_shape)}
+            if self.index_map is not None:
+                packed["index_map"] = self.index_map.as_json()
+            out.append(packed)
+        return out
 
     @staticmethod
     def from_json(json_obj: Any) -> TensorInfo:
         try:
-            tag, dtype, shape = json_obj
-            if tag != "TENSOR":
-                raise ValueError(f"tag {tag!r}")
-            return TensorInfo(dtype, tuple(shape))
-        except (TypeError, ValueError) as err:
+            tag, dtype, shape, *rest = json_obj
+            if tag != "TENSOR" or len(rest) > 1:
+                raise ValueError(f"tag {tag!r}" if tag != "TENSOR" else "too many entries")
+            if not rest:
+                return TensorInfo(dtype, tuple(shape))
+            packed = rest[0]
+            imap = packed.get("index_map")
+            return TensorInfo(
+                dtype,
+                tuple(shape),
+                tuple(packed["original_shape"]),
+                None if imap is None else IndexMap.from_json(imap),
+            )
+        except (TypeError, ValueError, KeyError, AttributeError) as err:
             raise ValueError(
-                f"expected TensorInfo JSON like ['TENSOR', 'float32', [4, 4]], got {json_obj!r}: "
-                f"{err}"
+                f"expected TensorInfo JSON like ['TENSOR', 'float32', [4, 4]] (and for a "
+                "pre-packed weight a fourth entry {'original_shape': [...], 'index_map': ...}), "
+                f"got {json_obj!r}: {err}"
             ) from err
 
     def __str__(self) -> str:
+        if self.original_shape is not None:
+            return (
+                f'TensorInfo("{self.dtype}", {list(self.shape)}, pre-packed from '
+                f"{list(self.original_shape)} by {self.index_map})"
+            )
         return f'TensorInfo("{self.dtype}", {list(self.shape)})'

@@ -19,6 +19,16 @@ def compile_tir(database: Database, mod: IRModule | PrimFunc, target: Target | s
         mod: the TIR function tuned, or a module of that one function.
         target: the target it was tuned for.
 
+    The schedule's function may take some weights pre-packed (the ``RewriteLayout``
+    postprocessor re-laid out the parameters marked layout-free): its
+    ``attrs["prepacked_args"]`` gives their original shapes and maps. Pack them once with
+    :func:`metaschedule.pack_weights`::
+
+        sch = ms.tir_integration.compile_tir(database, func, "llvm")
+        lib = ms.build(sch.mod, "llvm")
+        args = ms.pack_weights(sch, [x, w, out])  # w in its original layout, packed once
+        lib(*args)
+
     Raises:
         ValueError: the module has several functions (compile each one), or the database
             has no valid record of this workload (tune it first). TVM returns None here.

@@ -81,7 +81,7 @@ def test_anchor_trace_transfers_to_another_epilogue():
         schedule_using_anchor_trace(sch, trace, TARGET)
         args = _inputs(rng)
         out = np.zeros((1, 6, 6, 8), "float32")
-        interpret(sch.mod, *args, out)
+        interpret(sch.mod, *ms.pack_weights(sch, [*args, out]))  # W may be re-laid out
         np.testing.assert_allclose(out, _reference(args), rtol=1e-4, atol=1e-4)
         # the anchor block was scheduled like the trace: its loop nest was tiled
         conv_loops = sch.get_loops(sch.get_block("conv2d_nhwc"))
@@ -96,7 +96,7 @@ def test_anchor_trace_result_builds_and_runs():
     lib = ms.build(sch.mod, TARGET)
     args = _inputs(np.random.default_rng(1))
     out = np.zeros((1, 6, 6, 8), "float32")
-    lib(*args, out)
+    lib(*lib.pack_weights(*args, out))
     np.testing.assert_allclose(out, _reference(args), rtol=1e-4, atol=1e-4)
 
 
@@ -110,7 +110,7 @@ def test_uncovered_output_block_is_parallelized():
     schedule_using_anchor_trace(sch, _anchor_traces(1)[0], TARGET)
     args = _inputs(np.random.default_rng(2))
     out = np.zeros((1, 6, 6, 8), "float32")
-    interpret(sch.mod, *args, out)
+    interpret(sch.mod, *ms.pack_weights(sch, [*args, out]))  # W may be re-laid out
     np.testing.assert_allclose(out, _reference(args, relu=False), rtol=1e-4, atol=1e-4)
     kinds = {str(sch.get(l).kind) for l in sch.get_loops(sch.get_block("T_add"))}
     assert any("parallel" in k.lower() for k in kinds), kinds
@@ -135,7 +135,7 @@ def test_anchor_block_database_schedules_a_sibling_module():
     assert sch is not None
     args = _inputs(np.random.default_rng(3))
     out = np.zeros((1, 6, 6, 8), "float32")
-    interpret(sch.mod, *args, out)
+    interpret(sch.mod, *ms.pack_weights(sch, [*args, out]))  # W may be re-laid out
     np.testing.assert_allclose(out, _reference(args), rtol=1e-4, atol=1e-4)
     # a structural database does not confuse the two
     plain = ms.Database.create("memory")

@@ -129,7 +129,8 @@ def _bench(args: argparse.Namespace) -> int:
     if wl.suite is not None:
         inputs = wl.suite.inputs()
         out = np.zeros(wl.suite.output_shape, "float32")
-        lib(*inputs, out)
+        packed = lib.pack_weights(*inputs, out)  # weights the tuned kernel takes re-laid out
+        lib(*packed)
         expected = wl.suite.reference(*inputs)
         err = float(np.max(np.abs(out - expected)) / max(1e-30, float(np.max(np.abs(expected)))))
         ok = bool(np.allclose(out, expected, rtol=1e-3, atol=1e-3))
@@ -137,7 +138,7 @@ def _bench(args: argparse.Namespace) -> int:
             f"{wl.name}: {wl.suite.description}; numpy check "
             f"{'OK' if ok else 'MISMATCH'} (max relative error {err:.1e})"
         )
-        args_ = [*inputs, out]
+        args_ = packed
         reference = lambda: wl.suite.reference(*inputs)
     else:
         infos = [a.as_json() for a in ArgInfo.from_entry_func(mod)]

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from ..runtime.cuda_module import CudaModule
 from ..runtime.module import METADATA_VERSION, Module, embed_c
 from ..runtime.timer import timer_c_source
+from ..schedule.prepacked import prepacked_args
 from ..target import Target
 from ..tir.function import IRModule, PrimFunc
 from ..tir.transform import GPU_LOWER_PASSES, lower
@@ -77,6 +79,7 @@ def build(
                     {"name": p.name, "dtype": p.dtype, "shape": list(p.shape), "written": p.written}
                     for p in f.params
                 ],
+                "prepacked": _prepacked_metadata(mod[f.name]) if f.name in mod else {},
             }
             for f in csrc.functions
         ],
@@ -93,6 +96,15 @@ def build(
         raise BuildError(
             f"the built library cannot be loaded: {err}", library, str(err), []
         ) from None
+
+
+def _prepacked_metadata(func: PrimFunc) -> dict[str, Any]:
+    """The function's pre-packed parameters (``attrs["prepacked_args"]``) as JSON: index ->
+    original shape and index map, so that a loaded module can pack weights."""
+    return {
+        str(j): {"original_shape": list(a.original_shape), "index_map": a.index_map.as_json()}
+        for j, a in prepacked_args(func).items()
+    }
 
 
 def _build_cuda(mod: IRModule, target: Target, cache_dir: str | None) -> CudaModule:

@@ -2,11 +2,11 @@
 and prepare the weights.
 
 ``schedules`` gives the schedule of each function (the database's best, or the
-default schedule). Weight layouts: a scheduled function whose parameter for a
-constant argument has another shape than the graph value (as a RewriteLayout
-postprocessor produces) must carry, in its attribute ``"layout_free_buffers"``, a map
-from that parameter's index to an ``IndexMap`` from the old indices to the new ones;
-:func:`prepack_weights` applies it to the weight once, here, at compile time.
+default schedule). Weight layouts: a scheduled function may take a constant argument
+pre-packed (the RewriteLayout postprocessor or the default schedule re-laid it out), as its
+attribute ``"prepacked_args"`` says (:mod:`metaschedule.schedule.prepacked`: the original
+shape and an ``IndexMap`` from the old indices to the new ones); :func:`prepack_weights`
+applies the map to the weight once, here, at compile time.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..codegen import build as build_module
+from ..schedule.prepacked import prepacked_args
 from ..target import Target
-from ..tir.expr import IntImm, Var
 from ..tir.function import IRModule, PrimFunc
 from .executable import Executable
 from .lower import LoweredModel, Step
@@ -26,68 +26,42 @@ def prepack_weights(
 ) -> tuple[list[Step], dict[str, np.ndarray]]:
     """The steps and constants with weights transformed to the layouts the scheduled
     functions expect (see the module docstring); a constant shared by functions that
-    want different layouts gets one copy per layout."""
+    want different layouts gets one copy per layout.
+
+    Raises:
+        ValueError: a function takes a parameter pre-packed but the step passes a value
+            that is not a constant, or a constant's shape fits neither layout.
+    """
     steps = list(steps)
     constants = dict(constants)
     for i, s in enumerate(steps):
         if s.func is None:
             continue
         func = funcs[s.func]
+        packed = prepacked_args(func)
         args = list(s.args)
         for j, a in enumerate(args):
-            if a not in constants:
-                continue
             want = tuple(int(x) for x in func.params[j].shape)
-            have = tuple(constants[a].shape)
-            if want == have:
+            if j not in packed:
+                if a in constants and tuple(constants[a].shape) != want:
+                    raise ValueError(
+                        f"{s.func}: parameter {j} ({func.params[j].name}) has shape {want} "
+                        f"but the weight {a} has {constants[a].shape}, and the function does "
+                        "not take it pre-packed (no entry in attrs['prepacked_args'])"
+                    )
                 continue
-            maps = func.attrs.get("layout_free_buffers") or {}
-            index_map = maps.get(j)
-            if index_map is None:
+            if a not in constants:
                 raise ValueError(
-                    f"{s.func}: parameter {j} ({func.params[j].name}) has shape {want} but "
-                    f"the weight {a} has {have}, and the function gives no index map for it "
-                    "in attrs['layout_free_buffers']"
+                    f"{s.func}: parameter {j} ({func.params[j].name}) is taken pre-packed "
+                    f"but {a} is not a constant of the model; only weights can be packed at "
+                    "compile time"
                 )
             key = f"{a}@{s.func}.{j}"
             if key not in constants:
-                constants[key] = _apply_index_map(index_map, constants[a], want)
+                constants[key] = packed[j].pack(constants[a])
             args[j] = key
         steps[i] = Step(s.func, tuple(args), s.out, s.ops)
     return steps, constants
-
-
-_NP_BINARY = {
-    "Add": np.add,
-    "Sub": np.subtract,
-    "Mul": np.multiply,
-    "FloorDiv": np.floor_divide,
-    "FloorMod": np.mod,
-    "Min": np.minimum,
-    "Max": np.maximum,
-}
-
-
-def _eval_index(expr, env: dict) -> np.ndarray:
-    """An integer index expression evaluated on numpy index grids."""
-    if isinstance(expr, Var):
-        return env[expr]
-    if isinstance(expr, IntImm):
-        return np.int64(expr.value)
-    fn = _NP_BINARY.get(type(expr).__name__)
-    if fn is None:
-        raise ValueError(f"prepack_weights: cannot evaluate index expression {expr}")
-    return fn(_eval_index(expr.a, env), _eval_index(expr.b, env))
-
-
-def _apply_index_map(index_map, arr: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """``out[index_map(i)] = arr[i]`` for every index ``i`` of ``arr`` (a bijection)."""
-    grids = np.indices(arr.shape, dtype=np.int64)
-    env = dict(zip(index_map.initial_indices, grids))
-    dest = tuple(np.broadcast_to(_eval_index(e, env), arr.shape) for e in index_map.final_indices)
-    out = np.zeros(shape, arr.dtype)
-    out[dest] = arr
-    return out
 
 
 def build_executable(

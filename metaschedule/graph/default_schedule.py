@@ -242,7 +242,7 @@ def default_schedule(
     """A parallel, vectorized schedule of ``func`` without search (see the module doc).
 
     The schedule's function may take a convolution's weight in another layout than
-    ``func`` (recorded in ``attrs["layout_free_buffers"]``; see :mod:`.weight_layout`):
+    ``func`` (recorded in ``attrs["prepacked_args"]``; see :mod:`.weight_layout`):
     only a parameter in ``layout_free`` (the indices of parameters that are constants
     the caller re-lays out, as ``compile_relax`` passes; None: any parameter).
     """

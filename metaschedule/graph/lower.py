@@ -2,8 +2,10 @@
 
 Each group becomes a te program over placeholders of its external inputs (one-element
 constants read by element-wise or broadcast calls become immediates), built with
-``te.create_prim_func``. Structurally equal PrimFuncs (the same convolution shape in
-two places) are one function, called at each place.
+``te.create_prim_func``; the constants among its parameters are listed in its
+``attrs["layout_free_buffers"]`` (weights the RewriteLayout postprocessor may have the tuned
+function take pre-packed, re-laid out once at compile time). Structurally equal PrimFuncs
+(the same convolution shape in two places) are one function, called at each place.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..te import create_prim_func, placeholder
-from ..tir.function import PrimFunc
+from ..tir.function import LAYOUT_FREE_BUFFERS, PrimFunc
 from ..tir.structural import structural_equal, structural_hash
 from .fuse import Group, fuse
 from .infer import infer_types
@@ -86,7 +88,14 @@ def lower_group(func: Function, group: Group) -> tuple[PrimFunc, tuple[str, ...]
             args.append(ph)
         env[call.name] = opdef.lower(args, call.attr)
     out = env[group.output]
-    return create_prim_func([*tensors, out]), tuple(inputs)
+    prim = create_prim_func([*tensors, out])
+    # as relax does for bound weights: exactly the constants may be re-laid out, once, at
+    # compile time (a weight the te operator marked that is a model input may not)
+    attrs = {k: v for k, v in prim.attrs.items() if k != LAYOUT_FREE_BUFFERS}
+    free = [j for j, a in enumerate(inputs) if a in func.constants]
+    if free:
+        attrs[LAYOUT_FREE_BUFFERS] = free
+    return PrimFunc(prim.params, prim.body, attrs), tuple(inputs)
 
 
 def lower_model(func: Function) -> LoweredModel:

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from ..schedule import Schedule, ScheduleError
+from ..schedule.prepacked import prepacked_args
 from ..tir import Block, IterType
 from ..tir.expr import Var
 from ..tir.function import PrimFunc
@@ -88,7 +89,7 @@ def pack_conv_weights(
     convs: dict[str, int] = {}
     for block in _blocks(func):
         j = _dense_conv_weight(block, func.params)
-        if j is None or j in (func.attrs.get("layout_free_buffers") or {}):
+        if j is None or j in prepacked_args(func):
             continue
         if layout_free is not None and j not in layout_free:
             continue

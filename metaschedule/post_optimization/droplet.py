@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ..arg_info import ArgInfo
 from ..database.base import TuningRecord
 from ..database.json_database import JSONDatabase
 from ..target import Target
@@ -207,7 +208,11 @@ class Droplet:
             return None
         old = self.space.record
         return TuningRecord(
-            sch.trace, old.workload, list(self.result.best_samples), self.target, old.args_info
+            sch.trace,
+            old.workload,
+            list(self.result.best_samples),
+            self.target,
+            ArgInfo.from_entry_func(sch.mod),  # a re-laid-out weight's shape follows the tiles
         )
 
 

@@ -55,6 +55,9 @@ class Measurer:
     ) -> tuple[list[list[float] | None], list[str | None]]:
         """Samples per module (``repeat`` of them) or None, and the error of each failure.
 
+        ``args_info`` describes the workload's arguments; a module that takes a weight
+        pre-packed is measured with its own (``ArgInfo.from_entry_func(mod)``).
+
         A None module is a candidate that failed before building (a postprocessor said no).
         """
         results: list[list[float] | None] = [None] * len(mods)
@@ -71,11 +74,14 @@ class Measurer:
             else:
                 artifacts[i] = result.artifact_path
         samples: dict[int, list[float]] = {i: [] for i in artifacts}
+        # each module's own arguments: a weight RewriteLayout re-laid out has the shape
+        # that module's tile sizes give it, not the workload's
+        infos = {i: _args_info(mods[i], args_info) for i in artifacts}
         try:
             for _ in range(max(1, int(repeat))):
                 live = [i for i in artifacts if errors[i] is None]
                 futures = self.runner.run(
-                    [RunnerInput(artifacts[i], target.kind, args_info) for i in live]
+                    [RunnerInput(artifacts[i], target.kind, infos[i]) for i in live]
                 )
                 for i, future in zip(live, futures):
                     outcome = future.result()
@@ -98,3 +104,10 @@ class Measurer:
                 close = getattr(component, "close", None)
                 if close is not None:
                     close()
+
+
+def _args_info(mod: IRModule | None, default: list[ArgInfo]) -> list[ArgInfo]:
+    """The arguments ``mod`` takes (pre-packed weights in their packed shapes)."""
+    if mod is None:
+        return default
+    return ArgInfo.from_entry_func(mod)

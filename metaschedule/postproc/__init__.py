@@ -4,6 +4,7 @@ from .base import Postproc, PyPostproc, create, register_default_postprocs
 from .default_postprocs import cuda_postprocs, llvm_postprocs
 from .disallow_dynamic_loop import DisallowDynamicLoop
 from .rewrite_cooperative_fetch import RewriteCooperativeFetch
+from .rewrite_layout import RewriteLayout
 from .rewrite_parallel_vectorize_unroll import RewriteParallelVectorizeUnroll
 from .rewrite_reduction_block import RewriteReductionBlock
 from .rewrite_unbound_block import RewriteUnboundBlock
@@ -14,6 +15,7 @@ __all__ = [
     "Postproc",
     "PyPostproc",
     "RewriteCooperativeFetch",
+    "RewriteLayout",
     "RewriteParallelVectorizeUnroll",
     "RewriteReductionBlock",
     "RewriteUnboundBlock",

@@ -6,6 +6,7 @@ from ..registry import register
 from .base import Postproc
 from .disallow_dynamic_loop import DisallowDynamicLoop
 from .rewrite_cooperative_fetch import RewriteCooperativeFetch
+from .rewrite_layout import RewriteLayout
 from .rewrite_parallel_vectorize_unroll import RewriteParallelVectorizeUnroll
 from .rewrite_reduction_block import RewriteReductionBlock
 from .rewrite_unbound_block import RewriteUnboundBlock
@@ -16,8 +17,13 @@ __all__ = ["cuda_postprocs", "llvm_postprocs"]
 
 @register("postproc", "llvm", aliases=("cpu",))
 def llvm_postprocs() -> list[Postproc]:
-    """TVM's CPU list without RewriteLayout (not implemented here)."""
-    return [DisallowDynamicLoop(), RewriteParallelVectorizeUnroll(), RewriteReductionBlock()]
+    """TVM's CPU list."""
+    return [
+        DisallowDynamicLoop(),
+        RewriteParallelVectorizeUnroll(),
+        RewriteReductionBlock(),
+        RewriteLayout(),
+    ]
 
 
 @register("postproc", "cuda")

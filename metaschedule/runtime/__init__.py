@@ -2,6 +2,7 @@
 
 from .cuda_module import CudaModule, CudaUnavailableError, cuda_unavailable_reason
 from .module import Function, Module, load_module
+from .pack import pack_weights, packed_params
 from .timer import BenchmarkResult
 
 __all__ = [
@@ -12,4 +13,6 @@ __all__ = [
     "Module",
     "cuda_unavailable_reason",
     "load_module",
+    "pack_weights",
+    "packed_params",
 ]

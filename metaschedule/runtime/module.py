@@ -23,8 +23,10 @@ from typing import Any
 
 import numpy as np
 
+from ..schedule.prepacked import PackedArg
 from ..target import Target
 from .cuda_module import load_cuda_module
+from .pack import pack_weights, packed_from_metadata
 from .timer import BenchmarkResult, default_flush_bytes
 
 METADATA_SYMBOL = "__metaschedule_metadata"
@@ -80,6 +82,8 @@ class Function:
         self.name: str = info["name"]
         self.symbol: str = info["symbol"]
         self.params: list[dict[str, Any]] = info["params"]
+        #: the parameters taken pre-packed: index -> original shape and index map
+        self.prepacked: dict[int, PackedArg] = packed_from_metadata(info.get("prepacked"))
         self._fn = getattr(module._lib, self.symbol)
         self._fn.restype = ctypes.c_int32
         self._fn.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
@@ -87,6 +91,11 @@ class Function:
     @property
     def param_names(self) -> list[str]:
         return [p["name"] for p in self.params]
+
+    def pack_weights(self, *args: np.ndarray) -> list[np.ndarray]:
+        """The arguments with the weights this function takes pre-packed re-laid out
+        (see :func:`metaschedule.runtime.pack.pack_weights`); pack once, call often."""
+        return pack_weights(self, args)
 
     def pack_args(self, args: tuple[Any, ...]) -> ctypes.Array:
         """Check ``args`` against the parameters; return the ``void*`` array."""
@@ -110,6 +119,13 @@ class Function:
         if arr.dtype != np.dtype(p["dtype"]):
             raise TypeError(f"{where} expects dtype {p['dtype']}, got {arr.dtype}")
         if tuple(arr.shape) != tuple(p["shape"]):
+            k = self.params.index(p)
+            if k in self.prepacked and tuple(arr.shape) == self.prepacked[k].original_shape:
+                raise ValueError(
+                    f"{where} is taken pre-packed, shape {tuple(p['shape'])}; got the original "
+                    f"layout {arr.shape}: pack the weights once with "
+                    "args = module.pack_weights(*args) (or ms.pack_weights) and call with those"
+                )
             raise ValueError(f"{where} expects shape {tuple(p['shape'])}, got {arr.shape}")
         if not arr.flags.c_contiguous:
             raise ValueError(f"{where} must be C-contiguous; pass np.ascontiguousarray(x)")
@@ -216,6 +232,11 @@ class Module:
     def __call__(self, *args: np.ndarray) -> None:
         """Call ``main`` (or the only function)."""
         self.get_function(self.entry_name)(*args)
+
+    def pack_weights(self, *args: np.ndarray, func_name: str | None = None) -> list[np.ndarray]:
+        """The arguments of ``func_name`` (default: the entry function) with the weights it
+        takes pre-packed re-laid out (see :mod:`metaschedule.runtime.pack`)."""
+        return pack_weights(self, args, func_name)
 
     def get_source(self) -> str:
         """The C source of the kernels."""

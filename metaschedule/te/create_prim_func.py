@@ -42,7 +42,7 @@ from ..tir.expr import (
     Var,
     const,
 )
-from ..tir.function import PrimFunc
+from ..tir.function import LAYOUT_FREE_BUFFERS, PrimFunc
 from ..tir.functor import Visitor, substitute
 from ..tir.stmt import (
     Block,
@@ -67,6 +67,10 @@ from .tensor import (
     neutral_element,
 )
 
+#: ``te.compute(..., attrs={LAYOUT_FREE_PLACEHOLDERS: [W]})``: ``W`` may be re-laid out
+#: ahead of time (TVM's name); the function lists it in ``attrs["layout_free_buffers"]``.
+LAYOUT_FREE_PLACEHOLDERS = "layout_free_placeholders"
+
 
 def create_prim_func(tensors: Sequence[Tensor]) -> PrimFunc:
     """A PrimFunc computing every compute op the given tensors depend on.
@@ -75,6 +79,10 @@ def create_prim_func(tensors: Sequence[Tensor]) -> PrimFunc:
         tensors: the function's parameters, in order: every placeholder that is
             read, and the outputs. Computes not in the list become intermediate
             buffers allocated in the root block.
+
+    A placeholder a compute names in ``attrs={"layout_free_placeholders": [W]}`` is
+    listed, by parameter index, in the function's ``attrs["layout_free_buffers"]`` (as in
+    TVM): the RewriteLayout postprocessor may then take it pre-packed.
 
     Raises:
         ValueError: a placeholder that is read but not listed, a tensor listed
@@ -116,7 +124,28 @@ def create_prim_func(tensors: Sequence[Tensor]) -> PrimFunc:
     )
     body = BlockRealize((), true(), root)
     params = tuple(t.buffer for t in args)
-    return PrimFunc(params, body, {"global_symbol": "main", "tir.noalias": True})
+    attrs: dict[str, Any] = {"global_symbol": "main", "tir.noalias": True}
+    free = _layout_free_params(computes, args)
+    if free:
+        attrs[LAYOUT_FREE_BUFFERS] = free
+    return PrimFunc(params, body, attrs)
+
+
+def _layout_free_params(computes: list[ComputeOp], args: list[Tensor]) -> list[int]:
+    """TVM's ``layout_free_buffers``: the indices of the parameters some compute lists in
+    ``attrs["layout_free_placeholders"]`` (weights that may be re-laid out ahead of time)."""
+    position = {id(t.op): j for j, t in enumerate(args) if isinstance(t.op, PlaceholderOp)}
+    free: set[int] = set()
+    for op in computes:
+        for t in op.attrs.get(LAYOUT_FREE_PLACEHOLDERS) or ():
+            if not isinstance(t, Tensor) or not isinstance(t.op, PlaceholderOp):
+                raise TypeError(
+                    f"te.compute '{op.name}': attrs['{LAYOUT_FREE_PLACEHOLDERS}'] must list "
+                    f"placeholders, got {t!r}"
+                )
+            if id(t.op) in position:
+                free.add(position[id(t.op)])
+    return sorted(free)
 
 
 def _check_accesses(op: ComputeOp) -> None:
@@ -201,7 +230,7 @@ def _compute_to_nest(op: ComputeOp, block_name: str) -> Stmt:
         body = BufferStore(out, value, index)
         init = None
         reads = access_regions(value)
-    annotations = dict(op.attrs)
+    annotations = {k: v for k, v in op.attrs.items() if k != LAYOUT_FREE_PLACEHOLDERS}
     if op.tag:
         annotations["tag"] = op.tag
     block = Block(

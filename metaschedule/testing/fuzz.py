@@ -26,6 +26,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from .. import codegen, te
+from ..runtime.pack import pack_weights
 from ..schedule import Schedule, Trace
 from ..schedule.error import ScheduleError
 from ..space_generator import PostOrderApply
@@ -426,9 +427,8 @@ def check_program(
         stats.failures.append(Failure(kind, stage, desc, msg))
 
     def run(mod) -> np.ndarray:
-        arrays = [a.copy() for a in program.inputs]
         out = np.zeros(program.reference.shape, "float32")
-        interpret(mod, *arrays, out)
+        interpret(mod, *pack_weights(mod, [*(a.copy() for a in program.inputs), out]))
         return out
 
     try:
@@ -493,7 +493,7 @@ def check_program(
                         mod = (build or _default_build)(sch.mod)
                     arrays = [a.copy() for a in program.inputs]
                     out = np.zeros(program.reference.shape, "float32")
-                    mod(*arrays, out)
+                    mod(*pack_weights(sch.mod, [*arrays, out]))
                 except Exception as err:  # noqa: BLE001
                     fail("death", f"build/run ({label})", err)
                     return False

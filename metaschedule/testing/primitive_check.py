@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import tir
 from ..schedule import Schedule, Trace
+from ..schedule.prepacked import prepacked_args
 from ..tir.function import PrimFunc
 from ..tir.interpreter import interpret
 from ..tir.structural import structural_equal
@@ -54,8 +55,9 @@ def check_primitives(
     """Assert that ``sch`` (built from ``func``) is well formed, computes what ``func``
     computes, and that its trace round-trips through JSON and through Python text.
 
-    The scheduled function runs on the same inputs with its last argument (the output)
-    filled with a sentinel, so an element it forgets to write is caught.
+    The scheduled function runs on the same inputs (pre-packed where it takes a weight in
+    another layout) with its last argument (the output) filled with a sentinel, so an
+    element it forgets to write is caught.
 
     Raises:
         AssertionError: naming which of the checks failed.
@@ -65,7 +67,10 @@ def check_primitives(
     interpret(func, *want)
     got = random_arguments(func, seed)
     got[-1][...] = np.nan if np.issubdtype(got[-1].dtype, np.floating) else 123
-    interpret(sch.mod["main"], *got)
+    packed = prepacked_args(sch.mod["main"])  # weights the scheduled function takes re-laid out
+    interpret(
+        sch.mod["main"], *[packed[i].pack(a) if i in packed else a for i, a in enumerate(got)]
+    )
     for i, (g, w) in enumerate(zip(got, want, strict=True)):
         np.testing.assert_allclose(
             g, w, rtol=rtol, atol=atol, err_msg=f"argument {i} differs from the unscheduled run"

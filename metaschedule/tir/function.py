@@ -10,6 +10,15 @@ from .buffer import Buffer
 from .expr import Node
 from .stmt import Block, BlockRealize, Stmt
 
+#: ``attrs`` key (TVM's): the indices of the parameters that may be re-laid out ahead of
+#: time (constant weights), set by ``te.create_prim_func`` from ``te.compute(...,
+#: attrs={"layout_free_placeholders": [W]})`` and by graph lowering for constants.
+LAYOUT_FREE_BUFFERS = "layout_free_buffers"
+#: ``attrs`` key (ours): ``{param index: {"original_shape": [...], "index_map": <IndexMap JSON>}}``
+#: for each parameter the function takes pre-packed (re-laid out from its original shape by
+#: the map; see :mod:`metaschedule.schedule.prepacked`).
+PREPACKED_ARGS = "prepacked_args"
+
 
 @dataclass(frozen=True, eq=False, repr=False)
 class PrimFunc(Node):

@@ -88,7 +88,7 @@ def test_conv2d_default_schedule_packs_weight_parallel_outside_vector_inside():
     v = channel_block(2 * LANES, LANES)
     assert v == 2 * LANES
     assert tuple(int(s) for s in out.params[1].shape) == (2 * LANES // v, 8, 3, 3, v)
-    assert 1 in out.attrs["layout_free_buffers"]
+    assert 1 in out.attrs["prepacked_args"]
     kinds = _kinds(sch, "conv2d_nchw")
     assert kinds[0] == ForKind.PARALLEL
     assert kinds[-1] == ForKind.VECTORIZED and kinds[-2] == ForKind.UNROLLED
@@ -105,7 +105,7 @@ def test_conv2d_without_a_vector_of_channels_keeps_its_weight_layout():
     prim = _only_func(func)
     sch = graph.default_schedule(prim, "llvm")
     assert tuple(int(s) for s in sch.mod["main"].params[1].shape) == (12, 4, 3, 3)
-    assert "layout_free_buffers" not in sch.mod["main"].attrs
+    assert "prepacked_args" not in sch.mod["main"].attrs
 
 
 @pytest.mark.compiler

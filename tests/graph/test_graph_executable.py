@@ -73,7 +73,7 @@ def test_prepack_weights_applies_the_functions_index_map():
     from metaschedule import te
     from metaschedule.graph.build import prepack_weights
     from metaschedule.graph.lower import Step
-    from metaschedule.schedule.primitives.layout import IndexMap
+    from metaschedule.schedule.index_map import IndexMap
 
     # a function that wants its weight [8, 6] as [2, 6, 4] (rows split by 4, moved inside)
     a = te.placeholder((3, 8), "float32", "a")
@@ -82,7 +82,8 @@ def test_prepack_weights_applies_the_functions_index_map():
     c = te.compute((3, 6), lambda i, j: te.sum(a[i, k] * wp[k // 4, j, k % 4], axis=k), name="c")
     func = te.create_prim_func([a, wp, c])
     imap = IndexMap.from_func(lambda i, j: (i // 4, j, i % 4))
-    func = dataclasses.replace(func, attrs={**func.attrs, "layout_free_buffers": {1: imap}})
+    packed_arg = {"original_shape": [8, 6], "index_map": imap}
+    func = dataclasses.replace(func, attrs={**func.attrs, "prepacked_args": {1: packed_arg}})
     w = np.arange(48, dtype="float32").reshape(8, 6)
     steps, consts = prepack_weights(
         [Step("f", ("x", "w"), "y", ("matmul",))], {"f": func}, {"w": w}
@@ -90,7 +91,7 @@ def test_prepack_weights_applies_the_functions_index_map():
     packed = consts[steps[0].args[1]]
     assert packed.shape == (2, 6, 4)
     np.testing.assert_array_equal(packed, w.reshape(2, 4, 6).transpose(0, 2, 1))
-    with pytest.raises(ValueError, match="no index map"):
+    with pytest.raises(ValueError, match="not take it pre-packed"):
         prepack_weights(
             [Step("f", ("x", "w"), "y", ())], {"f": dataclasses.replace(func, attrs={})}, {"w": w}
         )

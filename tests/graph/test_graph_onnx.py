@@ -164,3 +164,45 @@ def test_operator_zoo_matches_onnxruntime():
     outs = ri.compile_relax(None, f, "llvm", None)(x)
     for got, ref in zip(outs, refs):
         np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.compiler
+def test_tuned_cnn_takes_weights_packed_at_compile_time(tmp_path):
+    """Tuned schedules (default llvm space and postprocessors, RewriteLayout included) of
+    every task: compile_relax packs the constant weights they take re-laid out, once, and
+    the model still computes onnxruntime's result."""
+    from metaschedule.schedule.prepacked import prepacked_args
+    from metaschedule.testing.dummy_object import DummyBuilder, DummyRunner
+
+    model = models.cnn(onnx)
+    x = _input(model)
+    ref = _ort(model, {"x": x})[0]
+    f = graph.from_onnx(model)
+    tasks = ri.extract_tasks(f, "llvm")
+    conv = next(t for t in tasks if t.task_name == "fused_conv2d_add_relu")
+    assert conv.mod["main"].attrs["layout_free_buffers"] == [1, 2]  # weight, bias: constants
+    db = ri.tune_relax(
+        f,
+        None,
+        "llvm",
+        str(tmp_path),
+        max_trials_global=4 * len(tasks),
+        max_trials_per_task=4,
+        database="memory",
+        num_trials_per_iter=4,
+        cost_model="random",
+        strategy="replay-trace",
+        seed=0,
+        builder=DummyBuilder(),
+        runner=DummyRunner(),
+    )
+    exe = ri.compile_relax(db, f, "llvm", None)
+    assert set(exe.sources.values()) == {"database"}
+    packed = [k for k in exe.constants if "@" in k]
+    assert packed, "no weight was packed at compile time"
+    for t in tasks:
+        sch = db.query_schedule(t.mod, t.target)
+        for j, arg in prepacked_args(sch.mod["main"]).items():
+            assert j in t.mod["main"].attrs["layout_free_buffers"]
+            assert arg.original_shape == tuple(int(s) for s in t.mod["main"].params[j].shape)
+    np.testing.assert_allclose(exe(x=x), ref, rtol=1e-4, atol=1e-5)

@@ -9,6 +9,7 @@ from metaschedule import te, tir
 from metaschedule.postproc import (
     DisallowDynamicLoop,
     Postproc,
+    RewriteLayout,
     RewriteParallelVectorizeUnroll,
     RewriteReductionBlock,
 )
@@ -37,6 +38,7 @@ def test_llvm_defaults_in_tvm_order():
         DisallowDynamicLoop,
         RewriteParallelVectorizeUnroll,
         RewriteReductionBlock,
+        RewriteLayout,
     ]
     assert all(a is not b for a, b in zip(got, Postproc.create("llvm")))  # fresh each time
     assert [type(p.clone()) for p in got] == [type(p) for p in got]

@@ -8,7 +8,7 @@ from typing import Any
 
 from ...tir import op as _op
 from ...tir.expr import PrimExpr, cast
-from ..tensor import Tensor
+from ..tensor import PlaceholderOp, Tensor
 
 
 def named(names: Sequence[str], fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -112,3 +112,11 @@ def spread_source(coords, lo, spread, strides):
             j = _op.floordiv(j, st)
         src.append(j)
     return conds, src
+
+
+def layout_free(*weights: Tensor) -> dict[str, Any]:
+    """``te.compute`` attrs marking the weights that are placeholders as layout-free (TVM's
+    ``layout_free_placeholders``, as x86 topi marks conv2d and dense kernels): RewriteLayout
+    may then have the function take them pre-packed."""
+    free = [w for w in weights if isinstance(w.op, PlaceholderOp)]
+    return {"layout_free_placeholders": free} if free else {}

@@ -14,7 +14,15 @@ from ...tir import op as _op
 from ...tir.expr import PrimExpr
 from ..tensor import Tensor, compute, reduce_axis
 from ..tensor import sum as te_sum
-from ._util import check_tensor, named, pad_tuple, positive_tuple, spread_source, to_dtype
+from ._util import (
+    check_tensor,
+    layout_free,
+    named,
+    pad_tuple,
+    positive_tuple,
+    spread_source,
+    to_dtype,
+)
 from .transform import pad
 
 IntOrSeq = int | Sequence[int]
@@ -89,7 +97,13 @@ def _conv(
         return te_sum(a * w, axis=[*raxes, rc])
 
     shape = (data.shape[0], *out_sp, F)
-    return compute(shape, named(("nn", *_SPATIAL[nd], "ff"), body), name=name, tag=name)
+    return compute(
+        shape,
+        named(("nn", *_SPATIAL[nd], "ff"), body),
+        name=name,
+        tag=name,
+        attrs=layout_free(kernel),
+    )
 
 
 def conv1d_nwc(
@@ -192,7 +206,9 @@ def depthwise_conv2d_nhwc(
         return te_sum(a * to_dtype(w, out_dtype), axis=[ry, rx])
 
     shape = (data.shape[0], *out_sp, C * M)
-    return compute(shape, named(("nn", "yy", "xx", "ff"), body), name=name, tag=name)
+    return compute(
+        shape, named(("nn", "yy", "xx", "ff"), body), name=name, tag=name, attrs=layout_free(kernel)
+    )
 
 
 def conv2d_transpose_nhwc(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..tensor import Tensor, compute, reduce_axis
 from ..tensor import sum as te_sum
-from ._util import check_tensor, to_dtype
+from ._util import check_tensor, layout_free, to_dtype
 from .elemwise import bias_add
 
 
@@ -104,5 +104,6 @@ def dense(
         lambda i, j: te_sum(to_dtype(X[i, k], out_dtype) * to_dtype(W[j, k], out_dtype), axis=k),
         name=name,
         tag="dense",
+        attrs=layout_free(W),
     )
     return out if bias is None else bias_add(out, bias, axis=-1)

@@ -14,7 +14,7 @@ from ...tir.expr import PrimExpr, const
 from ..tensor import Tensor, compute, reduce_axis
 from ..tensor import max as te_max
 from ..tensor import sum as te_sum
-from ._util import check_tensor, named, spread_source
+from ._util import check_tensor, layout_free, named, spread_source
 from .transform import pad
 
 Pads = Sequence[int]
@@ -88,7 +88,13 @@ def conv2d_nchw(
         w = kernel[f, 0 if cin_g == 1 else rc.var, ry.var, rx.var]
         return te_sum(a * w, axis=axes)
 
-    return compute((N, F, OH, OW), named(("nn", "ff", "yy", "xx"), body), name=name, tag=name)
+    return compute(
+        (N, F, OH, OW),
+        named(("nn", "ff", "yy", "xx"), body),
+        name=name,
+        tag=name,
+        attrs=layout_free(kernel),
+    )
 
 
 def conv2d_transpose_nchw(
