@@ -189,16 +189,37 @@ class AnalyticPrior(CostModel):
 
 # ----------------------------------------------------------------------------- one store
 def _flat(buf: Any, lin: list[LinearForm], n: int) -> list[float]:
-    """Elements the row-major address of an access moves per step of each loop."""
+    """Elements the row-major address of an access moves per step of each loop.
+
+    A loop inside ``v % c`` (a fused loop, emitted as a loop over ``v // c`` around a
+    vector loop over ``v % c``) moves the address by its coefficient in the modulus
+    only: its ``v // c`` part steps once per ``c`` iterations.
+    """
     shape = [const_int(s, 0) for s in buf.shape]
     row = [1] * len(shape)
     for d in range(len(shape) - 2, -1, -1):
         row[d] = row[d + 1] * max(1, shape[d + 1])
     flat = [0.0] * n
     for d, form in enumerate(lin):
+        in_mod = {j for coefs, _ in form.capped for j in coefs}
         for j in form.loops():
-            flat[j] += row[d] * form.coef(j)
+            if j in in_mod:
+                flat[j] += row[d] * sum(c.get(j, 0.0) for c, _ in form.capped)
+            else:
+                flat[j] += row[d] * form.coef(j)
     return flat
+
+
+def _affine_in(lin: list[LinearForm], j: int) -> bool:
+    """Whether loop ``j`` enters the indices with integer coefficients only (no ``//``,
+    ``%``): what the code generator's register tiles need of the vector loop."""
+    for form in lin:
+        if any(j in coefs for coefs, _ in form.capped):
+            return False
+        c = form.plain.get(j, 0.0)
+        if c != int(c):
+            return False
+    return True
 
 
 def _store_cycles(st: Store, m: Machine) -> float:
@@ -246,7 +267,11 @@ def _store_cycles(st: Store, m: Machine) -> float:
     tile_points = float(math.prod(ext[tile_start:]))
     tile_vectors = tile_points * (per_elem if vec_loop >= tile_start else 1.0)
     stats = _stats(st, store_lin, accesses, m)
-    in_registers = reduces_outside and tile_vectors <= MAX_ACCUMULATORS
+    in_registers = (
+        reduces_outside
+        and tile_vectors <= MAX_ACCUMULATORS
+        and (vec_loop < tile_start or _affine_in(store_lin, vec_loop))
+    )
     if in_registers:
         sweeps = total / tile_points
         load_cycles = 0.0
@@ -284,9 +309,7 @@ def _store_cycles(st: Store, m: Machine) -> float:
     return cycles
 
 
-def _stats(
-    st: Store, store_lin: list[LinearForm], accesses: list, m: Machine
-) -> list[BufferStats]:
+def _stats(st: Store, store_lin: list[LinearForm], accesses: list, m: Machine) -> list[BufferStats]:
     per: dict[Any, list] = {st.store.buffer: [[store_lin], 0, 1]}
     for buf, lin in accesses:
         entry = per.setdefault(buf, [[], 0, 0])

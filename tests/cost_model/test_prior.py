@@ -129,8 +129,7 @@ def test_predict_is_a_cost_model_and_deterministic():
 
     ctx = TuneContext(matmul(64), target=Target("llvm -num-cores 2"))
     cands = [
-        MeasureCandidate(s, ArgInfo.from_entry_func(s.mod))
-        for s in (good_matmul(), bad_matmul())
+        MeasureCandidate(s, ArgInfo.from_entry_func(s.mod)) for s in (good_matmul(), bad_matmul())
     ]
     a = AnalyticPrior().predict(ctx, cands)
     b = AnalyticPrior().predict(ctx, cands)
