@@ -50,6 +50,7 @@ from ..feature_extractor.features.linear import LinearForm
 from ..feature_extractor.features.loop_nest import LoopNestWalker, Store, const_int
 from ..feature_extractor.features.ops import count_store
 from ..feature_extractor.per_store_feature import FEATURE_LOWER_PASSES
+from ..registry import register
 from ..tir.function import IRModule, PrimFunc
 from ..tir.stmt import ForKind
 from ..tir.transform import lower
@@ -112,6 +113,7 @@ class Machine:
         return Machine(lanes=max(1, lanes), cores=max(1, cores))
 
 
+@register("cost_model", "analytic-prior")
 class AnalyticPrior(CostModel):
     """Ranks CPU schedules by an analytic estimate of their run time (module docstring).
 
@@ -286,6 +288,14 @@ def _store_cycles(st: Store, m: Machine) -> float:
         compute = max(compute, latency, sweeps * tile_vectors / m.fma_ports)
         spill = max(0.0, tile_vectors - (m.vector_registers - 4))
         l1 += sweeps * spill * 2.0 / m.loads_per_cycle
+        # the tile is loaded before and stored after the reduction loops right above it
+        region = 1.0
+        j = tile_start - 1
+        while j >= 0 and (ext[j] == 1 or j not in store_loops):
+            region *= ext[j]
+            j -= 1
+        entries = sweeps / max(1.0, region)
+        l1 += entries * tile_vectors * (1.0 / m.loads_per_cycle + 1.0 / m.stores_per_cycle)
     else:
         l1 = 0.0
         for s in strides:
