@@ -503,7 +503,17 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
         assert prior is not None
         if not samples:
             return []
-        scores = np.asarray(prior.predict(self.context, self._candidates(samples)), dtype=float)
+        try:
+            scores = np.asarray(prior.predict(self.context, self._candidates(samples)), float)
+        except Exception as err:  # noqa: BLE001 - a prior's bug must not end the tuning
+            self._log(
+                logging.WARNING,
+                "%s failed (%s: %s); this warm-up batch is uniformly random",
+                prior,
+                type(err).__name__,
+                err,
+            )
+            scores = np.zeros(len(samples))
         order = np.argsort(-np.nan_to_num(scores, nan=0.0), kind="stable")
         num_best = min(len(samples), num - int(round(num * prior.random_share)))
         chosen = [int(i) for i in order[:num_best]]

@@ -359,3 +359,16 @@ def test_the_prior_is_on_by_default_and_checked():
     assert EvolutionarySearch(prior=None).clone().prior is None
     with pytest.raises(ValueError, match="prior"):
         EvolutionarySearch(prior="xgb")
+
+
+def test_a_failing_prior_leaves_a_uniform_batch(tile_ij, drive, decisions):
+    from metaschedule.cost_model.prior import AnalyticPrior
+
+    class Broken(AnalyticPrior):
+        def predict(self, context, candidates):
+            raise ZeroDivisionError("a bug")
+
+    model = _warming_up_model(decisions)
+    ctx = _prior_ctx(matmul(64), tile_ij, Broken())
+    batches = drive(ctx, MemoryDatabase(), max_trials=8, num_trials_per_iter=8, cost_model=model)
+    assert len(batches[0]) == 8 == len({decisions(c.sch) for c in batches[0]})
