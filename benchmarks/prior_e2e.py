@@ -106,7 +106,21 @@ def main(argv: list[str] | None = None) -> int:
                     if recs and recs[0].run_secs
                     else 0.0
                 )
-                runs[mode] = {"wall_secs": wall, "cands": cands, "tuning_gflops": tuning_best}
+                speeds = sorted(
+                    (
+                        flops / float(np.mean(r.run_secs)) / 1e9
+                        for r in db.get_all_tuning_records()
+                        if r.run_secs
+                    ),
+                    reverse=True,
+                )
+                runs[mode] = {
+                    "wall_secs": wall,
+                    "cands": cands,
+                    "tuning_gflops": tuning_best,
+                    "tuning_median_gflops": float(np.median(speeds)) if speeds else 0.0,
+                    "tuning_top8_gflops": float(np.mean(speeds[:8])) if speeds else 0.0,
+                }
         both = runs["prior"]["cands"] + runs["uniform"]["cands"]
         n_prior = len(runs["prior"]["cands"])
         best = np.full(len(both), np.inf)
@@ -125,6 +139,10 @@ def main(argv: list[str] | None = None) -> int:
             "uniform_gflops": float(gflops[n_prior:].max()) if len(both) > n_prior else 0.0,
             "prior_tuning_gflops": runs["prior"]["tuning_gflops"],
             "uniform_tuning_gflops": runs["uniform"]["tuning_gflops"],
+            "prior_tuning_median_gflops": runs["prior"]["tuning_median_gflops"],
+            "uniform_tuning_median_gflops": runs["uniform"]["tuning_median_gflops"],
+            "prior_tuning_top8_gflops": runs["prior"]["tuning_top8_gflops"],
+            "uniform_tuning_top8_gflops": runs["uniform"]["tuning_top8_gflops"],
             "prior_wall_secs": runs["prior"]["wall_secs"],
             "uniform_wall_secs": runs["uniform"]["wall_secs"],
             "remeasured_gflops": gflops.tolist(),
@@ -133,24 +151,40 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row)
         print(
             f"   {name}: prior {row['prior_gflops']:.1f} GFLOPS, uniform "
-            f"{row['uniform_gflops']:.1f} GFLOPS, ratio {row['ratio']:.2f}",
+            f"{row['uniform_gflops']:.1f} GFLOPS, ratio {row['ratio']:.2f}; during tuning: "
+            f"median of all {row['prior_tuning_median_gflops']:.1f} vs "
+            f"{row['uniform_tuning_median_gflops']:.1f}, mean of the top 8 "
+            f"{row['prior_tuning_top8_gflops']:.1f} vs {row['uniform_tuning_top8_gflops']:.1f}",
             flush=True,
         )
     common.print_table(
         f"Best GFLOPS after {args.trials} trials, re-measured together ({args.rounds} rounds)",
-        ["workload", "prior", "uniform", "prior / uniform", "tuning s prior", "tuning s uniform"],
+        [
+            "workload",
+            "prior",
+            "uniform",
+            "prior / uniform",
+            "median prior / uniform (tuning)",
+            "tuning s prior",
+            "tuning s uniform",
+        ],
         [
             [
                 r["workload"],
                 f"{r['prior_gflops']:.1f}",
                 f"{r['uniform_gflops']:.1f}",
                 f"{r['ratio']:.2f}",
+                f"{r['prior_tuning_median_gflops']:.1f} / {r['uniform_tuning_median_gflops']:.1f}",
                 f"{r['prior_wall_secs']:.0f}",
                 f"{r['uniform_wall_secs']:.0f}",
             ]
             for r in rows
         ],
-        [f"the best {args.top} records of each run, best of {args.rounds} interleaved rounds"],
+        [
+            f"prior, uniform: the best of the best {args.top} records of each run, re-measured "
+            f"in {args.rounds} interleaved rounds; median: of every record, as measured "
+            "during tuning"
+        ],
         plain=args.plain,
     )
     out = common.write_json(
