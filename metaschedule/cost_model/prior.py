@@ -38,6 +38,7 @@ highest, keeping a share ``random_share`` of random picks.
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -143,6 +144,12 @@ class AnalyticPrior(CostModel):
         self.random_share = float(random_share)
         self.machine = machine
         self._cache: dict[int, tuple[Any, Machine, float]] = {}  # id(mod) -> (mod, m, score)
+
+    def clone(self) -> AnalyticPrior:
+        """A copy with the same settings (of the same class) and an empty cache."""
+        twin = copy.copy(self)
+        twin._cache = {}
+        return twin
 
     def __str__(self) -> str:
         return f"AnalyticPrior(oversample={self.oversample}, random_share={self.random_share})"

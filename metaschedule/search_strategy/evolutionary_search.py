@@ -334,13 +334,7 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
             genetic_mutate_prob=self.genetic_mutate_prob,
             genetic_max_fail_count=self.genetic_max_fail_count,
             eps_greedy=self.eps_greedy,
-            prior=None
-            if self.prior is None
-            else AnalyticPrior(
-                oversample=self.prior.oversample,
-                random_share=self.prior.random_share,
-                machine=self.prior.machine,
-            ),
+            prior=None if self.prior is None else self.prior.clone(),
         )
 
     # --------------------------------------------------------------------- the phases

@@ -357,6 +357,9 @@ def test_the_prior_is_on_by_default_and_checked():
     twin = evo.clone()
     assert isinstance(twin.prior, AnalyticPrior) and twin.prior is not evo.prior
     assert EvolutionarySearch(prior=None).clone().prior is None
+    mine = AnalyticPrior(oversample=2, random_share=0.5)
+    copied = EvolutionarySearch(prior=mine).clone().prior
+    assert copied is not mine and (copied.oversample, copied.random_share) == (2, 0.5)
     with pytest.raises(ValueError, match="prior"):
         EvolutionarySearch(prior="xgb")
 
