@@ -386,8 +386,10 @@ def tune_metaschedule(
     work_dir: str,
     seed: int | None,
     cost_model: str,
+    prior: bool = True,
 ) -> tuple[dict[str, Any], Timer | None]:
-    """Tune with ``ms.tune_tir``; the result and a timer of the best schedule found."""
+    """Tune with ``ms.tune_tir``; the result and a timer of the best schedule found.
+    ``prior=False``: warm-up batches uniformly random (``EvolutionarySearch(prior=None)``)."""
     import numpy as np
 
     import metaschedule as ms
@@ -410,6 +412,7 @@ def tune_metaschedule(
             trials,
             num_trials_per_iter=per_iter,
             cost_model=model,
+            strategy="evolutionary" if prior else ms.search_strategy.EvolutionarySearch(prior=None),
             seed=seed,
         )
     wall = time.perf_counter() - start
@@ -993,6 +996,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "again there resumes); default: a temporary folder, removed",
     )
     p.add_argument("--cost-model", default="xgb", choices=("xgb", "mlp", "random"))
+    p.add_argument(
+        "--no-prior",
+        action="store_true",
+        help="warm-up batches uniformly random (EvolutionarySearch(prior=None)), "
+        "not picked by the analytic prior",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--num-cores",
@@ -1081,6 +1090,7 @@ def main(argv: list[str] | None = None) -> int:
                 os.path.join(root, wl.name, "metaschedule"),
                 args.seed,
                 args.cost_model,
+                prior=not args.no_prior,
             )
             if timer:
                 timers["metaschedule"] = timer
@@ -1154,6 +1164,7 @@ def _write(results, info, target, peak, args, complete: bool) -> str:
             "trials": args.trials,
             "num_trials_per_iter": args.num_trials_per_iter,
             "cost_model": args.cost_model,
+            "prior": not args.no_prior,
             "seed": args.seed,
             "tvm_skipped": args.tvm_skipped,
             "loadavg_end": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,

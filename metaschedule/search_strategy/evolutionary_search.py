@@ -16,6 +16,13 @@ scores would only shuffle random schedules, at the price of ``genetic_num_iters 
 population_size`` replays. Such a batch is drawn from random initial samples directly
 (about twice the batch size of them). Replayed traces are remembered across batches.
 
+And while warming up, ``prior`` (by default the analytic CPU model
+:class:`~metaschedule.cost_model.prior.AnalyticPrior`) ranks those random samples: it
+samples ``prior.oversample`` times the batch, picks the ones the prior ranks highest and
+a share ``prior.random_share`` of the others at random. ``prior=None`` restores uniform
+random warm-up batches (TVM's behaviour). Once the cost model has trained, the prior
+is not used.
+
 A schedule is never picked twice, nor picked when it was measured before: picked schedules
 and the database records of the workload are remembered (by the structure of the scheduled
 module, and by trace for records not replayed).
@@ -30,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..cost_model.prior import AnalyticPrior
 from ..measure_candidate import MeasureCandidate
 from ..registry import register
 from ..schedule import Schedule, Trace
@@ -137,6 +145,10 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
         genetic_mutate_prob: probability that a child is a mutation (else a copy).
         genetic_max_fail_count: retries of a failed mutation before copying the parent.
         eps_greedy: share of random initial schedules among the picks.
+        prior: ranks the random samples of a batch while the cost model warms up:
+            ``"analytic"`` (:class:`~metaschedule.cost_model.prior.AnalyticPrior`), an
+            ``AnalyticPrior`` (its ``oversample`` and ``random_share`` apply), or None
+            (uniform random picks, as TVM).
     """
 
     #: batches in a row without a new schedule before the search stops (TVM's default)
@@ -153,6 +165,7 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
         genetic_mutate_prob: float = 0.85,
         genetic_max_fail_count: int = 10,
         eps_greedy: float = 0.05,
+        prior: str | AnalyticPrior | None = "analytic",
     ) -> None:
         for name, value, low in (
             ("population_size", population_size, 1),
@@ -180,6 +193,14 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
         self.genetic_mutate_prob = float(genetic_mutate_prob)
         self.genetic_max_fail_count = genetic_max_fail_count
         self.eps_greedy = float(eps_greedy)
+        if prior == "analytic":
+            prior = AnalyticPrior()
+        elif prior is not None and not isinstance(prior, AnalyticPrior):
+            raise ValueError(
+                f"EvolutionarySearch: prior must be 'analytic', an AnalyticPrior or None, "
+                f"got {prior!r}"
+            )
+        self.prior: AnalyticPrior | None = prior
         self._state: _State | None = None
         self._new_batch()
 
@@ -248,8 +269,9 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
         warming_up = bool(getattr(state.cost_model, "warming_up", False))
         if warming_up:  # random scores: no evolution, random samples (module docstring)
             measured = []
+            per_pick = max(2, self.prior.oversample) if self.prior is not None else 2
             unmeasured = self._sample_init_population(
-                min(pop, max(2 * num, self.init_min_unmeasured))
+                min(pop, max(per_pick * num, self.init_min_unmeasured))
             )
         else:
             measured = self._pick_best_from_database(int(pop * self.init_measured_ratio))
@@ -269,13 +291,17 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
                 self.init_min_unmeasured,
             )
             return None
-        if warming_up:
-            bests = self._unique_unmeasured(unmeasured)
+        if warming_up and self.prior is not None:
+            with timed("EvoSearch/PickWithPrior"):
+                picks = self._pick_with_prior(self._unique_unmeasured(unmeasured), num)
         else:
-            bests = self._evolve(measured + unmeasured, num)
-        with timed("EvoSearch/PickWithEpsGreedy"):
-            # Warming up, every sample is a random pick already: take distinct ones.
-            picks = self._pick_with_eps_greedy([] if warming_up else unmeasured, bests, num)
+            if warming_up:
+                bests = self._unique_unmeasured(unmeasured)
+            else:
+                bests = self._evolve(measured + unmeasured, num)
+            with timed("EvoSearch/PickWithEpsGreedy"):
+                # Warming up, every sample is a random pick already: take distinct ones.
+                picks = self._pick_with_eps_greedy([] if warming_up else unmeasured, bests, num)
         self._log(logging.INFO, "Sending %d candidate(s) for measurement", len(picks))
         if not picks:
             state.num_empty_iters += 1
@@ -308,6 +334,7 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
             genetic_mutate_prob=self.genetic_mutate_prob,
             genetic_max_fail_count=self.genetic_max_fail_count,
             eps_greedy=self.eps_greedy,
+            prior=None if self.prior is None else self.prior.clone(),
         )
 
     # --------------------------------------------------------------------- the phases
@@ -462,6 +489,49 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
                 out.append(sch)
         return out
 
+    def _pick_with_prior(self, samples: list[Schedule], num: int) -> list[Schedule]:
+        """The prior's best ``num`` of distinct unmeasured ``samples``, but a share
+        ``prior.random_share`` drawn at random from the rest."""
+        state = self._require_state()
+        prior = self.prior
+        assert prior is not None
+        if not samples:
+            return []
+        try:
+            scores = np.asarray(prior.predict(self.context, self._candidates(samples)), float)
+        except Exception as err:  # noqa: BLE001 - a prior's bug must not end the tuning
+            self._log(
+                logging.WARNING,
+                "%s failed (%s: %s); this warm-up batch is uniformly random",
+                prior,
+                type(err).__name__,
+                err,
+            )
+            scores = np.zeros(len(samples))
+        order = np.argsort(-np.nan_to_num(scores, nan=0.0), kind="stable")
+        num_best = min(len(samples), num - int(round(num * prior.random_share)))
+        chosen = [int(i) for i in order[:num_best]]
+        rest = [int(i) for i in order[num_best:]]
+        chosen += [rest[int(i)] for i in self.rng.permutation(len(rest))[: num - len(chosen)]]
+        self._log(
+            logging.INFO,
+            "Warm-up: %d of %d sample(s) picked by %s (estimates: best %.3g ms, "
+            "median %.3g ms), %d at random",
+            num_best,
+            len(samples),
+            prior,
+            1e3 / max(float(scores[order[0]]), 1e-30),
+            1e3 / max(float(np.median(scores)), 1e-30),
+            len(chosen) - num_best,
+        )
+        out = []
+        for i in chosen:
+            info = self._info(samples[i])
+            state.measured.add(info)
+            state.picked.append(info)
+            out.append(samples[i])
+        return out
+
     # --------------------------------------------------------------------- helpers
     def _info(self, sch: Schedule) -> _Info:
         info = self._infos.get(id(sch))
@@ -502,5 +572,5 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
     def __str__(self) -> str:
         return (
             f"EvolutionarySearch(population_size={self.population_size}, "
-            f"eps_greedy={self.eps_greedy})"
+            f"eps_greedy={self.eps_greedy}, prior={self.prior})"
         )

@@ -257,3 +257,121 @@ def test_a_warming_up_model_skips_evolution(task, tile_ij, drive, decisions):
     )
     drive(ctx, MemoryDatabase(), max_trials=8, num_trials_per_iter=8, cost_model=model)
     assert spy.calls > 0 and model.calls
+
+
+# ----------------------------------------------------------------------------- the prior
+def _warming_up_model(decisions):
+    @derived_object
+    class WarmingUp(InnerJScore):
+        @property
+        def warming_up(self):
+            return True
+
+    return WarmingUp(decisions)
+
+
+def _spy_prior(decisions, **kwargs):
+    """An AnalyticPrior that scores by j's innermost tile and records what it scored."""
+    from metaschedule.cost_model.prior import AnalyticPrior
+
+    class SpyPrior(AnalyticPrior):
+        def __init__(self):
+            super().__init__(**kwargs)
+            self.calls = []
+
+        def predict(self, context, candidates):
+            self.calls.append([decisions(c.sch) for c in candidates])
+            return np.array([score(decisions(c.sch)) for c in candidates])
+
+    return SpyPrior()
+
+
+def _prior_ctx(task, sch_fn, prior, seed=1, pop=64):
+    return TuneContext(
+        task,
+        target="cpu",
+        space_generator=ScheduleFn(sch_fn, sch_rules=[], postprocs=[], mutator_probs={}),
+        search_strategy=small_evo(population_size=pop, prior=prior),
+        rand_state=seed,
+    )
+
+
+def test_warm_up_picks_the_priors_best_of_oversampled_samples_and_some_random(
+    tile_ij, drive, decisions
+):
+    prior = _spy_prior(decisions, oversample=4, random_share=0.25)
+    model = _warming_up_model(decisions)
+    ctx = _prior_ctx(matmul(64), tile_ij, prior)
+    batches = drive(ctx, MemoryDatabase(), max_trials=8, num_trials_per_iter=8, cost_model=model)
+    assert len(prior.calls) == 1 and model.calls == []  # the model's random scores: unused
+    scored = prior.calls[0]
+    assert len(scored) == len(set(scored)) > 8  # distinct samples, more than the batch
+    picks = [decisions(c.sch) for c in batches[0]]
+    assert len(picks) == 8 == len(set(picks)) and set(picks) <= set(scored)
+    ranked = sorted(scored, key=score, reverse=True)
+    assert picks[:6] == ranked[:6]  # 8 - round(8 * 0.25) picked by the prior, best first
+    assert set(picks[6:]) <= set(ranked[6:])  # the others at random from the rest
+
+
+def test_warm_up_without_prior_is_as_before(tile_ij, drive, decisions):
+    """prior=None: the very picks of the search before the prior existed (recorded)."""
+    model = _warming_up_model(decisions)
+    ctx = _prior_ctx(matmul(64), tile_ij, None)
+    batches = drive(ctx, MemoryDatabase(), max_trials=16, num_trials_per_iter=8, cost_model=model)
+    assert [decisions(c.sch) for c in all_candidates(batches)] == [
+        ((64, 1), (64, 1)), ((32, 2), (8, 8)), ((16, 4), (32, 2)), ((16, 4), (16, 4)),
+        ((64, 1), (8, 8)), ((16, 4), (8, 8)), ((32, 2), (16, 4)), ((32, 2), (32, 2)),
+        ((8, 8), (32, 2)), ((4, 16), (4, 16)), ((8, 8), (16, 4)), ((16, 4), (4, 16)),
+        ((64, 1), (32, 2)), ((32, 2), (4, 16)), ((64, 1), (16, 4)), ((8, 8), (8, 8)),
+    ]  # fmt: skip
+    assert model.calls == []
+
+
+def test_warm_up_with_prior_is_deterministic(tile_ij, drive, decisions):
+    from metaschedule.cost_model.prior import AnalyticPrior
+
+    model = _warming_up_model(decisions)
+    runs = [
+        [
+            decisions(c.sch)
+            for c in all_candidates(
+                drive(
+                    _prior_ctx(matmul(64), tile_ij, AnalyticPrior(), seed=5),
+                    MemoryDatabase(),
+                    max_trials=8,
+                    num_trials_per_iter=4,
+                    cost_model=model,
+                )
+            )
+        ]
+        for _ in range(2)
+    ]
+    assert runs[0] == runs[1] and len(runs[0]) == 8
+
+
+def test_the_prior_is_on_by_default_and_checked():
+    from metaschedule.cost_model.prior import AnalyticPrior
+
+    evo = EvolutionarySearch()
+    assert isinstance(evo.prior, AnalyticPrior)
+    twin = evo.clone()
+    assert isinstance(twin.prior, AnalyticPrior) and twin.prior is not evo.prior
+    assert EvolutionarySearch(prior=None).clone().prior is None
+    mine = AnalyticPrior(oversample=2, random_share=0.5)
+    copied = EvolutionarySearch(prior=mine).clone().prior
+    assert copied is not mine and (copied.oversample, copied.random_share) == (2, 0.5)
+    with pytest.raises(ValueError, match="prior"):
+        EvolutionarySearch(prior="xgb")
+
+
+def test_a_failing_prior_leaves_a_uniform_batch(tile_ij, drive, decisions):
+    from metaschedule.cost_model.prior import AnalyticPrior
+
+    class Broken(AnalyticPrior):
+        def predict(self, context, candidates):
+            raise ZeroDivisionError("a bug")
+
+    model = _warming_up_model(decisions)
+    ctx = _prior_ctx(matmul(64), tile_ij, Broken())
+    batches = drive(ctx, MemoryDatabase(), max_trials=8, num_trials_per_iter=8, cost_model=model)
+    assert len(batches[0]) == 8 == len({decisions(c.sch) for c in batches[0]})

@@ -1,0 +1,361 @@
+"""``AnalyticPrior``: a hand-written CPU cost estimate that ranks schedules with no data.
+
+While a learned cost model is warming up (fewer than ``num_warmup_samples`` measured) its
+scores are random, so the first batches of a search would be uniform random samples of
+the design space. This prior ranks them instead, from the lowered loop nest of each
+candidate (the walk and index forms of :mod:`metaschedule.feature_extractor.features`),
+with a few facts about a CPU and our C code generator, and no table per operator:
+
+* **vector work**: the body of a ``vectorized`` loop runs once per chunk of the target's
+  native lanes; a unit-stride access is one vector load or store, an invariant one a
+  broadcast, any other stride is gathered lane by lane; a scalar innermost loop whose
+  accesses are unit-stride gets half the lanes (the C compiler may vectorize it itself);
+* **register tiles**: a reduction's output tile (the innermost loops below the last loop
+  that does not move the stored element) stays in registers when it has at most
+  :data:`~metaschedule.codegen.c_accumulate.MAX_ACCUMULATORS` vectors, as the code
+  generator emits it; then the accumulator costs nothing per update, operand loads are
+  shared by the tile's points (distinct elements per sweep of the tile), and the FMA
+  latency needs enough independent accumulators (``fma_latency x fma_ports``). Without a
+  register tile, a reduction whose innermost loop does not move the stored element
+  waits on a memory round trip per update; tiles beyond the register file spill;
+* **caches**: for each cache level, the outermost loop whose sweep fits (the footprints
+  of all buffers of the store) decides the bytes brought in from the next level, over
+  its bandwidth;
+* **parallelism**: the extent of the parallel loops above a store against the cores
+  (idle cores in the last round count), plus a fork/join cost per parallel region entry.
+
+The estimate of a store is the largest of its compute, L1 access, latency and
+cache-traffic times, divided by its parallel speed-up; a schedule's estimate is the sum
+over its stores; the score is ``1 / estimated seconds`` (higher is better, as every cost
+model's). It is a ranking aid, not a simulator: ``benchmarks/prior_rank.py`` measures how
+well it ranks real schedules.
+
+The search uses it while the learned model warms up
+(:class:`~metaschedule.search_strategy.EvolutionarySearch` ``prior=``): it samples
+``oversample`` times the batch of random schedules and measures the ones the prior ranks
+highest, keeping a share ``random_share`` of random picks.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..codegen.c_accumulate import MAX_ACCUMULATORS
+from ..feature_extractor.features.buffers import BufferStats
+from ..feature_extractor.features.linear import LinearForm
+from ..feature_extractor.features.loop_nest import LoopNestWalker, Store, const_int
+from ..feature_extractor.features.ops import count_store
+from ..feature_extractor.per_store_feature import FEATURE_LOWER_PASSES
+from ..registry import register
+from ..tir.function import IRModule, PrimFunc
+from ..tir.stmt import ForKind
+from ..tir.transform import lower
+from .base import CostModel
+
+if TYPE_CHECKING:
+    from ..measure_candidate import MeasureCandidate
+    from ..runner import RunnerResult
+
+__all__ = ["AnalyticPrior", "Machine"]
+
+# op kinds of ``count_store`` (layout.OP_NAMES): 7 float, 7 int, bool, select
+_F_MAD, _F_ADD, _F_MUL, _F_DIV, _F_CMP, _F_MATH, _F_OTHER = range(7)
+_BOOL, _SELECT = 14, 15
+#: cycles (per lane-chunk) of one op of each float kind, then bool and select
+_OP_CYCLES = {
+    _F_MAD: 0.5,
+    _F_ADD: 0.5,
+    _F_MUL: 0.5,
+    _F_DIV: 4.0,
+    _F_CMP: 0.5,
+    _F_MATH: 12.0,
+    _F_OTHER: 2.0,
+    _BOOL: 0.5,
+    _SELECT: 0.5,
+}
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What the prior assumes of one core and the chip (defaults: a recent x86 server).
+
+    ``lanes`` and ``cores`` default to the target's ``vector_width`` and ``num_cores``.
+    """
+
+    lanes: int = 8
+    cores: int = 1
+    vector_registers: int = 32
+    fma_latency: float = 4.0
+    fma_ports: float = 2.0
+    loads_per_cycle: float = 2.0
+    stores_per_cycle: float = 1.0
+    memory_round_trip: float = 5.0  # cycles: store-to-load forwarding of an accumulator
+    l1_bytes: int = 32 * 1024
+    l2_bytes: int = 1024 * 1024
+    l2_bytes_per_cycle: float = 32.0
+    l3_bytes_per_cycle: float = 12.0
+    fork_join_cycles: float = 4000.0
+    hz: float = 3.0e9
+
+    @staticmethod
+    def of_target(target: Any) -> Machine:
+        """The defaults with the lanes (float32) and cores of ``target`` (when a CPU)."""
+        lanes, cores = 8, 1
+        try:
+            lanes = int(target.vector_lanes("float32"))
+            cores = int(target.num_cores)
+        except (AttributeError, ValueError, TypeError):
+            pass
+        return Machine(lanes=max(1, lanes), cores=max(1, cores))
+
+
+@register("cost_model", "analytic-prior")
+class AnalyticPrior(CostModel):
+    """Ranks CPU schedules by an analytic estimate of their run time (module docstring).
+
+    A :class:`CostModel` that learns nothing (``update`` is a no-op): ``predict`` gives
+    ``1 / estimated seconds`` per candidate.
+
+    Args:
+        oversample: random schedules sampled per schedule to pick, while it guides a
+            warming-up search (at least 1; 1 means the prior only reorders).
+        random_share: share of a warm-up batch picked at random among the samples, for
+            diversity (the rest are the prior's best).
+        machine: the CPU assumed; by default from the tuning context's target.
+    """
+
+    def __init__(
+        self,
+        *,
+        oversample: int = 4,
+        random_share: float = 0.25,
+        machine: Machine | None = None,
+    ) -> None:
+        if not isinstance(oversample, int) or isinstance(oversample, bool) or oversample < 1:
+            raise ValueError(f"AnalyticPrior: oversample must be an int >= 1, got {oversample!r}")
+        if not 0.0 <= float(random_share) <= 1.0:
+            raise ValueError(f"AnalyticPrior: random_share must be in [0, 1], got {random_share!r}")
+        self.oversample = oversample
+        self.random_share = float(random_share)
+        self.machine = machine
+        self._cache: dict[int, tuple[Any, Machine, float]] = {}  # id(mod) -> (mod, m, score)
+
+    def clone(self) -> AnalyticPrior:
+        """A copy with the same settings (of the same class) and an empty cache."""
+        twin = copy.copy(self)
+        twin._cache = {}
+        return twin
+
+    def __str__(self) -> str:
+        return f"AnalyticPrior(oversample={self.oversample}, random_share={self.random_share})"
+
+    # ---------------------------------------------------------------- CostModel interface
+    def load(self, path: str) -> None:
+        """Nothing to load: the prior has no parameters learned from data."""
+
+    def save(self, path: str) -> None:
+        """Nothing to save: the prior has no parameters learned from data."""
+
+    def update(
+        self, context: Any, candidates: list[MeasureCandidate], results: list[RunnerResult]
+    ) -> None:
+        """The prior does not learn."""
+
+    def predict(self, context: Any, candidates: list[MeasureCandidate]) -> np.ndarray:
+        """``1 / estimated seconds`` of each candidate (higher is better)."""
+        machine = self.machine or Machine.of_target(getattr(context, "target", None))
+        return np.array([self.score_mod(c.sch.mod, machine) for c in candidates], dtype=float)
+
+    # ---------------------------------------------------------------- the estimate
+    def score_mod(self, mod: IRModule | PrimFunc, machine: Machine | None = None) -> float:
+        """``1 / estimated seconds`` of a scheduled (not lowered) module."""
+        machine = machine or self.machine or Machine()
+        hit = self._cache.get(id(mod))
+        if hit is not None and hit[0] is mod and hit[1] == machine:
+            return hit[2]
+        cycles = self.estimate_cycles(mod, machine)
+        score = machine.hz / cycles if cycles > 0 else 0.0
+        if len(self._cache) > 8192:
+            self._cache.clear()
+        self._cache[id(mod)] = (mod, machine, score)
+        return score
+
+    def estimate_cycles(self, mod: IRModule | PrimFunc, machine: Machine) -> float:
+        """Estimated cycles of one call of ``mod`` (the sum over its stores)."""
+        funcs = [mod] if isinstance(mod, PrimFunc) else list(mod.functions.values())
+        total = 0.0
+        for func in funcs:
+            walker = LoopNestWalker()
+            walker.walk(lower(func, FEATURE_LOWER_PASSES).body)
+            total += sum(_store_cycles(st, machine) for st in walker.stores)
+        return total
+
+
+# ----------------------------------------------------------------------------- one store
+def _flat(buf: Any, lin: list[LinearForm], n: int) -> list[float]:
+    """Elements the row-major address of an access moves per step of each loop.
+
+    A loop inside ``v % c`` (a fused loop, emitted as a loop over ``v // c`` around a
+    vector loop over ``v % c``) moves the address by its coefficient in the modulus
+    only: its ``v // c`` part steps once per ``c`` iterations.
+    """
+    shape = [const_int(s, 0) for s in buf.shape]
+    row = [1] * len(shape)
+    for d in range(len(shape) - 2, -1, -1):
+        row[d] = row[d + 1] * max(1, shape[d + 1])
+    flat = [0.0] * n
+    for d, form in enumerate(lin):
+        in_mod = {j for coefs, _ in form.capped for j in coefs}
+        for j in form.loops():
+            if j in in_mod:
+                flat[j] += row[d] * sum(c.get(j, 0.0) for c, _ in form.capped)
+            else:
+                flat[j] += row[d] * form.coef(j)
+    return flat
+
+
+def _affine_in(lin: list[LinearForm], j: int) -> bool:
+    """Whether loop ``j`` enters the indices with integer coefficients only (no ``//``,
+    ``%``): what the code generator's register tiles need of the vector loop."""
+    for form in lin:
+        if any(j in coefs for coefs, _ in form.capped):
+            return False
+        c = form.plain.get(j, 0.0)
+        if c != int(c):
+            return False
+    return True
+
+
+def _store_cycles(st: Store, m: Machine) -> float:
+    ext = st.extents
+    n = len(ext)
+    total = float(math.prod(ext))
+    if total <= 0:
+        return 0.0
+    pos = {lp.var: j for j, lp in enumerate(st.loops)}
+    ops, loads = count_store(st.store)
+    store_lin = [LinearForm.of(i, pos) for i in st.store.indices]
+    store_flat = _flat(st.store.buffer, store_lin, n)
+    accesses = [(ld.buffer, [LinearForm.of(i, pos) for i in ld.indices]) for ld in loads]
+    flats = [_flat(b, lin, n) for b, lin in accesses]
+    moving = [j for j in range(n) if ext[j] > 1]
+    inner = moving[-1] if moving else -1
+
+    # vector chunks per element of the innermost loop
+    vec_loop = inner if inner >= 0 and st.loops[inner].kind is ForKind.VECTORIZED else -1
+    strides = [abs(f[inner]) if inner >= 0 else 0.0 for f in flats]
+    store_stride = abs(store_flat[inner]) if inner >= 0 else 0.0
+    if vec_loop >= 0:
+        v = ext[vec_loop]
+        per_elem = math.ceil(v / m.lanes) / v
+        # a gathered operand costs a scalar load per lane; a scattered store: scalar body
+        if store_stride not in (0.0, 1.0):
+            per_elem = 1.0
+    elif inner >= 0 and store_stride == 1.0 and all(s in (0.0, 1.0) for s in strides):
+        per_elem = 2.0 / m.lanes  # the compiler's own vectorization, at best half as good
+    else:
+        per_elem = 1.0
+    chunks = total * per_elem  # executions of the (vector) body
+
+    op_cycles = sum(_OP_CYCLES.get(k, 0.0) * c for k, c in enumerate(ops) if k < 7 or k >= 14)
+    compute = chunks * max(op_cycles, 0.5)
+
+    # the register tile of a reduction: innermost loops that all move the stored element,
+    # below a loop that does not
+    store_loops = {j for j in moving if store_flat[j] != 0}
+    is_update = any(b is st.store.buffer for b, _ in accesses)
+    tile_start = n
+    while tile_start > 0 and (ext[tile_start - 1] == 1 or (tile_start - 1) in store_loops):
+        tile_start -= 1
+    reduces_outside = is_update and any(j not in store_loops for j in moving)
+    tile_points = float(math.prod(ext[tile_start:]))
+    tile_vectors = tile_points * (per_elem if vec_loop >= tile_start else 1.0)
+    stats = _stats(st, store_lin, accesses, m)
+    in_registers = (
+        reduces_outside
+        and tile_vectors <= MAX_ACCUMULATORS
+        and (vec_loop < tile_start or _affine_in(store_lin, vec_loop))
+    )
+    if in_registers:
+        sweeps = total / tile_points
+        load_cycles = 0.0
+        for s, lin in zip(stats, _lins_of(st, store_lin, accesses, stats)):
+            if s.buffer is st.store.buffer:
+                continue
+            contiguous = vec_loop >= 0 and lin is not None and abs(lin[vec_loop]) == 1.0
+            distinct = s.footprint[tile_start]
+            load_cycles += (distinct * per_elem if contiguous else distinct) / m.loads_per_cycle
+        l1 = sweeps * load_cycles
+        latency = sweeps * m.fma_latency  # one update of every accumulator per sweep
+        compute = max(compute, latency, sweeps * tile_vectors / m.fma_ports)
+        spill = max(0.0, tile_vectors - (m.vector_registers - 4))
+        l1 += sweeps * spill * 2.0 / m.loads_per_cycle
+        # the tile is loaded before and stored after the reduction loops right above it
+        region = 1.0
+        j = tile_start - 1
+        while j >= 0 and (ext[j] == 1 or j not in store_loops):
+            region *= ext[j]
+            j -= 1
+        entries = sweeps / max(1.0, region)
+        l1 += entries * tile_vectors * (1.0 / m.loads_per_cycle + 1.0 / m.stores_per_cycle)
+    else:
+        l1 = 0.0
+        for s in strides:
+            l1 += chunks / m.loads_per_cycle if s in (0.0, 1.0) else total / m.loads_per_cycle
+        l1 += chunks / m.stores_per_cycle
+        if is_update and inner >= 0 and inner not in store_loops:
+            # the innermost loop updates one element: a memory round trip per update
+            compute = max(compute, chunks * m.memory_round_trip)
+
+    traffic = _traffic(stats, ext, m)
+    cycles = max(compute, l1, traffic)
+
+    # parallel speed-up and fork/join cost
+    par = [j for j, lp in enumerate(st.loops) if lp.kind is ForKind.PARALLEL]
+    if par:
+        jobs = float(math.prod(ext[j] for j in par))
+        rounds = math.ceil(jobs / m.cores)
+        speedup = jobs / rounds if rounds else 1.0
+        entries = float(math.prod(ext[: par[0]]))
+        return cycles / max(1.0, speedup) + entries * m.fork_join_cycles
+    return cycles
+
+
+def _stats(st: Store, store_lin: list[LinearForm], accesses: list, m: Machine) -> list[BufferStats]:
+    per: dict[Any, list] = {st.store.buffer: [[store_lin], 0, 1]}
+    for buf, lin in accesses:
+        entry = per.setdefault(buf, [[], 0, 0])
+        entry[0].append(lin)
+        entry[1] += 1
+    return [BufferStats(b, lins, r, w, st.extents, 64) for b, (lins, r, w) in per.items()]
+
+
+def _lins_of(
+    st: Store, store_lin: list[LinearForm], accesses: list, stats: list[BufferStats]
+) -> list[list[float] | None]:
+    """The flat strides of the first access of each buffer of ``stats``."""
+    n = len(st.extents)
+    first: dict[Any, list[LinearForm]] = {st.store.buffer: store_lin}
+    for buf, lin in accesses:
+        first.setdefault(buf, lin)
+    return [_flat(s.buffer, first[s.buffer], n) if s.buffer in first else None for s in stats]
+
+
+def _traffic(stats: list[BufferStats], ext: tuple[int, ...], m: Machine) -> float:
+    """Cycles to bring the store's data into L1 from L2, and into L2 from beyond."""
+    n = len(ext)
+    out = 0.0
+    for size, bandwidth in ((m.l1_bytes, m.l2_bytes_per_cycle), (m.l2_bytes, m.l3_bytes_per_cycle)):
+        k = n
+        while k > 0 and sum(s.footprint[k - 1] * s.elem for s in stats) <= size:
+            k -= 1
+        # loops 0..k-1 sweep working sets of level k that fit; each sweep brings them in
+        reloads = float(math.prod(ext[:k]))
+        nbytes = reloads * sum(max(s.footprint[k] * s.elem, 64.0) for s in stats)
+        out = max(out, nbytes / bandwidth)
+    return out
