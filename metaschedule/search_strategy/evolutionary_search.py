@@ -17,11 +17,11 @@ population_size`` replays. Such a batch is drawn from random initial samples dir
 (about twice the batch size of them). Replayed traces are remembered across batches.
 
 And while warming up, ``prior`` (by default the analytic CPU model
-:class:`~metaschedule.cost_model.prior.AnalyticPrior`) ranks those random samples: it
-samples ``prior.oversample`` times the batch, picks the ones the prior ranks highest and
-a share ``prior.random_share`` of the others at random. ``prior=None`` restores uniform
-random warm-up batches (TVM's behaviour). Once the cost model has trained, the prior
-is not used.
+:class:`~metaschedule.cost_model.prior.AnalyticPrior`, used on CPU targets only) ranks
+those random samples: it samples ``prior.oversample`` times the batch, picks the ones the
+prior ranks highest and a share ``prior.random_share`` of the others at random.
+``prior=None`` restores uniform random warm-up batches (TVM's behaviour). Once the cost
+model has trained, the prior is not used.
 
 A schedule is never picked twice, nor picked when it was measured before: picked schedules
 and the database records of the workload are remembered (by the structure of the scheduled
@@ -267,9 +267,10 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
         self._new_batch()
         pop = self.population_size
         warming_up = bool(getattr(state.cost_model, "warming_up", False))
+        prior = self._prior()
         if warming_up:  # random scores: no evolution, random samples (module docstring)
             measured = []
-            per_pick = max(2, self.prior.oversample) if self.prior is not None else 2
+            per_pick = max(2, prior.oversample) if prior is not None else 2
             unmeasured = self._sample_init_population(
                 min(pop, max(per_pick * num, self.init_min_unmeasured))
             )
@@ -291,7 +292,7 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
                 self.init_min_unmeasured,
             )
             return None
-        if warming_up and self.prior is not None:
+        if warming_up and prior is not None:
             with timed("EvoSearch/PickWithPrior"):
                 picks = self._pick_with_prior(self._unique_unmeasured(unmeasured), num)
         else:
@@ -488,6 +489,13 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
                 state.picked.append(info)
                 out.append(sch)
         return out
+
+    def _prior(self) -> AnalyticPrior | None:
+        """The prior, if it models the tuning target (a CPU model: not for GPUs)."""
+        target = getattr(self.context, "target", None)
+        if self.prior is None or getattr(target, "kind", "cpu") != "cpu":
+            return None
+        return self.prior
 
     def _pick_with_prior(self, samples: list[Schedule], num: int) -> list[Schedule]:
         """The prior's best ``num`` of distinct unmeasured ``samples``, but a share

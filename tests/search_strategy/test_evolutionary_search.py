@@ -286,10 +286,10 @@ def _spy_prior(decisions, **kwargs):
     return SpyPrior()
 
 
-def _prior_ctx(task, sch_fn, prior, seed=1, pop=64):
+def _prior_ctx(task, sch_fn, prior, seed=1, pop=64, target="cpu"):
     return TuneContext(
         task,
-        target="cpu",
+        target=target,
         space_generator=ScheduleFn(sch_fn, sch_rules=[], postprocs=[], mutator_probs={}),
         search_strategy=small_evo(population_size=pop, prior=prior),
         rand_state=seed,
@@ -311,6 +311,14 @@ def test_warm_up_picks_the_priors_best_of_oversampled_samples_and_some_random(
     ranked = sorted(scored, key=score, reverse=True)
     assert picks[:6] == ranked[:6]  # 8 - round(8 * 0.25) picked by the prior, best first
     assert set(picks[6:]) <= set(ranked[6:])  # the others at random from the rest
+
+
+def test_the_cpu_prior_ranks_nothing_on_a_gpu_target(tile_ij, drive, decisions):
+    prior = _spy_prior(decisions)
+    ctx = _prior_ctx(matmul(64), tile_ij, prior, target="cuda")
+    model = _warming_up_model(decisions)
+    batches = drive(ctx, MemoryDatabase(), max_trials=8, num_trials_per_iter=8, cost_model=model)
+    assert prior.calls == [] and len(all_candidates(batches)) == 8
 
 
 def test_warm_up_without_prior_is_as_before(tile_ij, drive, decisions):
