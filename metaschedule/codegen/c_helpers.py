@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from ..tir.dtype import c_type, nbytes
+from .c_vmath import VECTOR_MATH
 
 #: Short names used in helper and vector type names.
 SHORT = {
@@ -156,7 +157,11 @@ class Helpers:
         )
 
     def vcall(self, op: str, dtype: str, lanes: int, nargs: int) -> str:
-        """A lane-by-lane math call (the C library has no portable vector math)."""
+        """A math call on a vector: vector code for float32 ``exp``, ``tanh`` and
+        ``sigmoid`` (:mod:`.c_vmath`), else lane by lane (the C library has no portable
+        vector math)."""
+        if dtype == "float32" and op in VECTOR_MATH:
+            return VECTOR_MATH[op](self, lanes)
         vt = self.vtype(dtype, lanes)
         name = f"ms_{op}_{SHORT[dtype]}x{lanes}"
         params = ", ".join(f"{vt} x{i}" for i in range(nargs))

@@ -3,8 +3,9 @@
 The body of ``for v in vectorized(lo, lo + n)`` is emitted once per chunk of lanes,
 with vector values: a load or store whose row-major offset is ``base + 1 * v`` is an
 unaligned vector load/store, a value that does not depend on ``v`` is broadcast,
-arithmetic, comparisons, select, min/max and casts work lane-wise, math intrinsics
-run lane by lane. ``n`` is split into chunks of the target's native width (written
+arithmetic, comparisons, select, min/max and casts work lane-wise; float32 ``exp``,
+``tanh`` and ``sigmoid`` are vector code (:mod:`.c_vmath`), other math intrinsics run
+lane by lane. ``n`` is split into chunks of the target's native width (written
 out one by one up to :data:`EXPLICIT_CHUNKS` chunks, a chunked loop beyond) and a
 power-of-two tail (a single lane is scalar code).
 

@@ -217,7 +217,7 @@ def test_vectorized_math_select_and_casts():
     func = schedule_loops(schedule_loops(te.create_prim_func([A, C]), "B", [V]), "C", [V])
     a = rand(n)
     src, (_, c) = run(func, a, np.zeros(n, "float32"))
-    assert "ms_select_f32x16(" in src and "ms_sigmoid_f32x16(" in src
+    assert "ms_select_f32x16(" in src and "ms_vsigmoid_f32x16(" in src
     assert "__builtin_convertvector(" in src and "not vectorized" not in src
     i = np.arange(n, dtype="float32")
     b = np.where(i < 20, 1 / (1 + np.exp(-a)) + 1 / np.sqrt(np.abs(a) + 1), np.exp(a) * i)
