@@ -199,3 +199,22 @@ def test_tune_tir_with_post_optimization(tmp_path):
     assert len(db) >= 4  # the search's records, plus an improvement if one was found
     logs = os.listdir(tmp_path / "logs" / "droplet_main")
     assert logs == ["droplet_0.jsonl"]
+
+
+def test_droplet_starts_from_the_best_as_the_database_ranks_it(tmp_path):
+    """A schedule re-measured by a final selection counts by its latest record: a lucky
+    first timing that the re-measurement overturned is not the start point."""
+    from metaschedule.post_optimization.droplet import _best_record  # local: private helper
+
+    lucky = _tiled_record(inner=(1, 1, 1, 32), run_secs=(1.0,))
+    steady = _tiled_record(inner=(1, 1, 4, 8), run_secs=(2.0,))
+    db = ms.database.JSONDatabase(
+        str(tmp_path / "wl.json"), str(tmp_path / "rec.json"), allow_missing=True
+    )
+    wl = db.commit_workload(lucky.workload.mod)
+    for record, secs in [(lucky, 1.0), (steady, 2.0), (lucky, 4.0), (steady, 3.0)]:
+        db.commit_tuning_record(TuningRecord(record.trace, wl, [secs], TARGET))
+    db.close()
+    best = _best_record(str(tmp_path / "rec.json"), str(tmp_path / "wl.json"))
+    assert best.run_secs == [3.0]
+    assert best.trace.as_json() == steady.trace.as_json()

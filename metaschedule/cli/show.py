@@ -118,8 +118,10 @@ def table(workloads, work_dir: str) -> str:
             )
         )
     widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
+    again = sum(w.remeasurements for w in workloads)
     header = (
-        f"{work_dir}: {len(workloads)} workload(s), {sum(w.trials for w in workloads)} record(s)"
+        f"{work_dir}: {len(workloads)} workload(s), {sum(w.trials for w in workloads)} trial(s)"
+        + (f", {again} re-measurement(s) by final selections" if again else "")
     )
     lines = [header]
     for n, row in enumerate(rows):

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..arg_info import ArgInfo
-from ..database.base import TuningRecord
+from ..database.base import TuningRecord, latest_per_schedule
 from ..database.json_database import JSONDatabase
 from ..target import Target
 from .measure import Measurer
@@ -223,7 +223,8 @@ def _best_record(json_file: str | TuningRecord, workload_file: str | None) -> Tu
         raise ValueError("Droplet: workload_file is needed with a records file")
     database = JSONDatabase(workload_file, json_file, allow_missing=False)
     best: TuningRecord | None = None
-    for record in database.get_all_tuning_records():
+    # a schedule measured again (a final selection) counts by its latest valid record
+    for record in latest_per_schedule(database.get_all_tuning_records()):
         if record.is_valid and (best is None or record.mean_run_sec < best.mean_run_sec):
             best = record
     if best is None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..database import JSONDatabase, SQLiteDatabase
+from ..database.base import measurement_key
 from ..database.json_database import TUNING_RECORD_FILE, WORKLOAD_FILE
 from ..flop_count import estimate_flops
 from ..tir.functor import post_order_visit
@@ -37,9 +38,14 @@ class WorkloadData:
         shash: the workload's structural hash (as the database stores it).
         mod: the workload's IRModule.
         flop: arithmetic operations per run.
-        latencies: seconds of each record in commit order; ``inf`` for a failure.
-        records: the database records in commit order.
+        latencies: per trial (a schedule's first record, in commit order), its seconds
+            then; ``inf`` for a failure.
+        records: the trials' records, in commit order.
         batches: the measurement-log lines of this workload, in order.
+        current: per trial, the seconds of the record that counts now (the schedule's
+            latest valid record, as the database ranks it: a final selection's
+            re-measurement replaces the tuning time); defaults to ``latencies``.
+        remeasurements: records of schedules measured before (final selections).
     """
 
     name: str
@@ -49,20 +55,26 @@ class WorkloadData:
     latencies: list[float]
     records: list[Any]
     batches: list[dict[str, Any]] = field(default_factory=list)
+    current: list[float] = field(default_factory=list)
+    remeasurements: int = 0
 
     @property
     def trials(self) -> int:
         return len(self.latencies)
 
+    def _current(self) -> list[float]:
+        return self.current if len(self.current) == len(self.latencies) else self.latencies
+
     @property
     def best_index(self) -> int | None:
-        """The index of the fastest valid record, or None."""
-        finite = [(s, i) for i, s in enumerate(self.latencies) if math.isfinite(s)]
+        """The index of the trial whose schedule ranks first now, or None."""
+        finite = [(s, i) for i, s in enumerate(self._current()) if math.isfinite(s)]
         return min(finite)[1] if finite else None
 
     @property
     def best_latency(self) -> float:
-        return min(self.latencies, default=math.inf)
+        """The seconds of the best schedule's record that counts."""
+        return min(self._current(), default=math.inf)
 
     @property
     def best_gflops(self) -> float:
@@ -75,8 +87,11 @@ class WorkloadData:
         return None if i is None else self.records[i]
 
     def best_time(self) -> float | None:
-        """The wall-clock time (epoch seconds) the best latency was measured, if logged."""
-        best = self.best_latency
+        """The wall-clock time (epoch seconds) the best schedule was tuned, if logged."""
+        i = self.best_index
+        if i is None:
+            return None
+        best = self.latencies[i]
         if not math.isfinite(best):
             return None
         for line in self.batches:
@@ -143,6 +158,7 @@ def load_run(work_dir: str) -> RunData:
             finally:
                 db.close()
         by_workload: dict[int, WorkloadData] = {}
+        trial_of: dict[int, dict[str, int]] = {}
         for record in records:
             wl = record.workload
             data = by_workload.get(id(wl))
@@ -162,9 +178,19 @@ def load_run(work_dir: str) -> RunData:
                     [ln for ln in log if str(ln.get("shash")) == shash],
                 )
                 by_workload[id(wl)] = data
+                trial_of[id(wl)] = {}
                 workloads.append(data)
-            data.records.append(record)
-            data.latencies.append(record.mean_run_sec)
+            key = measurement_key(record)
+            j = trial_of[id(wl)].get(key)
+            if j is None:  # a new schedule: a trial
+                trial_of[id(wl)][key] = len(data.records)
+                data.records.append(record)
+                data.latencies.append(record.mean_run_sec)
+                data.current.append(record.mean_run_sec)
+            else:  # the same schedule again: the latest valid record counts
+                data.remeasurements += 1
+                if record.is_valid or not math.isfinite(data.current[j]):
+                    data.current[j] = record.mean_run_sec
     else:
         notes.append(f"no database in {work_dir} yet")
     if not log:
