@@ -626,3 +626,333 @@ def from_onnx(
             if name:
                 env[name] = value
     return b.finish([env[o.name] for o in graph.output])
+
+
+# ----------------------------------------------------------------------------- more operators
+# (element-wise math and logic, Pad, Resize/Upsample, Tile, more reductions and norms)
+_MORE_UNARY = {
+    "Abs": "abs",
+    "Log": "log",
+    "Reciprocal": "reciprocal",
+    "Floor": "floor",
+    "Ceil": "ceil",
+    "Round": "round",
+    "Sign": "sign",
+    "Sin": "sin",
+    "Cos": "cos",
+    "Softsign": "softsign",
+    "Mish": "mish",
+    "Not": "logical_not",
+}
+for _onnx, _ours in _MORE_UNARY.items():
+    _CONVERTERS[_onnx] = lambda ctx, ins, at, op=_ours: ctx.call(op, [ins[0]])
+
+
+@_conv("LeakyRelu")
+def _leaky_relu(ctx, ins, at):
+    return ctx.call("leaky_relu", [ins[0]], alpha=float(at.get("alpha", 0.01)))
+
+
+@_conv("Elu")
+def _elu(ctx, ins, at):
+    return ctx.call("elu", [ins[0]], alpha=float(at.get("alpha", 1.0)))
+
+
+@_conv("Selu")
+def _selu(ctx, ins, at):
+    return ctx.call(
+        "elu",
+        [ins[0]],
+        alpha=float(at.get("alpha", 1.67326319217681884765625)),
+        scale=float(at.get("gamma", 1.05070102214813232421875)),
+    )
+
+
+@_conv("Celu")
+def _celu(ctx, ins, at):
+    return ctx.call("celu", [ins[0]], alpha=float(at.get("alpha", 1.0)))
+
+
+@_conv("ThresholdedRelu")
+def _thresholded_relu(ctx, ins, at):
+    return ctx.call("thresholded_relu", [ins[0]], alpha=float(at.get("alpha", 1.0)))
+
+
+@_conv("Softplus")
+def _softplus(ctx, ins, at):
+    return ctx.call("softplus", [ins[0]])
+
+
+@_conv("PRelu")
+def _prelu(ctx, ins, at):
+    x, slope = ins
+    xs, ss = ctx.shape(x), ctx.shape(slope)
+    if len(ss) > len(xs):
+        raise ctx.fail(f"slope {ss} has more dimensions than the input {xs}")
+    return ctx.call("prelu", [x, slope])
+
+
+_COMPARE = {
+    "Equal": "equal",
+    "Less": "less",
+    "LessOrEqual": "less_equal",
+    "Greater": "greater",
+    "GreaterOrEqual": "greater_equal",
+    "And": "logical_and",
+    "Or": "logical_or",
+    "Xor": "logical_xor",
+}
+for _onnx, _ours in _COMPARE.items():
+    _CONVERTERS[_onnx] = lambda ctx, ins, at, op=_ours: ctx.call(op, [ins[0], ins[1]])
+
+
+def _variadic(op: str, mean: bool = False):
+    def convert(ctx, ins, at):
+        vals = [v for v in ins if v]
+        if not vals:
+            raise ctx.fail("no inputs")
+        y = vals[0]
+        for v in vals[1:]:
+            y = ctx.call(op, [y, v])
+        if mean and len(vals) > 1:
+            inv = np.asarray(1.0 / len(vals), ctx.b.types[y].dtype)
+            y = ctx.call("multiply", [y, ctx.b.const(inv, "mean_scale")])
+        return y
+
+    return convert
+
+
+_CONVERTERS["Sum"] = _variadic("add")
+_CONVERTERS["Mean"] = _variadic("add", mean=True)
+_CONVERTERS["Max"] = _variadic("maximum")  # one to many inputs (Max-8 and later)
+_CONVERTERS["Min"] = _variadic("minimum")
+
+
+@_conv("Pad")
+def _pad_op(ctx, ins, at):
+    x = ins[0]
+    nd = len(ctx.shape(x))
+    mode = at.get("mode", "constant")
+    if mode not in ("constant", "reflect", "edge"):
+        raise ctx.fail(f"mode {mode!r} (constant, reflect and edge are supported)")
+    if ctx.opset < 11:
+        pads = [int(p) for p in at.get("pads", at.get("paddings", []))]
+        value = float(at.get("value", 0.0))
+        axes = list(range(nd))
+    else:
+        pads = [int(p) for p in ctx.const(ins[1], "pads")]
+        value = (
+            float(ctx.const(ins[2], "constant_value").reshape(-1)[0])
+            if len(ins) > 2 and ins[2]
+            else 0.0
+        )
+        axes = (
+            [int(a) % nd for a in ctx.const(ins[3], "axes")]
+            if len(ins) > 3 and ins[3]
+            else list(range(nd))
+        )
+    if len(pads) != 2 * len(axes):
+        raise ctx.fail(f"{len(pads)} pads for {len(axes)} axes")
+    before, after = [0] * nd, [0] * nd
+    for i, a in enumerate(axes):
+        before[a], after[a] = pads[i], pads[i + len(axes)]
+    if any(p < 0 for p in before + after):  # negative pads crop
+        shape = ctx.shape(x)
+        crop = [d for d in range(nd) if before[d] < 0 or after[d] < 0]
+        x = ctx.call(
+            "strided_slice",
+            [x],
+            begin=tuple(max(0, -before[d]) for d in crop),
+            end=tuple(shape[d] - max(0, -after[d]) for d in crop),
+            strides=(1,) * len(crop),
+            axes=tuple(crop),
+        )
+        before, after = [max(0, p) for p in before], [max(0, p) for p in after]
+    if not any(before + after):
+        return x
+    return ctx.call("pad", [x], before=tuple(before), after=tuple(after), mode=mode, value=value)
+
+
+def _resize_call(ctx, x, scales, sizes, at, cmode, nearest_mode):
+    shape = ctx.shape(x)
+    nd = len(shape)
+    mode = at.get("mode", "nearest")
+    if mode == "bilinear":  # Upsample-7's name
+        mode = "linear"
+    if mode not in ("nearest", "linear"):
+        raise ctx.fail(f"mode {mode!r} (nearest and linear are supported; cubic is not)")
+    if int(at.get("antialias", 0)):
+        raise ctx.fail("antialias=1")
+    if cmode == "tf_crop_and_resize":
+        raise ctx.fail("coordinate_transformation_mode 'tf_crop_and_resize'")
+    axes = [int(a) % nd for a in at.get("axes", range(nd))]
+    full_scales = [1.0] * nd
+    out = list(shape)
+    if sizes is not None:
+        sizes = [int(s) for s in sizes]
+        if len(sizes) != len(axes):
+            raise ctx.fail(f"sizes {sizes} for {len(axes)} axes")
+        policy = at.get("keep_aspect_ratio_policy", "stretch")
+        ratios = [s / shape[a] for s, a in zip(sizes, axes)]
+        if policy in ("not_larger", "not_smaller"):
+            r = min(ratios) if policy == "not_larger" else max(ratios)
+            ratios = [r] * len(axes)
+            sizes = [int(np.floor(r * shape[a] + 0.5)) for a in axes]
+        elif policy != "stretch":
+            raise ctx.fail(f"keep_aspect_ratio_policy {policy!r}")
+        for a, s, r in zip(axes, sizes, ratios):
+            out[a], full_scales[a] = s, r
+    else:
+        sc = [float(s) for s in scales]
+        if len(sc) != len(axes):
+            raise ctx.fail(f"scales {sc} for {len(axes)} axes")
+        for a, s in zip(axes, sc):
+            if s <= 0:
+                raise ctx.fail(f"scale {s}")
+            out[a], full_scales[a] = int(np.floor(shape[a] * s)), s
+    if tuple(out) == shape and all(s == 1.0 for s in full_scales):
+        return x
+    return ctx.call(
+        "resize",
+        [x],
+        out_shape=tuple(out),
+        scales=tuple(full_scales),
+        mode=mode,
+        coordinate_transformation_mode=cmode,
+        nearest_mode=nearest_mode,
+    )
+
+
+def _optional_const(ctx, ins, i, what):
+    if len(ins) <= i or not ins[i]:
+        return None
+    arr = ctx.const(ins[i], what)
+    return None if arr.size == 0 else arr.reshape(-1)
+
+
+@_conv("Resize")
+def _resize(ctx, ins, at):
+    if ctx.opset < 11:  # Resize-10: X, scales; asymmetric coordinates
+        scales = _optional_const(ctx, ins, 1, "scales")
+        return _resize_call(ctx, ins[0], scales, None, at, "asymmetric", "round_prefer_ceil")
+    scales = _optional_const(ctx, ins, 2, "scales")
+    sizes = _optional_const(ctx, ins, 3, "sizes")
+    if scales is None and sizes is None:
+        raise ctx.fail("neither scales nor sizes is given")
+    cmode = at.get("coordinate_transformation_mode", "half_pixel")
+    if cmode == "tf_half_pixel_for_nn":
+        raise ctx.fail("coordinate_transformation_mode 'tf_half_pixel_for_nn'")
+    nearest = at.get("nearest_mode", "round_prefer_floor")
+    return _resize_call(ctx, ins[0], scales, sizes, at, cmode, nearest)
+
+
+@_conv("Upsample")
+def _upsample(ctx, ins, at):
+    scales = at.get("scales") if ctx.opset < 9 else _optional_const(ctx, ins, 1, "scales")
+    if scales is None:
+        raise ctx.fail("no scales")
+    return _resize_call(ctx, ins[0], scales, None, at, "asymmetric", "floor")
+
+
+@_conv("Tile")
+def _tile(ctx, ins, at):
+    reps = tuple(int(r) for r in ctx.const(ins[1], "repeats"))
+    if all(r == 1 for r in reps):
+        return ins[0]
+    return ctx.call("tile", [ins[0]], repeats=reps)
+
+
+@_conv("GlobalMaxPool")
+def _global_max_pool(ctx, ins, at):
+    nd = len(ctx.shape(ins[0]))
+    if nd < 3:
+        raise ctx.fail(f"input {ctx.shape(ins[0])} has no spatial axes")
+    return ctx.call("reduce", [ins[0]], kind="max", axes=tuple(range(2, nd)), keepdims=True)
+
+
+@_conv("LogSoftmax")
+def _log_softmax(ctx, ins, at):
+    nd = len(ctx.shape(ins[0]))
+    axis = int(at.get("axis", -1 if ctx.opset >= 13 else 1)) % nd
+    if ctx.opset < 13 and axis != nd - 1:
+        raise ctx.fail(f"axis {axis} before opset 13 (flattening semantics)")
+    return ctx.call("log_softmax", [ins[0]], axis=axis)
+
+
+@_conv("InstanceNormalization")
+def _instance_norm(ctx, ins, at):
+    x, scale, bias = ins[0], ins[1], ins[2]
+    if len(ctx.shape(x)) < 3:
+        raise ctx.fail(f"input {ctx.shape(x)} has no spatial axes")
+    return ctx.call(
+        "instance_norm", [x, scale, bias], axis=1, epsilon=float(at.get("epsilon", 1e-5))
+    )
+
+
+def _reduce_more(op):
+    def convert(ctx, ins, at):
+        x = ins[0]
+        if ctx.opset >= 18:
+            axes = _optional_const(ctx, ins, 1, "axes")
+            axes = None if axes is None else [int(a) for a in axes]
+        else:
+            axes = list(at["axes"]) if "axes" in at else None
+        if axes is None and at.get("noop_with_empty_axes", 0):
+            return x
+        return ctx.call(
+            op,
+            [x],
+            axes=None if axes is None else tuple(a % len(ctx.shape(x)) for a in axes),
+            keepdims=bool(at.get("keepdims", 1)),
+        )
+
+    return convert
+
+
+for _onnx, _ours in (
+    ("ReduceProd", "reduce_prod"),
+    ("ReduceL1", "reduce_l1"),
+    ("ReduceL2", "reduce_l2"),
+    ("ReduceSumSquare", "reduce_sum_square"),
+    ("ReduceLogSum", "reduce_log_sum"),
+    ("ReduceLogSumExp", "reduce_log_sum_exp"),
+):
+    _CONVERTERS[_onnx] = _reduce_more(_ours)
+
+
+def _arg(kind):
+    def convert(ctx, ins, at):
+        nd = len(ctx.shape(ins[0]))
+        return ctx.call(
+            f"arg{kind}",
+            [ins[0]],
+            axis=int(at.get("axis", 0)) % nd,
+            keepdims=bool(at.get("keepdims", 1)),
+            select_last_index=bool(at.get("select_last_index", 0)),
+        )
+
+    return convert
+
+
+_CONVERTERS["ArgMax"] = _arg("max")
+_CONVERTERS["ArgMin"] = _arg("min")
+
+
+@_conv("Range")
+def _range(ctx, ins, at):
+    start, limit, delta = (ctx.const(v, n) for v, n in zip(ins, ("start", "limit", "delta")))
+    return ctx.b.const(np.arange(start, limit, delta).astype(start.dtype), "range")
+
+
+@_conv("DepthToSpace")
+def _depth_to_space(ctx, ins, at):
+    _spatial_2d(ctx, ins[0])
+    return ctx.call(
+        "depth_to_space", [ins[0]], block=int(at["blocksize"]), mode=at.get("mode", "DCR")
+    )
+
+
+@_conv("SpaceToDepth")
+def _space_to_depth(ctx, ins, at):
+    _spatial_2d(ctx, ins[0])
+    return ctx.call("space_to_depth", [ins[0]], block=int(at["blocksize"]))

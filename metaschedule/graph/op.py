@@ -61,4 +61,4 @@ def list_ops() -> list[str]:
 
 def _ensure_loaded() -> None:
     if not _REGISTRY:
-        from . import ops_nn, ops_tensor  # noqa: F401  (they register themselves)
+        from . import ops_elementwise, ops_nn, ops_tensor  # noqa: F401  (they register themselves)

@@ -218,3 +218,113 @@ register(
     lambda a, at: R.reduce(a[0], at["kind"], at["axes"], at["keepdims"]),
     _reduce_ref,
 )
+
+
+# ----------------------------------------------------------------------------- more
+# (log_softmax, instance_norm, more reductions, arg max/min; appended: te.ops.reduce_ext)
+from ..te.ops import reduce_ext as _RX  # noqa: E402
+
+
+def _log_softmax_ref(a, at):
+    x = a[0].astype(np.float64)
+    m = x.max(axis=at["axis"], keepdims=True)
+    return (x - m - np.log(np.exp(x - m).sum(axis=at["axis"], keepdims=True))).astype(a[0].dtype)
+
+
+register(
+    "log_softmax",
+    Pattern.COMM_REDUCE,
+    lambda a, at: _RX.log_softmax(a[0], at["axis"]),
+    _log_softmax_ref,
+)
+
+
+def _instance_norm_ref(a, at):
+    x = a[0].astype(np.float64)
+    ax = at.get("axis", 1)
+    axes = tuple(d for d in range(1, x.ndim) if d != ax)
+    mean = x.mean(axis=axes, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=axes, keepdims=True)
+    y = (x - mean) / np.sqrt(var + at["epsilon"])
+    shape = [1] * x.ndim
+    shape[ax] = x.shape[ax]
+    if len(a) > 1:
+        y = y * a[1].reshape(shape)
+    if len(a) > 2:
+        y = y + a[2].reshape(shape)
+    return y.astype(a[0].dtype)
+
+
+register(
+    "instance_norm",
+    Pattern.COMM_REDUCE,
+    lambda a, at: _RX.instance_norm(
+        a[0],
+        a[1] if len(a) > 1 else None,
+        a[2] if len(a) > 2 else None,
+        at.get("axis", 1),
+        at["epsilon"],
+    ),
+    _instance_norm_ref,
+)
+
+
+def _reduce_ext_ref(kind):
+    def ref(a, at):
+        x = a[0]
+        axes = None if at["axes"] is None else tuple(at["axes"])
+        kd = at["keepdims"]
+        v = x.astype(np.float64) if x.dtype.kind == "f" else x
+        if kind == "prod":
+            out = np.prod(v, axis=axes, keepdims=kd)
+        elif kind == "l1":
+            out = np.abs(v).sum(axis=axes, keepdims=kd)
+        elif kind == "l2":
+            out = np.sqrt((v * v).sum(axis=axes, keepdims=kd))
+        elif kind == "sum_square":
+            out = (v * v).sum(axis=axes, keepdims=kd)
+        elif kind == "log_sum":
+            out = np.log(v.sum(axis=axes, keepdims=kd))
+        else:
+            m = v.max(axis=axes, keepdims=True)
+            out = np.log(np.exp(v - m).sum(axis=axes, keepdims=True)) + m
+            if not kd:
+                out = out.reshape(np.sum(v, axis=axes, keepdims=False).shape)
+        return np.asarray(out).astype(x.dtype)
+
+    return ref
+
+
+for _kind in _RX.KINDS:
+    register(
+        f"reduce_{_kind}",
+        Pattern.COMM_REDUCE,
+        lambda a, at, k=_kind: _RX.reduce_ext(a[0], k, at["axes"], at["keepdims"]),
+        _reduce_ext_ref(_kind),
+    )
+
+
+def _arg_ref(kind):
+    def ref(a, at):
+        x, ax = a[0], at["axis"]
+        if at.get("select_last_index", False):
+            n = x.shape[ax]
+            flipped = np.flip(x, axis=ax)
+            out = n - 1 - (np.argmax(flipped, axis=ax) if kind == "max" else np.argmin(flipped, ax))
+        else:
+            out = np.argmax(x, axis=ax) if kind == "max" else np.argmin(x, axis=ax)
+        out = np.asarray(out, np.int64)
+        return np.expand_dims(out, ax) if at["keepdims"] else out
+
+    return ref
+
+
+for _kind in ("max", "min"):
+    register(
+        f"arg{_kind}",
+        Pattern.COMM_REDUCE,
+        lambda a, at, k=_kind: _RX.arg_reduce(
+            a[0], k, at["axis"], at["keepdims"], at.get("select_last_index", False)
+        ),
+        _arg_ref(_kind),
+    )

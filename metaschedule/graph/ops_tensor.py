@@ -204,3 +204,132 @@ register(
     lambda a, at: A.unary(a[0], _op.rsqrt, "T_rsqrt"),
     lambda a, at: (1 / np.sqrt(a[0])).astype(a[0].dtype),
 )
+
+
+# ----------------------------------------------------------------------------- more layout
+# (pad with modes, resize, tile, depth/space; appended: see te.ops.rearrange/resize)
+from ..te.ops import rearrange as _RA  # noqa: E402
+from ..te.ops import resize as _RS  # noqa: E402
+
+_NP_PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "edge"}
+
+
+def _pad_ref(a, at):
+    x = a[0]
+    width = list(zip(at["before"], at["after"]))
+    if at["mode"] == "constant":
+        return np.pad(x, width, constant_values=np.asarray(at.get("value", 0.0), x.dtype))
+    return np.pad(x, width, mode=_NP_PAD_MODES[at["mode"]])
+
+
+register(
+    "pad",
+    Pattern.INJECTIVE,
+    lambda a, at: _RA.pad_mode(a[0], at["before"], at["after"], at["mode"], at.get("value", 0.0)),
+    _pad_ref,
+)
+
+
+def _resize_axis(n: int, m: int, scale: float, at) -> tuple[np.ndarray, ...]:
+    """Per output index of one axis: the source indices and weights (float32, as te)."""
+    f32 = np.float32
+    i = np.arange(m, dtype=f32)
+    cmode = at["coordinate_transformation_mode"]
+    inv, half = f32(1.0 / scale), f32(0.5)
+    if cmode == "asymmetric":
+        c = i * inv
+    elif cmode == "half_pixel" or (cmode == "pytorch_half_pixel" and m > 1):
+        c = (i + half) * inv - half
+    elif cmode == "half_pixel_symmetric":
+        c = f32(n / 2.0 * (1 - m / (scale * n))) + (i + half) * inv - half
+    elif cmode == "align_corners" and m > 1:
+        c = i * f32((n - 1) / (m - 1))
+    else:
+        c = np.zeros(m, f32)
+    if at["mode"] == "nearest":
+        r = {
+            "floor": np.floor(c),
+            "ceil": np.ceil(c),
+            "round_prefer_floor": np.ceil(c - half),
+            "round_prefer_ceil": np.floor(c + half),
+        }[at["nearest_mode"]]
+        return (np.clip(r.astype(np.int64), 0, n - 1),)
+    c = np.clip(c, f32(0), f32(n - 1))
+    lo = np.floor(c).astype(np.int64)
+    w1 = c - np.floor(c)
+    return lo, np.minimum(lo + 1, n - 1), f32(1) - w1, w1
+
+
+def _resize_ref(a, at):
+    x = a[0]
+    out_shape, scales = at["out_shape"], at["scales"]
+    y = x
+    for d in range(x.ndim):
+        n, m = x.shape[d], out_shape[d]
+        if n == m and scales[d] == 1.0:
+            continue
+        tab = _resize_axis(n, m, scales[d], at)
+        if len(tab) == 1:
+            y = np.take(y, tab[0], axis=d)
+        else:
+            lo, hi, w0, w1 = tab
+            shape = [1] * x.ndim
+            shape[d] = m
+            y = np.take(y, lo, axis=d) * w0.reshape(shape) + np.take(y, hi, axis=d) * w1.reshape(
+                shape
+            )
+    return np.ascontiguousarray(y).astype(x.dtype)
+
+
+register(
+    "resize",
+    Pattern.INJECTIVE,
+    lambda a, at: _RS.resize(
+        a[0],
+        at["out_shape"],
+        at["scales"],
+        at["mode"],
+        at["coordinate_transformation_mode"],
+        at.get("nearest_mode", "round_prefer_floor"),
+    ),
+    _resize_ref,
+)
+register(
+    "tile",
+    Pattern.INJECTIVE,
+    lambda a, at: _RA.tile(a[0], at["repeats"]),
+    lambda a, at: np.tile(a[0], at["repeats"]),
+)
+
+
+def _d2s_ref(a, at):
+    x = a[0]
+    N, C, H, W = x.shape
+    b = at["block"]
+    if at.get("mode", "DCR") == "DCR":
+        y = x.reshape(N, b, b, C // (b * b), H, W).transpose(0, 3, 4, 1, 5, 2)
+    else:
+        y = x.reshape(N, C // (b * b), b, b, H, W).transpose(0, 1, 4, 2, 5, 3)
+    return np.ascontiguousarray(y.reshape(N, C // (b * b), H * b, W * b))
+
+
+def _s2d_ref(a, at):
+    x = a[0]
+    N, C, H, W = x.shape
+    b = at["block"]
+    y = x.reshape(N, C, H // b, b, W // b, b).transpose(0, 3, 5, 1, 2, 4)
+    return np.ascontiguousarray(y.reshape(N, C * b * b, H // b, W // b))
+
+
+register(
+    "depth_to_space",
+    Pattern.INJECTIVE,
+    lambda a, at: _RA.depth_to_space(a[0], at["block"], at.get("mode", "DCR")),
+    _d2s_ref,
+)
+register(
+    "space_to_depth",
+    Pattern.INJECTIVE,
+    lambda a, at: _RA.space_to_depth(a[0], at["block"]),
+    _s2d_ref,
+)
