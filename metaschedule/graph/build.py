@@ -75,7 +75,7 @@ def build_executable(
     lib = build_module(mod, target)
     graph = model.graph
     steps, constants = prepack_weights(model.steps, scheduled, graph.constants)
-    used = {a for s in steps for a in s.args}
+    used = {a for s in steps for a in s.args} | set(graph.outputs)  # a folded output too
     constants = {k: v for k, v in constants.items() if k in used}
     return Executable(
         list(graph.params), list(graph.outputs), steps, dict(graph.types), constants, lib, sources

@@ -834,7 +834,7 @@ def _optional_const(ctx, ins, i, what):
 def _resize(ctx, ins, at):
     if ctx.opset < 11:  # Resize-10: X, scales; asymmetric coordinates
         scales = _optional_const(ctx, ins, 1, "scales")
-        return _resize_call(ctx, ins[0], scales, None, at, "asymmetric", "round_prefer_ceil")
+        return _resize_call(ctx, ins[0], scales, None, at, "asymmetric", "floor")
     scales = _optional_const(ctx, ins, 2, "scales")
     sizes = _optional_const(ctx, ins, 3, "sizes")
     if scales is None and sizes is None:
