@@ -11,7 +11,8 @@ from .op import Pattern, register
 
 def _f(x: np.ndarray, fn) -> np.ndarray:
     """``fn`` evaluated in float64 for a float array, returned in its dtype."""
-    return np.asarray(fn(x.astype(np.float64))).astype(x.dtype)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        return np.asarray(fn(x.astype(np.float64))).astype(x.dtype)
 
 
 def _softplus(v, beta=1.0, threshold=None):

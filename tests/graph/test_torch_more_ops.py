@@ -1,0 +1,152 @@
+"""Models as PyTorch users write them, beyond the issue's operator list: through
+``torch.onnx.export`` (opset 17, the TorchScript exporter) and ``from_onnx``, and through
+``torch.export`` and ``from_torch``; compiled untuned, against torch."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from metaschedule import graph
+from metaschedule import relax_integration as ri
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+
+
+class PaddedCNN(nn.Module):
+    """Reflect-padded conv, LeakyReLU, ceil-mode max pool, ELU, global max pool,
+    LogSoftmax."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 8, 3, padding=1, padding_mode="reflect")
+        self.act = nn.LeakyReLU(0.1)
+        self.pool = nn.MaxPool2d(3, 2, ceil_mode=True)
+        self.c2 = nn.Conv2d(8, 8, 3, padding=1)
+        self.elu = nn.ELU()
+        self.gmp = nn.AdaptiveMaxPool2d(1)
+        self.fc = nn.Linear(8, 5)
+        self.lsm = nn.LogSoftmax(-1)
+
+    def forward(self, x):
+        x = self.pool(self.act(self.c1(x)))
+        x = self.elu(self.c2(x))
+        return self.lsm(self.fc(self.gmp(x).flatten(1)))
+
+
+class UpsampleNet(nn.Module):
+    """Nearest upsampling, per-channel PReLU, affine InstanceNorm2d, bilinear upsampling."""
+
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(3, 4, 3, padding=1)
+        self.up = nn.Upsample(scale_factor=2, mode="nearest")
+        self.prelu = nn.PReLU(4)
+        self.norm = nn.InstanceNorm2d(4, affine=True)
+        self.up2 = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False)
+        self.up3 = nn.Upsample(size=(11, 7), mode="bilinear", align_corners=True)
+
+    def forward(self, x):
+        y = self.up2(self.norm(self.prelu(self.up(self.c(x)))))
+        return y + self.up3(y)[:, :, :1, :1]
+
+
+class ElementwiseZoo(nn.Module):
+    """Activations, math, comparisons and logic, repeat, padding and reductions."""
+
+    def forward(self, x):
+        y = nn.functional.softplus(x) + nn.functional.mish(x) + nn.functional.selu(x)
+        y = y + x.abs() + torch.log(x.abs() + 1) + (x + 10).reciprocal() + x.floor() + x.ceil()
+        y = y + x.round() + x.sign() + x.sin() + x.cos() + nn.functional.hardtanh(x)
+        m = ((x > 0) & (x < 1)) | ((x == 0.5) ^ (x >= 0.2))
+        y = torch.where(~m, y, x) + x.repeat(1, 1, 1, 1)
+        pad = nn.functional.pad(x, (1, 2, 2, 1), mode="replicate")
+        return (
+            y,
+            pad,
+            nn.functional.pad(x, (2, 1, 0, 3), value=0.5),
+            x.prod(dim=1),
+            torch.linalg.vector_norm(x, dim=(2, 3)),
+            torch.logsumexp(x, 1),
+            x.argmax(1),
+            x.argmin(-1, keepdim=True),
+            torch.pixel_shuffle(x.repeat(1, 4, 1, 1), 2),
+            nn.functional.interpolate(x, size=(7, 5), mode="nearest"),
+        )
+
+
+def _ref(module, x):
+    with torch.no_grad():
+        out = module(torch.from_numpy(x))
+    return [o.numpy() for o in (out if isinstance(out, tuple) else (out,))]
+
+
+def _compare(f, x, refs, rtol=1e-5, atol=2e-6):
+    outs = graph.interpret(f, x)
+    compiled = ri.compile_relax(None, f, "llvm", None)(x)
+    compiled = list(compiled) if isinstance(compiled, tuple) else [compiled]
+    for got_i, got_c, ref in zip(outs, compiled, refs):
+        for got in (got_i, got_c):
+            assert got.shape == ref.shape
+            if ref.dtype.kind in "bi":
+                np.testing.assert_array_equal(got, ref)
+            else:
+                np.testing.assert_allclose(got, ref, rtol=rtol, atol=atol)
+
+
+def _export_onnx(module, x, path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, (torch.from_numpy(x),), str(path), dynamo=False, opset_version=17)
+
+
+def _modules():
+    torch.manual_seed(0)
+    return [PaddedCNN().eval(), UpsampleNet().eval()]
+
+
+@pytest.mark.compiler
+@pytest.mark.parametrize("which", [0, 1], ids=["padded_cnn", "upsample_net"])
+def test_torch_onnx_export_imports_and_matches(which, tmp_path):
+    pytest.importorskip("onnx")
+    module = _modules()[which]
+    x = np.random.default_rng(which).standard_normal((1, 3, 9, 9)).astype("float32")
+    path = tmp_path / "m.onnx"
+    try:
+        _export_onnx(module, x, path)
+    except Exception as err:  # pragma: no cover - depends on torch's exporter
+        pytest.skip(f"torch.onnx.export failed: {err}")
+    f = graph.from_onnx(str(path))
+    _compare(f, x, _ref(module, x))
+
+
+@pytest.mark.compiler
+@pytest.mark.parametrize("which", [0, 1], ids=["padded_cnn", "upsample_net"])
+def test_torch_export_imports_and_matches(which):
+    module = _modules()[which]
+    x = np.random.default_rng(which).standard_normal((1, 3, 9, 9)).astype("float32")
+    f = graph.from_torch(module, (torch.from_numpy(x),))
+    _compare(f, x, _ref(module, x))
+
+
+@pytest.mark.compiler
+def test_torch_elementwise_zoo_matches():
+    module = ElementwiseZoo()
+    x = (np.random.default_rng(7).standard_normal((1, 3, 4, 4)) * 2).astype("float32")
+    x[0, 0, 0, :3] = [0.5, 1.5, -2.5]  # round half to even
+    f = graph.from_torch(module, (torch.from_numpy(x),))
+    _compare(f, x, _ref(module, x), rtol=2e-5, atol=1e-5)
+
+
+def test_torch_unsupported_index_errors_clearly():
+    class Gather2D(nn.Module):
+        def forward(self, x, i):
+            return x[i]
+
+    x = torch.randn(4, 3)
+    i = torch.tensor([[0, 1], [2, 3]])
+    with pytest.raises(graph.UnsupportedOperatorError, match="aten.index"):
+        graph.from_torch(Gather2D(), (x, i))
