@@ -956,3 +956,9 @@ def _depth_to_space(ctx, ins, at):
 def _space_to_depth(ctx, ins, at):
     _spatial_2d(ctx, ins[0])
     return ctx.call("space_to_depth", [ins[0]], block=int(at["blocksize"]))
+
+
+@_conv("Trilu")
+def _trilu(ctx, ins, at):
+    k = int(_optional_const(ctx, ins, 1, "k")[0]) if len(ins) > 1 and ins[1] else 0
+    return ctx.call("trilu", [ins[0]], upper=bool(at.get("upper", 1)), k=k)

@@ -809,3 +809,74 @@ def _index(c, x, indices):
         idx = c.b.const(np.where(line < 0, line + shape[d], line).astype(np.int64), "index")
         y = c.call("take", [y, idx], axis=d)
     return y
+
+
+@_conv("aten.triu", "aten.tril")
+def _triu(c, x, diagonal=0):
+    return c.call("trilu", [x], upper=str(c.node.target).startswith("aten.triu"), k=int(diagonal))
+
+
+@_conv("aten.native_group_norm")
+def _group_norm(c, x, weight, bias, n, ch, hw, groups, eps):
+    """Group norm as an instance norm of ``x`` viewed ``[N, G, C/G * HW]``, then the
+    per-channel affine map."""
+    shape = c.shape(x)
+    g = int(groups)
+    v = c.reshape(x, (shape[0], g, -1))
+    ones = c.b.const(np.ones(g, c.dtype(x)), "gn_scale")
+    zeros = c.b.const(np.zeros(g, c.dtype(x)), "gn_shift")
+    y = c.call("instance_norm", [v, ones, zeros], axis=1, epsilon=float(eps))
+    y = c.reshape(y, shape)
+    per_channel = (shape[1],) + (1,) * (len(shape) - 2)
+    if weight is not None:
+        y = c.call("multiply", [y, c.reshape(weight, per_channel)])
+    if bias is not None:
+        y = c.call("add", [y, c.reshape(bias, per_channel)])
+    return [y, None, None]
+
+
+@_conv("aten._assert_tensor_metadata", "aten._assert_scalar", "aten.sym_constrain_range_for_size")
+def _assert_only(c, *args, **kw):
+    return None
+
+
+def _max_min(kind):
+    def f(c, x, dim=None, keepdim=False):
+        if isinstance(dim, str):  # max(x, other)
+            return c.call("maximum" if kind == "max" else "minimum", [x, dim])
+        if dim is None:
+            return c.call("reduce", [x], kind=kind, axes=None, keepdims=False)
+        nd = len(c.shape(x))
+        axis = _axis(dim, nd)
+        values = c.call("reduce", [x], kind=kind, axes=(axis,), keepdims=bool(keepdim))
+        return [values, c.call(f"arg{kind}", [x], axis=axis, keepdims=bool(keepdim))]
+
+    return f
+
+
+_CONVERTERS["aten.max"] = _max_min("max")
+_CONVERTERS["aten.min"] = _max_min("min")
+
+
+def _adaptive_pool(kind, one_by_one):
+    def f(c, x, size):
+        shape = c.shape(x)
+        size = tuple(int(s) for s in size)
+        if size == (1, 1):
+            return one_by_one(c, x, size)
+        if size == tuple(shape[2:]):
+            return x if kind == "avg" else [x, None]
+        if any(n % s for n, s in zip(shape[2:], size)):
+            raise c.fail(f"output size {size} does not divide the input {tuple(shape[2:])}")
+        k = tuple(n // s for n, s in zip(shape[2:], size))
+        attrs = {"kernel": k, "strides": k, "pads": (0, 0, 0, 0), "ceil_mode": False}
+        if kind == "avg":
+            return c.call("avg_pool2d", [x], count_include_pad=True, **attrs)
+        return [c.call("max_pool2d", [x], dilations=(1, 1), **attrs), None]
+
+    return f
+
+
+_CONVERTERS["aten._adaptive_avg_pool2d"] = _adaptive_pool("avg", _adaptive_avg)
+_CONVERTERS["aten.adaptive_avg_pool2d"] = _adaptive_pool("avg", _adaptive_avg)
+_CONVERTERS["aten.adaptive_max_pool2d"] = _adaptive_pool("max", _adaptive_max)

@@ -333,3 +333,16 @@ register(
     lambda a, at: _RA.space_to_depth(a[0], at["block"]),
     _s2d_ref,
 )
+
+
+def _trilu_ref(a, at):
+    fn = np.triu if at["upper"] else np.tril
+    return np.ascontiguousarray(fn(a[0], at["k"]))
+
+
+register(
+    "trilu",
+    Pattern.INJECTIVE,
+    lambda a, at: _RA.trilu(a[0], at["upper"], at["k"]),
+    _trilu_ref,
+)

@@ -117,3 +117,18 @@ def space_to_depth(x: Tensor, block: int, name: str = "T_space_to_depth") -> Ten
         return x[n, _op.floormod(c, C), y * b + _op.floordiv(k, b), xx * b + _op.floormod(k, b)]
 
     return compute((N, C * b * b, H // b, W // b), body, name=name, tag="injective")
+
+
+def trilu(x: Tensor, upper: bool = True, k: int = 0, name: str = "T_trilu") -> Tensor:
+    """The upper (``j - i >= k``) or lower (``j - i <= k``) triangle of the last two
+    axes of ``x``, zeros elsewhere (ONNX's Trilu, numpy's triu/tril)."""
+    check_tensor(x, "trilu", "x")
+    if x.ndim < 2:
+        raise ValueError(f"trilu: input {x.shape} has fewer than 2 dimensions")
+
+    def body(*idx):
+        i, j = idx[-2], idx[-1]
+        keep = (j - i >= k) if upper else (j - i <= k)
+        return _op.if_then_else(keep, x[idx], const(0, x.dtype))
+
+    return compute(x.shape, body, name=name, tag="injective")
