@@ -678,7 +678,7 @@ _CONVERTERS["aten.argmax"] = _arg("max")
 _CONVERTERS["aten.argmin"] = _arg("min")
 
 
-def _upsample(mode):
+def _upsample(mode, exact=False):
     def f(c, x, output_size=None, *args):
         shape = c.shape(x)
         sp = len(shape) - 2
@@ -697,8 +697,8 @@ def _upsample(mode):
         full = [1.0, 1.0] + (
             [float(s) for s in scales] if scales else [m / n for m, n in zip(out[2:], shape[2:])]
         )
-        if mode == "nearest":
-            cmode, nmode = "asymmetric", "floor"
+        if mode == "nearest":  # torch's nearest-exact is ONNX's half-pixel round-half-up
+            cmode, nmode = ("half_pixel", "round_prefer_ceil") if exact else ("asymmetric", "floor")
         else:
             cmode, nmode = ("align_corners" if align else "pytorch_half_pixel"), "floor"
         return c.call(
@@ -880,3 +880,43 @@ def _adaptive_pool(kind, one_by_one):
 _CONVERTERS["aten._adaptive_avg_pool2d"] = _adaptive_pool("avg", _adaptive_avg)
 _CONVERTERS["aten.adaptive_avg_pool2d"] = _adaptive_pool("avg", _adaptive_avg)
 _CONVERTERS["aten.adaptive_max_pool2d"] = _adaptive_pool("max", _adaptive_max)
+
+
+@_conv("aten.var")
+def _var(c, x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """Variance as mean, squared deviation and a scaled sum (``correction`` or
+    ``unbiased`` as torch: 1 unless given)."""
+    if isinstance(unbiased, bool) and correction is None:
+        correction = 1 if unbiased else 0
+    correction = 1 if correction is None else float(correction)
+    shape = c.shape(x)
+    nd = len(shape)
+    dims = [dim] if isinstance(dim, int) else dim
+    axes = tuple(range(nd)) if not dims else tuple(sorted(_axis(d, nd) for d in dims))
+    n = int(np.prod([shape[a] for a in axes]))
+    mean = c.call("reduce", [x], kind="mean", axes=axes, keepdims=True)
+    dev = c.call("subtract", [x, mean])
+    total = c.call("reduce", [c.call("multiply", [dev, dev])], kind="sum", axes=axes,
+                   keepdims=bool(keepdim))  # fmt: skip
+    scale = c.b.const(np.asarray(1.0 / max(n - correction, 0.0) if n > correction else np.inf,
+                                 c.dtype(x)), "var_scale")  # fmt: skip
+    return c.call("multiply", [total, scale])
+
+
+@_conv("aten.flip")
+def _flip(c, x, dims):
+    nd = len(c.shape(x))
+    axes = tuple(sorted({_axis(d, nd) for d in dims}))
+    if not axes:
+        return x
+    return c.call(
+        "strided_slice",
+        [x],
+        begin=(-1,) * len(axes),
+        end=(-(2**62),) * len(axes),
+        strides=(-1,) * len(axes),
+        axes=axes,
+    )
+
+
+_CONVERTERS["aten._upsample_nearest_exact2d"] = _upsample("nearest", exact=True)

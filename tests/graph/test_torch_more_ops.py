@@ -150,3 +150,71 @@ def test_torch_unsupported_index_errors_clearly():
     i = torch.tensor([[0, 1], [2, 3]])
     with pytest.raises(graph.UnsupportedOperatorError, match="aten.index"):
         graph.from_torch(Gather2D(), (x, i))
+
+
+class SqueezeExciteGroupNorm(nn.Module):
+    """Squeeze-excite, GroupNorm, SiLU, channel shuffle, PixelShuffle, F.normalize,
+    adaptive pooling to a divisible size, masked_fill."""
+
+    def __init__(self):
+        super().__init__()
+        self.se = nn.Conv2d(8, 8, 1)
+        self.gn = nn.GroupNorm(2, 8)
+        self.shuffle = nn.PixelShuffle(2)
+        self.conv = nn.Conv2d(2, 8, 3, padding=1)
+
+    def forward(self, x):
+        f = nn.functional
+        y = f.silu(self.gn(x * torch.sigmoid(self.se(f.adaptive_avg_pool2d(x, 1)))))
+        b, c, h, w = y.shape
+        y = y.view(b, 2, c // 2, h, w).transpose(1, 2).reshape(b, c, h, w)
+        y = self.conv(self.shuffle(y))
+        y = f.normalize(y, dim=1) + f.softmax(y, dim=1) + f.hardtanh(y, -0.5, 0.5)
+        y = f.avg_pool2d(y, 2) + f.adaptive_avg_pool2d(y, (8, 8))
+        y = y + f.adaptive_max_pool2d(y, (4, 4)).repeat(1, 1, 2, 2)
+        return y.masked_fill(y > 1.0, 0.0)
+
+
+class CausalAttention(nn.Module):
+    """Embedding, LayerNorm, a causal mask from triu, masked softmax, max/argmax over a
+    dimension, variance, flip and nearest-exact upsampling."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(50, 16)
+        self.ln = nn.LayerNorm(16)
+        self.fc = nn.Linear(16, 16)
+
+    def forward(self, ids):
+        h = self.ln(self.emb(ids))
+        n = ids.shape[1]
+        mask = torch.triu(torch.ones(n, n), diagonal=1).bool()
+        a = (h @ h.transpose(1, 2)).masked_fill(mask, float("-inf")).softmax(-1)
+        y = nn.functional.gelu(self.fc(a @ h))
+        img = y.unsqueeze(1)
+        up = nn.functional.interpolate(img, scale_factor=1.5, mode="nearest-exact")
+        vals, idx = h.max(-1)
+        return (y.var(-1, keepdim=True, unbiased=False) + y.flip(1).std(1, keepdim=True),
+                vals, idx, h.argmin(-1), up)  # fmt: skip
+
+
+@pytest.mark.compiler
+@pytest.mark.parametrize("via", ["onnx", "torch"])
+def test_more_models_both_importers(via, tmp_path):
+    torch.manual_seed(1)
+    cases = [
+        (SqueezeExciteGroupNorm().eval(), np.random.default_rng(8).standard_normal((1, 8, 8, 8))),
+        (CausalAttention().eval(), np.random.default_rng(9).integers(0, 50, (2, 7))),
+    ]
+    for module, x in cases:
+        x = x.astype("float32") if x.dtype.kind == "f" else x.astype("int64")
+        if via == "onnx":
+            pytest.importorskip("onnx")
+            if isinstance(module, CausalAttention):
+                continue  # torch's exporter rejects nearest-exact at opset 17
+            path = tmp_path / "m.onnx"
+            _export_onnx(module, x, path)
+            f = graph.from_onnx(str(path))
+        else:
+            f = graph.from_torch(module, (torch.from_numpy(x),))
+        _compare(f, x, _ref(module, x), rtol=2e-5, atol=2e-6)
