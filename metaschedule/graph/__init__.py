@@ -9,7 +9,7 @@ tunes them and compiles it into an :class:`Executable`.
 from .builder import GraphBuilder
 from .default_schedule import default_schedule
 from .executable import Executable, ProfileReport, load
-from .frontend_onnx import UnsupportedOperatorError, from_onnx
+from .frontend_onnx import UnsupportedOperatorError, from_onnx, supported_ops
 from .frontend_torch import from_torch
 from .fuse import Group, fuse
 from .infer import GraphError, infer_types
@@ -52,5 +52,6 @@ __all__ = [
     "lower_model",
     "optimize",
     "save_json",
+    "supported_ops",
     "to_json",
 ]

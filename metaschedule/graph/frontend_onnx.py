@@ -58,6 +58,7 @@ def _conv(*names: str):
 
 
 def supported_ops() -> list[str]:
+    """The ONNX operator types ``from_onnx`` imports (``ms.graph.supported_ops()``)."""
     return sorted(_CONVERTERS)
 
 
@@ -962,3 +963,100 @@ def _space_to_depth(ctx, ins, at):
 def _trilu(ctx, ins, at):
     k = int(_optional_const(ctx, ins, 1, "k")[0]) if len(ins) > 1 and ins[1] else 0
     return ctx.call("trilu", [ins[0]], upper=bool(at.get("upper", 1)), k=k)
+
+
+@_conv("CastLike")
+def _cast_like(ctx, ins, at):
+    dtype = ctx.b.types[ins[1]].dtype
+    return ins[0] if ctx.b.types[ins[0]].dtype == dtype else ctx.call("cast", [ins[0]], dtype=dtype)
+
+
+@_conv("Size")
+def _size(ctx, ins, at):
+    return ctx.b.const(np.asarray(int(np.prod(ctx.shape(ins[0]))), np.int64), "size")
+
+
+def _einsum_terms(ctx, eq: str, ranks: list[int]) -> tuple[list[str], str]:
+    """The letters of each operand and of the output, ``...`` spelled out."""
+    eq = eq.replace(" ", "")
+    lhs, arrow, out = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(ranks):
+        raise ctx.fail(f"equation {eq!r} names {len(terms)} operands, got {len(ranks)}")
+    free = [ch for ch in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if ch not in eq]
+    ell = 0
+    for t, r in zip(terms, ranks):
+        if "..." in t:
+            ell = max(ell, r - (len(t) - 3))
+    fill = "".join(free[:ell])
+    terms = [
+        t.replace("...", fill[len(fill) - (r - (len(t) - 3)) :]) if "..." in t else t
+        for t, r in zip(terms, ranks)
+    ]
+    if arrow:
+        out = out.replace("...", fill)
+    else:
+        seen = "".join(terms)
+        out = fill + "".join(
+            sorted(ch for ch in set(seen) if seen.count(ch) == 1 and ch not in fill)
+        )
+    for t, r in zip(terms, ranks):
+        if len(t) != r:
+            raise ctx.fail(f"term {t!r} of {eq!r} for an operand of rank {r}")
+        if len(set(t)) != len(t):
+            raise ctx.fail(f"a repeated index in {t!r} (diagonals and traces are not supported)")
+    return terms, out
+
+
+def _einsum_sum_out(ctx, x, letters, keep):
+    drop = [i for i, ch in enumerate(letters) if ch not in keep]
+    if not drop:
+        return x, letters
+    y = ctx.call("reduce", [x], kind="sum", axes=tuple(drop), keepdims=False)
+    return y, "".join(ch for ch in letters if ch in keep)
+
+
+def _einsum_permute(ctx, x, letters, order):
+    if letters == order:
+        return x
+    return ctx.call("transpose", [x], axes=tuple(letters.index(ch) for ch in order))
+
+
+def _einsum_pair(ctx, a, la, b, lb, keep):
+    a, la = _einsum_sum_out(ctx, a, la, set(lb) | keep)
+    b, lb = _einsum_sum_out(ctx, b, lb, set(la) | keep)
+    sa, sb = ctx.shape(a), ctx.shape(b)
+    size = {**dict(zip(lb, sb)), **dict(zip(la, sa))}
+    for ch in set(la) & set(lb):
+        if sa[la.index(ch)] != sb[lb.index(ch)]:
+            raise ctx.fail(f"index {ch!r} has sizes {sa[la.index(ch)]} and {sb[lb.index(ch)]}")
+    batch = "".join(ch for ch in la if ch in lb and ch in keep)
+    contract = "".join(ch for ch in la if ch in lb and ch not in keep)
+    left = "".join(ch for ch in la if ch not in lb)
+    right = "".join(ch for ch in lb if ch not in la)
+
+    def prod(s):
+        return int(np.prod([size[ch] for ch in s])) if s else 1
+
+    bt, m, k, n = prod(batch), prod(left), prod(contract), prod(right)
+    a = _einsum_permute(ctx, a, la, batch + left + contract)
+    b = _einsum_permute(ctx, b, lb, batch + contract + right)
+    lead = (bt,) if batch else ()
+    a = _reshape_to(ctx, a, lead + (m, k))
+    b = _reshape_to(ctx, b, lead + (k, n))
+    y = ctx.call("matmul", [a, b])
+    letters = batch + left + right
+    return _reshape_to(ctx, y, [size[ch] for ch in letters]), letters
+
+
+@_conv("Einsum")
+def _einsum(ctx, ins, at):
+    """Einsum as sums, transposes, reshapes and (batched) matmuls, pairwise from the
+    left; repeated indices within one operand (diagonals) are not supported."""
+    terms, out = _einsum_terms(ctx, at["equation"], [len(ctx.shape(v)) for v in ins])
+    x, letters = ins[0], terms[0]
+    for i in range(1, len(ins)):
+        keep = set(out).union(*terms[i + 1 :])
+        x, letters = _einsum_pair(ctx, x, letters, ins[i], terms[i], keep)
+    x, letters = _einsum_sum_out(ctx, x, letters, set(out))
+    return _einsum_permute(ctx, x, letters, out)

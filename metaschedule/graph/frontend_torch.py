@@ -920,3 +920,8 @@ def _flip(c, x, dims):
 
 
 _CONVERTERS["aten._upsample_nearest_exact2d"] = _upsample("nearest", exact=True)
+
+
+def supported_ops() -> list[str]:
+    """The ATen operators ``from_torch`` imports (overload packets, e.g. ``aten.elu``)."""
+    return sorted(_CONVERTERS)

@@ -304,8 +304,10 @@ def test_reductions_norms_and_rearrangements(opset):
 def test_still_unsupported_operators_error_clearly():
     x = np.zeros((1, 2, 3, 4), "float32")
     cases = [
-        (helper.make_node("Einsum", ["x", "x"], ["y"], equation="ij,jk->ik", name="e"), 12,
-         r"ONNX operator Einsum \(node 'e', opset 12\) is not supported"),
+        (helper.make_node("CumSum", ["x", "ax"], ["y"], name="e"), 12,
+         r"ONNX operator CumSum \(node 'e', opset 12\) is not supported"),
+        (helper.make_node("Einsum", ["x"], ["y"], equation="iijk->ijk", name="d"), 12,
+         r"Einsum \(node 'd', opset 12\): a repeated index"),
         (helper.make_node("Resize", ["x", "", "s"], ["y"], mode="cubic", name="r"), 13,
          r"Resize \(node 'r', opset 13\): mode 'cubic'"),
         (helper.make_node("Pad", ["x", "p"], ["y"], mode="wrap", name="w"), 19,
@@ -314,8 +316,43 @@ def test_still_unsupported_operators_error_clearly():
     inits = {
         "s": np.array([1, 1, 2, 2], np.float32),
         "p": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64),
+        "ax": np.array(1, np.int64),
     }
     for node, opset, msg in cases:
         used = {k: v for k, v in inits.items() if k in node.input}
         with pytest.raises(UnsupportedOperatorError, match=msg):
             graph.from_onnx(_model([node], {"x": x}, ["y"], used, opset=opset))
+
+
+@pytest.mark.compiler
+def test_einsum_castlike_size():
+    rng = _rng(10)
+    feeds = {
+        "a": rng.standard_normal((2, 3, 4, 5)).astype("float32"),
+        "b": rng.standard_normal((2, 3, 6, 5)).astype("float32"),
+        "m": rng.standard_normal((4, 5)).astype("float32"),
+        "n": rng.standard_normal((5, 6)).astype("float32"),
+        "v": rng.standard_normal((4,)).astype("float32"),
+        "k": rng.integers(0, 5, (4, 5)).astype("int64"),
+    }
+    eqs = [
+        ("bhqd,bhkd->bhqk", ["a", "b"]),
+        ("ij,jk->ik", ["m", "n"]),
+        ("ij,jk", ["m", "n"]),  # implicit output
+        ("i,j->ij", ["v", "v"]),
+        ("ij->ji", ["m"]),
+        ("ij->", ["m"]),
+        ("...qd,...kd->...qk", ["a", "b"]),
+        ("ij,ij->i", ["m", "m"]),
+        ("bhqd,dk,ke->bhqe", ["a", "n", "n2"]),
+    ]
+    nodes = [helper.make_node("Transpose", ["n"], ["n2"], perm=[1, 0])]
+    nodes += [
+        helper.make_node("Einsum", ins, [f"e{i}"], equation=eq) for i, (eq, ins) in enumerate(eqs)
+    ]
+    nodes += [
+        helper.make_node("CastLike", ["k", "m"], ["cl"]),
+        helper.make_node("Size", ["a"], ["sz"]),
+    ]
+    outs = [f"e{i}" for i in range(len(eqs))] + ["cl", "sz"]
+    _check(_model(nodes, feeds, outs, opset=15), feeds, rtol=1e-4, atol=1e-5)
