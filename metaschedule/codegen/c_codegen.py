@@ -148,6 +148,14 @@ _C_RESERVED = {
     "size_t",
     "l",
 }
+#: more libm names a kernel (named after its graph operator: ``expm1``, ``log1p``) must
+#: not take
+_C_RESERVED |= {
+    "expm1", "log1p", "log10", "sinh", "cosh", "tan", "asin", "acos", "atan", "atan2",
+    "asinh", "acosh", "atanh", "cbrt", "hypot", "fmin", "fmax", "fmod", "rint", "lround",
+    "copysign", "nan", "isnan", "isinf", "signbit", "ldexp", "frexp", "modf", "remainder",
+    "lgamma", "tgamma", "erfc", "exit", "abort", "printf",
+}  # fmt: skip
 
 
 @dataclass(frozen=True)

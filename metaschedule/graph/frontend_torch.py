@@ -525,6 +525,7 @@ for _t, _o in (
     ("aten.abs", "abs"),
     ("aten.log", "log"),
     ("aten.log1p", "log1p"),
+    ("aten.expm1", "expm1"),
     ("aten.reciprocal", "reciprocal"),
     ("aten.floor", "floor"),
     ("aten.ceil", "ceil"),
@@ -925,3 +926,36 @@ _CONVERTERS["aten._upsample_nearest_exact2d"] = _upsample("nearest", exact=True)
 def supported_ops() -> list[str]:
     """The ATen operators ``from_torch`` imports (overload packets, e.g. ``aten.elu``)."""
     return sorted(_CONVERTERS)
+
+
+def _like(fill):
+    def f(c, x, *args, dtype=None, **kw):
+        value = args[0] if fill is None else fill
+        d = c.dtype(x) if dtype is None else str(dtype).replace("torch.", "")
+        return c.b.const(np.full(c.shape(x), value, d), c.node.name)
+
+    return f
+
+
+_CONVERTERS["aten.full_like"] = _like(None)
+_CONVERTERS["aten.zeros_like"] = _like(0)
+_CONVERTERS["aten.ones_like"] = _like(1)
+
+
+@_conv("aten.empty", "aten.zeros")
+def _empty(c, size, *args, dtype=None, **kw):
+    d = "float32" if dtype is None else str(dtype).replace("torch.", "")
+    return c.b.const(np.zeros(tuple(int(s) for s in size), d), c.node.name)
+
+
+@_conv("aten.rrelu_with_noise_functional", "aten.rrelu_with_noise", "aten.rrelu")
+def _rrelu(c, x, *args, **kw):
+    """Eval-mode RReLU: a leaky ReLU with the mean of the slope bounds."""
+    nums = [a for a in args if isinstance(a, (int, float)) and not isinstance(a, bool)]
+    flags = [a for a in args if isinstance(a, bool)]
+    lower, upper = (nums + [1 / 8, 1 / 3])[:2] if len(nums) != 1 else (nums[0], 1 / 3)
+    if kw.get("training", flags[0] if flags else False):
+        raise c.fail("training-mode RReLU (random slopes)")
+    y = c.call("leaky_relu", [x], alpha=(float(lower) + float(upper)) / 2)
+    noise = next((a for a in args if isinstance(a, str)), None)
+    return [y, noise] if "functional" in str(c.node.target) else y

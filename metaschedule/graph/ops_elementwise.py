@@ -63,6 +63,7 @@ _UNARY = {
     "abs": (lambda x, at: M.abs(x), lambda x, at: np.abs(x)),
     "log": (lambda x, at: M.log(x), lambda x, at: _f(x, np.log)),
     "log1p": (lambda x, at: M.log1p_(x), lambda x, at: _f(x, np.log1p)),
+    "expm1": (lambda x, at: M.expm1(x), lambda x, at: _f(x, np.expm1)),
     "reciprocal": (lambda x, at: M.reciprocal(x), lambda x, at: _f(x, lambda v: 1.0 / v)),
     "floor": (lambda x, at: M.floor(x), lambda x, at: np.floor(x)),
     "ceil": (lambda x, at: M.ceil(x), lambda x, at: np.ceil(x)),

@@ -218,3 +218,37 @@ def test_more_models_both_importers(via, tmp_path):
         else:
             f = graph.from_torch(module, (torch.from_numpy(x),))
         _compare(f, x, _ref(module, x), rtol=2e-5, atol=2e-6)
+
+
+class MoreActivations(nn.Module):
+    """maximum/minimum, log1p/expm1 (alone: kernels named like libm functions), rsqrt,
+    erf, GLU, logsigmoid, softsign, tanhshrink, CELU, eval-mode RReLU, softmin, ones_like,
+    a mean of a bool mask, norms."""
+
+    def __init__(self, expm1: bool = True):
+        super().__init__()
+        self.expm1 = expm1  # torch's ONNX exporter has no expm1
+
+    def forward(self, x):
+        f = nn.functional
+        a = torch.maximum(x, torch.zeros_like(x)) + torch.minimum(x, x * 0.5)
+        b = x.exp().log1p() + torch.rsqrt(x.abs() + 1) + torch.erf(x) + x.tanh()
+        c = f.glu(torch.cat([x, x], 1), 1) + f.logsigmoid(x) + f.softsign(x) + f.tanhshrink(x)
+        c = c + f.celu(x) + f.rrelu(x, training=False) + f.softmin(x, 1) + torch.ones_like(x)
+        return (a + b + c, x.sum(-1).amax(1), (x > 0).float().mean(), x.norm(dim=1),
+                torch.expm1(x) if self.expm1 else x, torch.log1p(x * x))  # fmt: skip
+
+
+@pytest.mark.compiler
+@pytest.mark.parametrize("via", ["onnx", "torch"])
+def test_more_activations_both_importers(via, tmp_path):
+    module = MoreActivations(expm1=via == "torch").eval()
+    x = np.random.default_rng(11).standard_normal((2, 3, 5, 4)).astype("float32")
+    x[0, 0, 0, :3] = [1e-6, -1e-7, 0.0]  # expm1/log1p near 0
+    if via == "onnx":
+        pytest.importorskip("onnx")
+        _export_onnx(module, x, tmp_path / "m.onnx")
+        f = graph.from_onnx(str(tmp_path / "m.onnx"))
+    else:
+        f = graph.from_torch(module, (torch.from_numpy(x),))
+    _compare(f, x, _ref(module, x), rtol=2e-5, atol=2e-6)

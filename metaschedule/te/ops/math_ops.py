@@ -30,6 +30,17 @@ def log1p(v: PrimExpr) -> PrimExpr:
     return _op.if_then_else(w == one, v, _op.log(safe) * v / (safe - one))
 
 
+def expm1_expr(v: PrimExpr) -> PrimExpr:
+    """``exp(v) - 1`` accurate for small ``v`` (``(u - 1) * v / log(u)`` with ``u = exp(v)``,
+    exact where ``u`` rounds to 1 or ``u - 1`` to -1)."""
+    one = _c(1.0, v.dtype)
+    u = _op.exp(v)
+    um1 = u - one
+    safe = _op.if_then_else(u == one, _c(2.0, v.dtype), u)
+    general = _op.if_then_else(um1 == _c(-1.0, v.dtype), um1, um1 * v / _op.log(safe))
+    return _op.if_then_else(u == one, v, general)
+
+
 def softplus_expr(v: PrimExpr) -> PrimExpr:
     """``log(1 + exp(v))`` without overflow: ``max(v, 0) + log1p(exp(-|v|))``."""
     return _op.max(v, _c(0.0, v.dtype)) + log1p(_op.exp(_c(0.0, v.dtype) - _op.fabs(v)))
@@ -113,6 +124,7 @@ round = _float_unary(_op.round, "round")  # noqa: A001
 sin = _float_unary(_op.sin, "sin")
 cos = _float_unary(_op.cos, "cos")
 log1p_ = _float_unary(log1p, "log1p")
+expm1 = _float_unary(expm1_expr, "expm1")
 
 
 def reciprocal(x: Tensor, name: str = "T_reciprocal") -> Tensor:
