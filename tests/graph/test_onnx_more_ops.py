@@ -273,6 +273,7 @@ def test_reductions_norms_and_rearrangements(opset):
         "limit": np.array(11, np.int64),
         "delta": np.array(3, np.int64),
         "axes": np.array([1, 3], np.int64),
+        "kk": np.array(-1, np.int64),
     }
     red = ["ReduceProd", "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum",
            "ReduceLogSumExp"]  # fmt: skip
@@ -297,6 +298,9 @@ def test_reductions_norms_and_rearrangements(opset):
         helper.make_node("DepthToSpace", ["y_s2d"], ["y_d2s_dcr"], blocksize=2),
         helper.make_node("DepthToSpace", ["y_s2d"], ["y_d2s_crd"], blocksize=2, mode="CRD"),
     ]
+    if opset >= 14:  # Trilu is new in 14
+        nodes.append(helper.make_node("Trilu", ["x"], ["y_triu"]))
+        nodes.append(helper.make_node("Trilu", ["x", "kk"], ["y_tril"], upper=0))
     outs = [n.output[0] for n in nodes]
     _check(_model(nodes, {"x": x}, outs, inits, opset=opset), {"x": x}, rtol=2e-5)
 
