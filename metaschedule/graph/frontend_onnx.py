@@ -690,6 +690,15 @@ def _prelu(ctx, ins, at):
     xs, ss = ctx.shape(x), ctx.shape(slope)
     if len(ss) > len(xs):
         raise ctx.fail(f"slope {ss} has more dimensions than the input {xs}")
+    if 1 < len(ss) < len(xs) or (len(ss) == 1 and ss[0] != 1):
+        # the slope at the input's rank ([C, 1, 1] -> [1, C, 1, 1]): a layout conversion
+        # then sees which axis it follows
+        full = (1,) * (len(xs) - len(ss)) + tuple(ss)
+        slope = (
+            ctx.b.const(ctx.b.value(slope).reshape(full), "slope")
+            if ctx.b.is_const(slope)
+            else _reshape_to(ctx, slope, full)
+        )
     return ctx.call("prelu", [x, slope])
 
 

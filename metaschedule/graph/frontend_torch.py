@@ -566,7 +566,7 @@ def _softplus(c, x, beta=1.0, threshold=20.0):
 def _prelu(c, x, weight):
     shape = c.shape(x)
     if len(c.shape(weight)) == 1 and len(shape) > 1 and c.shape(weight)[0] > 1:
-        weight = c.reshape(weight, (c.shape(weight)[0],) + (1,) * (len(shape) - 2))
+        weight = c.reshape(weight, (1, c.shape(weight)[0]) + (1,) * (len(shape) - 2))
     return c.call("prelu", [x, weight])
 
 
