@@ -1069,3 +1069,46 @@ def _einsum(ctx, ins, at):
         x, letters = _einsum_pair(ctx, x, letters, ins[i], terms[i], keep)
     x, letters = _einsum_sum_out(ctx, x, letters, set(out))
     return _einsum_permute(ctx, x, letters, out)
+
+
+def _one_d(fn: Converter, weight: bool) -> Converter:
+    """``fn`` (a 2-D NCHW converter) for 1-D inputs ``[N, C, W]``: run as ``[N, C, 1, W]``
+    (with the kernel ``[F, C, 1, K]``), the result viewed back without the unit axis."""
+
+    def convert(ctx, ins, at):
+        if len(ctx.shape(ins[0])) != 3:
+            return fn(ctx, ins, at)
+        n, ch, w = ctx.shape(ins[0])
+        args = [_reshape_to(ctx, ins[0], (n, ch, 1, w)), *ins[1:]]
+        if weight:
+            ws = ctx.shape(ins[1])
+            if len(ws) != 3:
+                raise ctx.fail(f"a 1-D input with a kernel of shape {ws}")
+            w4 = (ws[0], ws[1], 1, ws[2])
+            args[1] = (
+                ctx.b.const(ctx.b.value(ins[1]).reshape(w4), "weight")
+                if ctx.b.is_const(ins[1])
+                else _reshape_to(ctx, ins[1], w4)
+            )
+        at2 = dict(at)
+        for key in ("kernel_shape", "strides", "dilations", "output_padding"):
+            if key in at:
+                at2[key] = [1 if key != "output_padding" else 0, *at[key]]
+        if "pads" in at:
+            at2["pads"] = [0, at["pads"][0], 0, at["pads"][1]]
+        y = fn(ctx, args, at2)
+        s = ctx.shape(y)
+        return _reshape_to(ctx, y, (s[0], s[1], s[3]))
+
+    return convert
+
+
+for _name, _w in (
+    ("Conv", True),
+    ("ConvTranspose", True),
+    ("MaxPool", False),
+    ("AveragePool", False),
+    ("GlobalAveragePool", False),
+    ("GlobalMaxPool", False),
+):
+    _CONVERTERS[_name] = _one_d(_CONVERTERS[_name], _w)

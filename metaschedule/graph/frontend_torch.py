@@ -959,3 +959,42 @@ def _rrelu(c, x, *args, **kw):
     y = c.call("leaky_relu", [x], alpha=(float(lower) + float(upper)) / 2)
     noise = next((a for a in args if isinstance(a, str)), None)
     return [y, noise] if "functional" in str(c.node.target) else y
+
+
+def _any_all(kind):
+    def f(c, x, dim=None, keepdim=False):
+        nd = len(c.shape(x))
+        dims = [dim] if isinstance(dim, int) else dim
+        axes = None if not dims else tuple(_axis(d, nd) for d in dims)
+        v = c.call("cast", [x], dtype="int32") if c.dtype(x) == "bool" else x
+        if c.dtype(x) != "bool":
+            v = c.call("cast", [c.call("cast", [x], dtype="bool")], dtype="int32")
+        y = c.call("reduce", [v], kind=kind, axes=axes, keepdims=bool(keepdim))
+        return c.call("cast", [y], dtype="bool")
+
+    return f
+
+
+_CONVERTERS["aten.any"] = _any_all("max")
+_CONVERTERS["aten.all"] = _any_all("min")
+
+
+def _convolution_1d(c, x, w, bias, stride, padding, dilation, transposed, output_padding, groups):
+    """1-D convolutions as 2-D ones over ``[N, C, 1, W]`` (else the 2-D converter)."""
+    if len(c.shape(x)) != 3:
+        return _convolution(
+            c, x, w, bias, stride, padding, dilation, transposed, output_padding, groups
+        )
+    n, ch, width = c.shape(x)
+    ws = c.shape(w)
+    x4 = c.reshape(x, (n, ch, 1, width))
+    w4 = c.reshape(w, (ws[0], ws[1], 1, ws[2]))
+    y = _convolution(
+        c, x4, w4, bias, [1, stride[0]], [0, padding[0]], [1, dilation[0]], transposed,
+        [0, output_padding[0]] if output_padding else [0, 0], groups,
+    )  # fmt: skip
+    s = c.shape(y)
+    return c.reshape(y, (s[0], s[1], s[3]))
+
+
+_CONVERTERS["aten.convolution"] = _convolution_1d

@@ -252,3 +252,55 @@ def test_more_activations_both_importers(via, tmp_path):
     else:
         f = graph.from_torch(module, (torch.from_numpy(x),))
     _compare(f, x, _ref(module, x), rtol=2e-5, atol=2e-6)
+
+
+class Conv1dNet(nn.Module):
+    """1-D convolution (run as 2-D over a unit height), batch norm, max and average
+    pooling, a transposed 1-D convolution."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv1d(4, 8, 3, padding=1)
+        self.bn = nn.BatchNorm1d(8)
+        self.up = nn.ConvTranspose1d(8, 4, 2, stride=2)
+
+    def forward(self, x):
+        y = nn.functional.max_pool1d(torch.relu(self.bn(self.conv(x))), 2)
+        return self.up(nn.functional.avg_pool1d(y, 2))
+
+
+class CausalSDPA(nn.Module):
+    """scaled_dot_product_attention with a causal mask (torch.export decomposes it into
+    matmuls, a mask and a softmax, with an ``any`` over the mask)."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = nn.Linear(16, 48)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).view(2, 7, 3, 2, 8).permute(2, 0, 3, 1, 4)
+        y = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return y.transpose(1, 2).reshape(2, 7, 16)
+
+
+@pytest.mark.compiler
+@pytest.mark.parametrize("via", ["onnx", "torch"])
+def test_conv1d_and_attention_both_importers(via, tmp_path):
+    torch.manual_seed(2)
+    rng = np.random.default_rng(12)
+    cases = [
+        (Conv1dNet().eval(), rng.standard_normal((1, 4, 16))),
+        (CausalSDPA().eval(), rng.standard_normal((2, 7, 16))),
+    ]
+    if via == "torch":  # torch's ONNX exporter fails on it (is_causal as a tensor)
+        layer = nn.TransformerEncoderLayer(16, 2, 32, batch_first=True, dropout=0.0)
+        cases.append((layer.eval(), rng.standard_normal((2, 7, 16))))
+    for module, x in cases:
+        x = x.astype("float32")
+        if via == "onnx":
+            pytest.importorskip("onnx")
+            _export_onnx(module, x, tmp_path / "m.onnx")
+            f = graph.from_onnx(str(tmp_path / "m.onnx"))
+        else:
+            f = graph.from_torch(module, (torch.from_numpy(x),))
+        _compare(f, x, _ref(module, x), rtol=2e-5, atol=2e-6)
