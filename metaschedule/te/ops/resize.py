@@ -113,10 +113,29 @@ def resize(
             i, x.shape[d], out_shape[d], scales[d], coordinate_transformation_mode
         )
 
+    def integer_factor(d: int) -> int | None:
+        """``s`` where nearest resizing on axis ``d`` is ``i // s``: an integer scale
+        with floor on asymmetric coordinates, or half-pixel ones rounded to nearest
+        (their coordinates are never within ``1 / 2s`` of a tie)."""
+        s = scales[d]
+        if s != int(s) or s < 1 or out_shape[d] != x.shape[d] * int(s):
+            return None
+        cm = coordinate_transformation_mode
+        if (cm == "asymmetric" and nearest_mode == "floor") or (
+            cm in ("half_pixel", "pytorch_half_pixel", "half_pixel_symmetric")
+            and nearest_mode in ("round_prefer_floor", "round_prefer_ceil")
+        ):
+            return int(s)
+        return None
+
     def nearest_body(*idx):
         src = list(idx)
         for d in moving:
-            src[d] = _clamp(_nearest(coord(d, idx[d]), nearest_mode), x.shape[d])
+            k = integer_factor(d)
+            if k is not None:  # integer arithmetic, no float coordinates
+                src[d] = _op.floordiv(idx[d], k) if k != 1 else idx[d]
+            else:
+                src[d] = _clamp(_nearest(coord(d, idx[d]), nearest_mode), x.shape[d])
         return x[tuple(src)]
 
     def linear_body(*idx):
