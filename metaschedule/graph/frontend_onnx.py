@@ -1112,3 +1112,22 @@ for _name, _w in (
     ("GlobalMaxPool", False),
 ):
     _CONVERTERS[_name] = _one_d(_CONVERTERS[_name], _w)
+
+
+@_conv("CumSum")
+def _cumsum(ctx, ins, at):
+    nd = len(ctx.shape(ins[0]))
+    axis = int(ctx.const(ins[1], "axis").reshape(-1)[0]) % nd
+    return ctx.call(
+        "cumsum",
+        [ins[0]],
+        axis=axis,
+        exclusive=bool(at.get("exclusive", 0)),
+        reverse=bool(at.get("reverse", 0)),
+    )
+
+
+@_conv("GatherElements")
+def _gather_elements(ctx, ins, at):
+    nd = len(ctx.shape(ins[0]))
+    return ctx.call("gather_elements", [ins[0], ins[1]], axis=int(at.get("axis", 0)) % nd)

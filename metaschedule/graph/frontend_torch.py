@@ -998,3 +998,17 @@ def _convolution_1d(c, x, w, bias, stride, padding, dilation, transposed, output
 
 
 _CONVERTERS["aten.convolution"] = _convolution_1d
+
+
+@_conv("aten.cumsum")
+def _cumsum(c, x, dim, *, dtype=None):
+    if dtype is not None and str(dtype).replace("torch.", "") != c.dtype(x):
+        x = c.call("cast", [x], dtype=str(dtype).replace("torch.", ""))
+    elif c.dtype(x) in ("bool", "int32", "int8", "uint8", "int16"):  # torch sums in int64
+        x = c.call("cast", [x], dtype="int64")
+    return c.call("cumsum", [x], axis=_axis(dim, len(c.shape(x))))
+
+
+@_conv("aten.gather")
+def _gather(c, x, dim, index, *, sparse_grad=False):
+    return c.call("gather_elements", [x, index], axis=_axis(dim, len(c.shape(x))))

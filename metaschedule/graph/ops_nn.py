@@ -328,3 +328,22 @@ for _kind in ("max", "min"):
         ),
         _arg_ref(_kind),
     )
+
+
+def _cumsum_ref(a, at):
+    x, ax = a[0], at["axis"]
+    y = np.flip(x, ax) if at.get("reverse", False) else x
+    out = np.cumsum(y, axis=ax, dtype=x.dtype)
+    if at.get("exclusive", False):
+        out = out - y
+    return np.ascontiguousarray(np.flip(out, ax) if at.get("reverse", False) else out)
+
+
+register(
+    "cumsum",
+    Pattern.COMM_REDUCE,
+    lambda a, at: _RX.cumsum(
+        a[0], at["axis"], at.get("exclusive", False), at.get("reverse", False)
+    ),
+    _cumsum_ref,
+)

@@ -346,3 +346,20 @@ register(
     lambda a, at: _RA.trilu(a[0], at["upper"], at["k"]),
     _trilu_ref,
 )
+
+
+def _gather_elements_ref(a, at):
+    data, idx = a
+    ax = at["axis"]
+    n = data.shape[ax]
+    # the output has the indices' shape (take_along_axis would broadcast them instead)
+    data = data[tuple(slice(None) if d == ax else slice(0, s) for d, s in enumerate(idx.shape))]
+    return np.take_along_axis(data, np.where(idx < 0, idx + n, idx), axis=ax)
+
+
+register(
+    "gather_elements",
+    Pattern.INJECTIVE,
+    lambda a, at: _RA.gather_elements(a[0], a[1], at["axis"]),
+    _gather_elements_ref,
+)

@@ -307,11 +307,11 @@ def test_reductions_norms_and_rearrangements(opset):
 
 def test_still_unsupported_operators_error_clearly():
     assert {"LeakyRelu", "Resize", "Pad", "InstanceNormalization"} <= set(graph.supported_ops())
-    assert "CumSum" not in graph.supported_ops()
+    assert "TopK" not in graph.supported_ops()
     x = np.zeros((1, 2, 3, 4), "float32")
     cases = [
-        (helper.make_node("CumSum", ["x", "ax"], ["y"], name="e"), 12,
-         r"ONNX operator CumSum \(node 'e', opset 12\) is not supported"),
+        (helper.make_node("TopK", ["x", "ax"], ["y", "i"], name="e"), 12,
+         r"ONNX operator TopK \(node 'e', opset 12\) is not supported"),
         (helper.make_node("Einsum", ["x"], ["y"], equation="iijk->ijk", name="d"), 12,
          r"Einsum \(node 'd', opset 12\): a repeated index"),
         (helper.make_node("Resize", ["x", "", "s"], ["y"], mode="cubic", name="r"), 13,
@@ -322,7 +322,7 @@ def test_still_unsupported_operators_error_clearly():
     inits = {
         "s": np.array([1, 1, 2, 2], np.float32),
         "p": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64),
-        "ax": np.array(1, np.int64),
+        "ax": np.array([1], np.int64),
     }
     for node, opset, msg in cases:
         used = {k: v for k, v in inits.items() if k in node.input}
@@ -359,6 +359,14 @@ def test_einsum_castlike_size():
     nodes += [
         helper.make_node("CastLike", ["k", "m"], ["cl"]),
         helper.make_node("Size", ["a"], ["sz"]),
+        helper.make_node("CumSum", ["a", "ax2"], ["cs"]),
+        helper.make_node("CumSum", ["k", "ax0"], ["cs_rev_ex"], reverse=1, exclusive=1),
+        helper.make_node("GatherElements", ["m", "gi"], ["ge"], axis=1),
     ]
-    outs = [f"e{i}" for i in range(len(eqs))] + ["cl", "sz"]
-    _check(_model(nodes, feeds, outs, opset=15), feeds, rtol=1e-4, atol=1e-5)
+    outs = [f"e{i}" for i in range(len(eqs))] + ["cl", "sz", "cs", "cs_rev_ex", "ge"]
+    inits = {
+        "ax2": np.array(2, np.int64),
+        "ax0": np.array(-2, np.int64),
+        "gi": np.array([[0, 4, -1], [2, 2, 1], [3, 0, 0], [1, -5, 4]], np.int64),
+    }
+    _check(_model(nodes, feeds, outs, inits, opset=15), feeds, rtol=1e-4, atol=1e-5)

@@ -75,6 +75,9 @@ class ElementwiseZoo(nn.Module):
             x.argmin(-1, keepdim=True),
             torch.pixel_shuffle(x.repeat(1, 4, 1, 1), 2),
             nn.functional.interpolate(x, size=(7, 5), mode="nearest"),
+            x.cumsum(2),
+            (x > 0).cumsum(-1),
+            torch.gather(x, 1, torch.tensor([[[[0, 2, 1, 0]], [[2, 2, 0, 1]]]])),
         )
 
 

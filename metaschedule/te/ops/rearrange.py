@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ...tir import op as _op
-from ...tir.expr import PrimExpr, const
+from ...tir.expr import PrimExpr, cast, const
 from ..tensor import Tensor, compute
 from ._util import check_tensor
 from .transform import pad
@@ -132,3 +132,25 @@ def trilu(x: Tensor, upper: bool = True, k: int = 0, name: str = "T_trilu") -> T
         return _op.if_then_else(keep, x[idx], const(0, x.dtype))
 
     return compute(x.shape, body, name=name, tag="injective")
+
+
+def gather_elements(
+    data: Tensor, indices: Tensor, axis: int = 0, name: str = "T_gather_elements"
+) -> Tensor:
+    """``out[i] = data[i with axis replaced by indices[i]]`` (ONNX's GatherElements,
+    ``torch.gather``); negative indices count from the end."""
+    check_tensor(data, "gather_elements", "data")
+    check_tensor(indices, "gather_elements", "indices")
+    if indices.ndim != data.ndim:
+        raise ValueError(
+            f"gather_elements: indices {indices.shape} and data {data.shape} differ in rank"
+        )
+    axis = axis % data.ndim
+    n = data.shape[axis]
+
+    def body(*idx):
+        j = cast("int32", indices[idx])
+        j = _op.if_then_else(j < 0, j + n, j)
+        return data[tuple(j if d == axis else v for d, v in enumerate(idx))]
+
+    return compute(indices.shape, body, name=name, tag="injective")

@@ -192,3 +192,26 @@ def instance_norm(
         return y
 
     return compute(x.shape, out, name="T_instance_norm", tag="instance_norm")
+
+
+def cumsum(
+    x: Tensor, axis: int, exclusive: bool = False, reverse: bool = False, name="T_cumsum"
+) -> Tensor:
+    """The running sum along ``axis`` (ONNX's CumSum): ``out[i] = sum(x[k] for k <= i)``
+    (``k < i`` when ``exclusive``; from the end when ``reverse``). One reduction block
+    over the whole axis (quadratic in its length: meant for short axes)."""
+    check_tensor(x, "cumsum", "x")
+    axis = normalize_axis(axis, x.ndim, "cumsum")
+    k = reduce_axis((0, x.shape[axis]), name="k")
+    zero = const(0, x.dtype)
+
+    def body(*idx):
+        i = idx[axis]
+        if reverse:
+            cond = k.var > i if exclusive else k.var >= i
+        else:
+            cond = k.var < i if exclusive else k.var <= i
+        src = tuple(k.var if d == axis else v for d, v in enumerate(idx))
+        return te_sum(_op.if_then_else(cond, x[src], zero), axis=k)
+
+    return compute(x.shape, body, name=name, tag="reduce_sum,cumsum")
