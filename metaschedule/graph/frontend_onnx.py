@@ -1131,3 +1131,34 @@ def _cumsum(ctx, ins, at):
 def _gather_elements(ctx, ins, at):
     nd = len(ctx.shape(ins[0]))
     return ctx.call("gather_elements", [ins[0], ins[1]], axis=int(at.get("axis", 0)) % nd)
+
+
+def _fold_zero_pad(fn: Converter) -> Converter:
+    """``fn`` (Conv) reading a zero ``Pad`` of the spatial axes takes the padding into its
+    own ``pads`` (tf2onnx and ``nn.ZeroPad2d`` models pad explicitly); the Pad call is
+    then dead unless something else reads it."""
+
+    def convert(ctx, ins, at):
+        src = ins[0]
+        pad = next((c for c in reversed(ctx.b.calls) if c.name == src), None)
+        if (
+            pad is None
+            or pad.op != "pad"
+            or at.get("auto_pad", "NOTSET") not in ("NOTSET", "")
+            or pad.attr["mode"] != "constant"
+            or pad.attr.get("value", 0.0) != 0.0
+            or any(pad.attr["before"][:2])
+            or any(pad.attr["after"][:2])
+        ):
+            return fn(ctx, ins, at)
+        nsp = len(ctx.shape(src)) - 2
+        own = list(at.get("pads", [0] * (2 * nsp)))
+        before, after = pad.attr["before"][2:], pad.attr["after"][2:]
+        at2 = dict(at)
+        at2["pads"] = [p + q for p, q in zip(own, list(before) + list(after))]
+        return fn(ctx, [pad.args[0], *ins[1:]], at2)
+
+    return convert
+
+
+_CONVERTERS["Conv"] = _fold_zero_pad(_CONVERTERS["Conv"])

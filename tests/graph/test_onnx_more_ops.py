@@ -370,3 +370,25 @@ def test_einsum_castlike_size():
         "gi": np.array([[0, 4, -1], [2, 2, 1], [3, 0, 0], [1, -5, 4]], np.int64),
     }
     _check(_model(nodes, feeds, outs, inits, opset=15), feeds, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.compiler
+def test_zero_pad_folds_into_conv():
+    rng = _rng(13)
+    x = rng.standard_normal((1, 2, 5, 6)).astype("float32")
+    inits = {
+        "w": rng.standard_normal((3, 2, 3, 3)).astype("float32"),
+        "p0": np.array([0, 0, 1, 2, 0, 0, 2, 0], np.int64),
+        "p1": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64),
+        "v": np.array(0.5, np.float32),
+    }
+    nodes = [
+        helper.make_node("Pad", ["x", "p0"], ["xp"]),
+        helper.make_node("Conv", ["xp", "w"], ["y0"], pads=[0, 1, 0, 1]),
+        helper.make_node("Pad", ["x", "p1", "v"], ["xv"]),  # not zero: stays a Pad
+        helper.make_node("Conv", ["xv", "w"], ["y1"]),
+    ]
+    model = _model(nodes, {"x": x}, ["y0", "y1"], inits, opset=13)
+    ops = [c.op for c in graph.from_onnx(model).calls]
+    assert ops.count("pad") == 1 and ops.count("conv2d") == 2
+    _check(model, {"x": x}, rtol=1e-4, atol=1e-5)
