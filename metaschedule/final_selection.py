@@ -50,11 +50,19 @@ from .target import Target
 from .tir.function import IRModule, as_module
 
 if TYPE_CHECKING:
+    from .arg_info import ArgInfo
     from .database import Database, Workload
     from .schedule import Schedule
     from .tir.function import PrimFunc
 
-__all__ = ["FinalSelection", "finalize", "interleaved_order", "is_selected", "select_best"]
+__all__ = [
+    "FinalSelection",
+    "finalize",
+    "interleaved_order",
+    "is_selected",
+    "select_best",
+    "time_interleaved",
+]
 
 #: rounds each candidate is timed in a final selection
 DEFAULT_ROUNDS = 5
@@ -419,24 +427,38 @@ def _commit(database: Database, selection: FinalSelection) -> set[str]:
 def _remeasure(
     records: list[TuningRecord], target: Target, rounds: int, builder: Builder, runner: Runner
 ) -> list[list[float]]:
-    """Per record, its seconds in each round (``inf``: failed). Each record is built
-    once; every round runs each once, in :func:`interleaved_order`, all rounds submitted
-    together so that the runner loads the next while it times one."""
+    """Per record, its seconds in each round (``inf``: failed); see :func:`time_interleaved`."""
     candidates = [r.as_measure_candidate() for r in records]
+    return time_interleaved(
+        [(c.sch.mod, c.args_info) for c in candidates], target, rounds, builder, runner
+    )
+
+
+def time_interleaved(
+    candidates: list[tuple[IRModule, list[ArgInfo]]],
+    target: Target,
+    rounds: int,
+    builder: Builder,
+    runner: Runner,
+) -> list[list[float]]:
+    """Per scheduled module (with its arguments), its seconds in each round (``inf``:
+    failed). Each module is built once; every round runs each once, in
+    :func:`interleaved_order`, all rounds submitted together so that the runner loads the
+    next while it times one."""
     with Profiler.timeit("FinalSelection/Builder"):
-        built = builder.build([BuilderInput(c.sch.mod, target) for c in candidates])
+        built = builder.build([BuilderInput(mod, target) for mod, _ in candidates])
     inputs: list[RunnerInput | None] = [
-        RunnerInput(b.artifact_path, target.kind, c.args_info)
+        RunnerInput(b.artifact_path, target.kind, args)
         if b.error_msg is None and b.artifact_path is not None
         else None
-        for b, c in zip(built, candidates)
+        for b, (_, args) in zip(built, candidates)
     ]
-    secs: list[list[float]] = [[] for _ in records]
+    secs: list[list[float]] = [[] for _ in candidates]
     try:
         order = [
             i
             for r in range(rounds)
-            for i in interleaved_order(len(records), r)
+            for i in interleaved_order(len(candidates), r)
             if inputs[i] is not None
         ]
         with Profiler.timeit("FinalSelection/Runner"):

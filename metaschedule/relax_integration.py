@@ -16,22 +16,28 @@ Typical use::
 from __future__ import annotations
 
 import logging
+import math
 import os
+import statistics
 from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
 
+from .arg_info import ArgInfo
 from .builder import Builder
 from .cost_model.base import CostModel
 from .database import Database, TuningRecord
+from .database.base import measurement_key
 from .database.module_equality import ModuleEquality
+from .final_selection import DEFAULT_ROUNDS, time_interleaved
 from .graph.build import build_executable
 from .graph.default_schedule import default_schedule
 from .graph.default_times import (
     DEFAULT_SCHEDULES_FILE,
     default_times_path,
     load_default_times,
+    load_default_versus,
     measure_default_schedules,
     save_default_times,
     workload_key,
@@ -221,7 +227,10 @@ def tune_relax(
     without a record) is measured once with the same ``builder`` and ``runner``, and its
     time kept in ``work_dir/default_schedules.json`` (see
     :mod:`metaschedule.graph.default_times`); tasks already there are not measured again.
-    A failed measurement leaves the task without a default time.
+    A failed measurement leaves the task without a default time. With the final selection
+    on, tuning ends by timing each task's default schedule and its best record together,
+    interleaved (5 rounds): the record is committed with its median and the default's
+    median replaces its time, so :func:`compile_relax` compares times of the same moments.
 
     Returns:
         The database of tuning records; pass it to :func:`compile_relax`.
@@ -250,7 +259,7 @@ def tune_relax(
         builder = _component(builder, Builder, "builder", owned)
         runner = _component(runner, Runner, "runner", owned)
         _record_default_times(model, tasks, target, work_dir, builder, runner)
-        return tune_tasks(
+        database = tune_tasks(
             tasks=contexts,
             task_weights=weights,
             work_dir=work_dir,
@@ -267,6 +276,9 @@ def tune_relax(
             post_optimization=post_optimization,
             final_selection_top_k=final_selection_top_k,
         )
+        if final_selection_top_k > 0:
+            _time_defaults_against_best(model, tasks, target, work_dir, database, builder, runner)
+        return database
     finally:
         for component in owned:
             component.close()
@@ -312,6 +324,71 @@ def _record_default_times(
     if times:
         try:
             save_default_times(path, times, names)
+        except OSError as err:
+            logger.warning("tune_relax: cannot write %s (%s)", path, err)
+
+
+def _time_defaults_against_best(
+    model: LoweredModel,
+    tasks: list[ExtractedTask],
+    target: Target,
+    work_dir: str,
+    database: Database,
+    builder: Builder,
+    runner: Runner,
+    rounds: int = DEFAULT_ROUNDS,
+) -> None:
+    """The last step of the final selection: time each task's default schedule and its
+    best tuned schedule together, interleaved, so that the choice :func:`compile_relax`
+    makes between them compares times of the same moments (a default timed once before
+    tuning, against a record timed later under another load, decides by luck). The tuned
+    schedule's median is committed as its record, the default's goes to the
+    default-times file with the schedule it was timed against; a pair timed already is
+    not timed again. Best effort: a failure is logged and changes nothing."""
+    path = os.path.join(os.fspath(work_dir), DEFAULT_SCHEDULES_FILE)
+    versus = load_default_versus(path)
+    times: dict = {}
+    names: dict = {}
+    against: dict = {}
+    for t in tasks:
+        key = workload_key(t.mod, target)
+        try:
+            record = database.query_tuning_record(t.mod, target, "main")
+            if record is None or versus.get(key) == measurement_key(record):
+                continue
+            default = default_schedule(t.mod["main"], target, _constant_params(model, t.task_name))
+            tuned = record.as_measure_candidate()
+            candidates = [
+                (tuned.sch.mod, tuned.args_info),
+                (default.mod, ArgInfo.from_entry_func(default.mod, remove_preproc=True)),
+            ]
+            secs = time_interleaved(candidates, target, rounds, builder, runner)
+        except Exception as err:  # noqa: BLE001 - the comparison is best effort
+            logger.warning(
+                "tune_relax: %s: timing the default schedule failed (%s)", t.task_name, err
+            )
+            continue
+        tuned_sec, default_sec = (statistics.median(s) for s in secs)
+        if math.isfinite(tuned_sec):
+            database.commit_tuning_record(
+                TuningRecord(
+                    record.trace, record.workload, [tuned_sec], record.target, record.args_info
+                )
+            )
+        if math.isfinite(default_sec):
+            times[key], names[key] = default_sec, t.task_name
+            if math.isfinite(tuned_sec):
+                against[key] = measurement_key(record)
+        logger.info(
+            "tune_relax: %s: best tuned %s, default schedule %s (medians of %d interleaved rounds)",
+            t.task_name,
+            _ms(tuned_sec),
+            _ms(default_sec),
+            rounds,
+        )
+    if times:
+        try:
+            save_default_times(path, times, names, against)
         except OSError as err:
             logger.warning("tune_relax: cannot write %s (%s)", path, err)
 

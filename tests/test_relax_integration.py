@@ -333,7 +333,12 @@ def test_tune_relax_records_default_times_once(tmp_path):
         return [1e10] if len(calls) == 1 else [2e-3]  # the first default fails
 
     runner = DummyRunner(secs)
-    kw = {"max_trials_global": 2, "max_trials_per_task": 1, "database": "memory"}
+    kw = {
+        "max_trials_global": 2,
+        "max_trials_per_task": 1,
+        "database": "memory",
+        "final_selection_top_k": 0,  # the end-of-tuning timing: the next test
+    }
     ri.tune_relax(
         f, None, "llvm", str(tmp_path), **kw, **_quick(builder=DummyBuilder(), runner=runner)
     )
@@ -346,3 +351,47 @@ def test_tune_relax_records_default_times_once(tmp_path):
         f, None, "llvm", str(tmp_path), **kw, **_quick(builder=DummyBuilder(), runner=runner)
     )
     assert len(runner.inputs) - n == 2 + 1  # only the default that failed is measured again
+
+
+@pytest.mark.compiler
+def test_tune_relax_ends_timing_each_default_against_the_best(tmp_path):
+    """At the end of tune_relax each task's default schedule and best record are timed
+    together, interleaved: compile_relax's choice compares times of the same moments, not
+    a default timed before tuning under another load; a second run times nothing."""
+    from metaschedule.database.base import measurement_key  # local: the record's key
+    from metaschedule.graph.default_times import load_default_versus  # local: the file
+    from metaschedule.testing.dummy_object import DummyBuilder, DummyRunner
+
+    f, rng = _mlp()
+    tasks = ri.extract_tasks(f, "llvm")
+    calls: list[str] = []
+    defaults: set[str] = set()
+
+    def secs(path):
+        calls.append(path)
+        if len(calls) <= len(tasks):  # before tuning, the defaults look slow (a busy moment)
+            defaults.add(path)
+            return [3e-3]
+        if path in defaults:
+            return [1e-3]
+        return [2e-3 + 1e-6 * (hash(path) % 100)]  # tuned schedules: distinct, no ties
+
+    runner = DummyRunner(secs)
+    work = str(tmp_path / "work")
+    kw = {"max_trials_global": 4, "max_trials_per_task": 2}
+    db = ri.tune_relax(f, None, "llvm", work, **kw, **_quick(builder=DummyBuilder(), runner=runner))
+    path = str(tmp_path / "work" / DEFAULT_SCHEDULES_FILE)
+    times, versus = load_default_times(path), load_default_versus(path)
+    target = ms.Target("llvm")
+    for t in tasks:
+        key = workload_key(t.mod, target)
+        best = db.query_tuning_record(t.mod, t.target)
+        assert times[key] == pytest.approx(1e-3), t.task_name
+        assert best.mean_run_sec == pytest.approx(2e-3, rel=0.06), t.task_name
+        assert versus[key] == measurement_key(best), t.task_name
+    assert sum(1 for p in calls if p in defaults) == len(tasks) * (1 + 5)  # before + 5 rounds
+    exe = ri.compile_relax(db, f, "llvm", None)
+    assert set(exe.sources.values()) == {"default"}
+    n = len(runner.inputs)
+    ri.tune_relax(f, None, "llvm", work, **kw, **_quick(builder=DummyBuilder(), runner=runner))
+    assert len(runner.inputs) == n

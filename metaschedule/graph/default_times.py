@@ -10,12 +10,16 @@ The file is one JSON object::
 
     {"format": "metaschedule-default-schedules", "version": 1,
      "entries": [{"shash": "<structural hash of the workload>", "target": "<str(target)>",
-                  "task_name": "fused_conv2d_add_relu", "run_sec": 0.00123}, ...]}
+                  "task_name": "fused_conv2d_add_relu", "run_sec": 0.00123,
+                  "versus": "<measurement key>"}, ...]}
 
-``run_sec`` is the mean of the runner's run times, in seconds. It is written atomically
-(a temporary file renamed over it), merged with what is there. A missing file means no
-default times; a malformed file or entry is reported with a ``RuntimeWarning`` and
-skipped, never fatal.
+``run_sec`` is the mean of the runner's run times, in seconds. ``versus`` (optional) names
+the tuned schedule (:func:`metaschedule.database.base.measurement_key`) the default was
+timed against, interleaved, at the end of tuning: ``run_sec`` is then the median of those
+rounds, and the record of that schedule committed with them is comparable with it. The
+file is written atomically (a temporary file renamed over it), merged with what is there.
+A missing file means no default times; a malformed file or entry is reported with a
+``RuntimeWarning`` and skipped, never fatal.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ __all__ = [
     "DEFAULT_SCHEDULES_FILE",
     "default_times_path",
     "load_default_times",
+    "load_default_versus",
     "measure_default_schedules",
     "save_default_times",
     "workload_key",
@@ -75,7 +80,13 @@ def load_default_times(path: str | None) -> dict[Key, float]:
     return {k: v[0] for k, v in _load(path).items()}
 
 
-def _load(path: str | None) -> dict[Key, tuple[float, str]]:
+def load_default_versus(path: str | None) -> dict[Key, str]:
+    """Per workload, the tuned schedule its default was last timed against (interleaved);
+    workloads whose default was timed alone are absent."""
+    return {k: v[2] for k, v in _load(path).items() if v[2]}
+
+
+def _load(path: str | None) -> dict[Key, tuple[float, str, str]]:
     if path is None or not os.path.exists(path):
         return {}
     try:
@@ -98,14 +109,15 @@ def _load(path: str | None) -> dict[Key, tuple[float, str]]:
             stacklevel=3,
         )
         return {}
-    times: dict[Key, tuple[float, str]] = {}
+    times: dict[Key, tuple[float, str, str]] = {}
     bad: list[int] = []
     for i, e in enumerate(entries):
         try:
             sec = float(e["run_sec"])
             if not (math.isfinite(sec) and sec >= 0):
                 raise ValueError(f"run_sec {sec}")
-            times[(str(e["shash"]), str(e["target"]))] = (sec, str(e.get("task_name", "")))
+            key = (str(e["shash"]), str(e["target"]))
+            times[key] = (sec, str(e.get("task_name", "")), str(e.get("versus") or ""))
         except (TypeError, KeyError, ValueError):
             bad.append(i)
     if bad:
@@ -117,13 +129,21 @@ def _load(path: str | None) -> dict[Key, tuple[float, str]]:
     return times
 
 
-def save_default_times(path: str, times: dict[Key, float], names: dict[Key, str]) -> None:
-    """Merge ``times`` into the file at ``path`` and write it atomically."""
+def save_default_times(
+    path: str,
+    times: dict[Key, float],
+    names: dict[Key, str],
+    versus: dict[Key, str] | None = None,
+) -> None:
+    """Merge ``times`` into the file at ``path`` and write it atomically; ``versus``: per
+    key, the tuned schedule the time was measured against (see the module docstring)."""
     merged = _load(path)
-    merged.update({k: (v, names.get(k, "")) for k, v in times.items()})
+    versus = versus or {}
+    merged.update({k: (v, names.get(k, ""), versus.get(k, "")) for k, v in times.items()})
     entries = [
         {"shash": k[0], "target": k[1], "task_name": name, "run_sec": sec}
-        for k, (sec, name) in sorted(merged.items())
+        | ({"versus": against} if against else {})
+        for k, (sec, name, against) in sorted(merged.items())
     ]
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
