@@ -210,6 +210,15 @@ def run_model(name: str, args, torch, onnx, ort) -> dict[str, Any]:
     out = exe(x=x)
     row["err_untuned"] = rel_err(out, ref)
     row["ms_untuned_ms"] = 1e3 * min(common.time_python(lambda: exe(x=x), repeat=args.repeat))
+    if args.nchw:  # A/B of the layout conversion: the imported NCHW layout, interleaved
+        nchw = ri.compile_relax(None, func, args.target, None, desired_layouts=None)
+        row["err_untuned_nchw"] = rel_err(nchw(x=x), ref)
+        best = {"nhwc": row["ms_untuned_ms"], "nchw": float("inf")}
+        for _ in range(2):
+            for key, e in (("nchw", nchw), ("nhwc", exe)):
+                t = 1e3 * min(common.time_python(lambda e=e: e(x=x), repeat=args.repeat))
+                best[key] = min(best[key], t)
+        row["ms_untuned_ms"], row["ms_untuned_nchw_ms"] = best["nhwc"], best["nchw"]
     if args.profile:
         print(f"\n{name}, untuned: per-step profile (slowest first)")
         print("\n".join(str(exe.profile(x=x, number=3)).splitlines()[:16]))
@@ -290,6 +299,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "machine spinning threads steal the cores the others need); inherit: leave "
         "the environment alone",
     )
+    p.add_argument(
+        "--nchw",
+        action="store_true",
+        help="also time ours untuned in the imported NCHW layout (desired_layouts=None), "
+        "interleaved with the default (NHWC convolutions on CPUs)",
+    )
     p.add_argument("--profile", action="store_true", help="print per-step profiles")
     p.add_argument("--plain", action="store_true")
     p.add_argument("--json", default=None)
@@ -317,6 +332,7 @@ def main(argv: list[str] | None = None) -> None:
         "compile s",
         "tasks",
         "ms untuned ms",
+        *(["untuned NCHW ms"] if args.nchw else []),
         "ms tuned ms",
         "onnxruntime ms",
         "torch ms",
@@ -324,7 +340,7 @@ def main(argv: list[str] | None = None) -> None:
     ]
     table = []
     for r in rows:
-        errs = [r[k] for k in ("err_untuned", "err_tuned", "err_ort") if k in r]
+        errs = [r[k] for k in ("err_untuned", "err_untuned_nchw", "err_tuned", "err_ort") if k in r]
         table.append(
             [
                 r["model"],
@@ -332,6 +348,7 @@ def main(argv: list[str] | None = None) -> None:
                 r["compile_s"],
                 f"{len(r['tasks'])} ({sum(t['weight'] for t in r['tasks'])} calls)",
                 r["ms_untuned_ms"],
+                *([r.get("ms_untuned_nchw_ms")] if args.nchw else []),
                 r.get("ms_tuned_ms"),
                 r.get("ort_ms"),
                 r["torch_ms"],
