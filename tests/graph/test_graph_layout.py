@@ -277,3 +277,43 @@ def test_torch_residual_cnn_compiled_nhwc_matches_torch():
     np.testing.assert_allclose(exe(x.numpy()), want, rtol=1e-4, atol=1e-4)
     model = graph.lower_model(graph.optimize(f), NHWC)
     assert sum(s.ops == ("transpose",) for s in model.steps) == 1
+
+
+def test_weight_given_as_an_input_is_transposed_in_the_graph():
+    rng = np.random.default_rng(7)
+    b = GraphBuilder()
+    x = b.input("x", (1, 3, 6, 6))
+    w = b.input("w", (4, 3, 3, 3))
+    func = b.finish([b.call("relu", [_conv(b, x, w)])])
+    conv = convert_layout(graph.infer_types(func), NHWC)
+    assert _ops(conv).count("transpose") == 3  # x, w in; the output back to NCHW
+    xv = rng.standard_normal((1, 3, 6, 6)).astype("float32")
+    wv = rng.standard_normal((4, 3, 3, 3)).astype("float32")
+    np.testing.assert_allclose(
+        graph.interpret(conv, xv, wv)[0], graph.interpret(func, xv, wv)[0], rtol=1e-5, atol=1e-6
+    )
+
+
+def test_scale_folds_into_an_nhwc_conv_weight():
+    rng = np.random.default_rng(8)
+    b = GraphBuilder()
+    x = b.input("x", (1, 5, 5, 3))
+    w = b.const(rng.standard_normal((3, 3, 3, 4)).astype("float32"))
+    y = b.call(
+        "conv2d",
+        [x, w],
+        strides=(1, 1),
+        pads=(1, 1, 1, 1),
+        dilations=(1, 1),
+        groups=1,
+        data_layout="NHWC",
+        kernel_layout="HWIO",
+    )
+    s = b.const(rng.uniform(0.5, 2.0, (1, 1, 1, 4)).astype("float32"))
+    func = b.finish([b.call("multiply", [y, s])])
+    folded = graph.fold_scale_bias(graph.infer_types(func))
+    assert _ops(folded) == ["conv2d"]
+    xv = rng.standard_normal((1, 5, 5, 3)).astype("float32")
+    np.testing.assert_allclose(
+        graph.interpret(folded, xv)[0], graph.interpret(func, xv)[0], rtol=1e-5, atol=1e-5
+    )
