@@ -173,6 +173,18 @@ def rel_err(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-30))
 
 
+def cpu_ms(fn, number: int = 20) -> float:
+    """CPU time of the whole process per call of ``fn`` (ms, all threads): on a shared
+    machine far steadier than wall time (waiting for a core costs no CPU time), and on a
+    quiet one about threads x latency when the work divides evenly."""
+    with common.measurement_lock():
+        fn()
+        start = time.process_time()
+        for _ in range(number):
+            fn()
+        return 1e3 * (time.process_time() - start) / number
+
+
 def run_model(name: str, args, torch, onnx, ort) -> dict[str, Any]:
     module, shape = MODELS[name](torch)
     module = module.eval()
@@ -210,6 +222,8 @@ def run_model(name: str, args, torch, onnx, ort) -> dict[str, Any]:
     out = exe(x=x)
     row["err_untuned"] = rel_err(out, ref)
     row["ms_untuned_ms"] = 1e3 * min(common.time_python(lambda: exe(x=x), repeat=args.repeat))
+    if args.cpu:
+        row["cpu_untuned_ms"] = cpu_ms(lambda: exe(x=x))
     if args.nchw:  # A/B of the layout conversion: the imported NCHW layout, interleaved
         nchw = ri.compile_relax(None, func, args.target, None, desired_layouts=None)
         row["err_untuned_nchw"] = rel_err(nchw(x=x), ref)
@@ -219,6 +233,8 @@ def run_model(name: str, args, torch, onnx, ort) -> dict[str, Any]:
                 t = 1e3 * min(common.time_python(lambda e=e: e(x=x), repeat=args.repeat))
                 best[key] = min(best[key], t)
         row["ms_untuned_ms"], row["ms_untuned_nchw_ms"] = best["nhwc"], best["nchw"]
+        if args.cpu:
+            row["cpu_untuned_nchw_ms"] = cpu_ms(lambda: nchw(x=x))
     if args.profile:
         print(f"\n{name}, untuned: per-step profile (slowest first)")
         print("\n".join(str(exe.profile(x=x, number=3)).splitlines()[:16]))
@@ -250,6 +266,8 @@ def run_model(name: str, args, torch, onnx, ort) -> dict[str, Any]:
         row["compile_tuned_s"] = time.perf_counter() - t0
         row["err_tuned"] = rel_err(tuned(x=x), ref)
         row["ms_tuned_ms"] = 1e3 * min(common.time_python(lambda: tuned(x=x), repeat=args.repeat))
+        if args.cpu:
+            row["cpu_tuned_ms"] = cpu_ms(lambda: tuned(x=x))
         if args.profile:
             print(f"\n{name}, tuned: per-step profile (slowest first)")
             print("\n".join(str(tuned.profile(x=x, number=3)).splitlines()[:16]))
@@ -264,9 +282,13 @@ def run_model(name: str, args, torch, onnx, ort) -> dict[str, Any]:
         row["ort_ms"] = 1e3 * min(
             common.time_python(lambda: sess.run(None, {"x": x}), repeat=args.repeat)
         )
+        if args.cpu:
+            row["cpu_ort_ms"] = cpu_ms(lambda: sess.run(None, {"x": x}))
     torch.set_num_threads(args.threads)
     with torch.no_grad():
         row["torch_ms"] = 1e3 * min(common.time_python(lambda: module(xt), repeat=args.repeat))
+        if args.cpu:
+            row["cpu_torch_ms"] = cpu_ms(lambda: module(xt))
     return row
 
 
@@ -304,6 +326,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="also time ours untuned in the imported NCHW layout (desired_layouts=None), "
         "interleaved with the default (NHWC convolutions on CPUs)",
+    )
+    p.add_argument(
+        "--cpu",
+        action="store_true",
+        help="also report CPU ms per run (all threads; steadier than latency on a busy machine)",
     )
     p.add_argument("--profile", action="store_true", help="print per-step profiles")
     p.add_argument("--plain", action="store_true")
@@ -371,6 +398,11 @@ def main(argv: list[str] | None = None) -> None:
         notes,
         plain=args.plain,
     )
+    if args.cpu:
+        keys = ["untuned", "untuned_nchw", "tuned", "ort", "torch"]
+        for r in rows:
+            got = [f"{k} {r['cpu_' + k + '_ms']:.1f}" for k in keys if "cpu_" + k + "_ms" in r]
+            print(f"{r['model']}: CPU ms per run (all threads): " + ", ".join(got))
     for r in rows:
         print(
             f"{r['model']}: import {r['import_s']:.2f} s, extract_tasks {r['extract_s']:.2f} s, "
