@@ -13,7 +13,9 @@ max abs difference over max abs value, must be under 1e-3).
     python benchmarks/models.py --models resnet18 --trials 8 --work-dir work/resnet18
 
 Latencies are the best of several repeats under the measurement lock; on a shared
-machine compare ratios within one run.
+machine compare ratios within one run. ``--cpu`` adds the CPU time per run (all
+threads), which waiting for a busy core does not inflate; ``--nchw`` also times ours
+untuned in the imported NCHW layout (the A/B of ``convert_layout``).
 """
 
 from __future__ import annotations
