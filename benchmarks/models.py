@@ -13,7 +13,9 @@ max abs difference over max abs value, must be under 1e-3).
     python benchmarks/models.py --models resnet18 --trials 8 --work-dir work/resnet18
 
 Latencies are the best of several repeats under the measurement lock; on a shared
-machine compare ratios within one run.
+machine compare ratios within one run. ``--cpu`` adds the CPU time per run (all
+threads), which waiting for a busy core does not inflate; ``--nchw`` also times ours
+untuned in the imported NCHW layout (the A/B of ``convert_layout``).
 """
 
 from __future__ import annotations
@@ -173,6 +175,18 @@ def rel_err(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-30))
 
 
+def cpu_ms(fn, number: int = 20) -> float:
+    """CPU time of the whole process per call of ``fn`` (ms, all threads): on a shared
+    machine far steadier than wall time (waiting for a core costs no CPU time), and on a
+    quiet one about threads x latency when the work divides evenly."""
+    with common.measurement_lock():
+        fn()
+        start = time.process_time()
+        for _ in range(number):
+            fn()
+        return 1e3 * (time.process_time() - start) / number
+
+
 def run_model(name: str, args, torch, onnx, ort) -> dict[str, Any]:
     module, shape = MODELS[name](torch)
     module = module.eval()
@@ -210,6 +224,19 @@ def run_model(name: str, args, torch, onnx, ort) -> dict[str, Any]:
     out = exe(x=x)
     row["err_untuned"] = rel_err(out, ref)
     row["ms_untuned_ms"] = 1e3 * min(common.time_python(lambda: exe(x=x), repeat=args.repeat))
+    if args.cpu:
+        row["cpu_untuned_ms"] = cpu_ms(lambda: exe(x=x))
+    if args.nchw:  # A/B of the layout conversion: the imported NCHW layout, interleaved
+        nchw = ri.compile_relax(None, func, args.target, None, desired_layouts=None)
+        row["err_untuned_nchw"] = rel_err(nchw(x=x), ref)
+        best = {"nhwc": row["ms_untuned_ms"], "nchw": float("inf")}
+        for _ in range(2):
+            for key, e in (("nchw", nchw), ("nhwc", exe)):
+                t = 1e3 * min(common.time_python(lambda e=e: e(x=x), repeat=args.repeat))
+                best[key] = min(best[key], t)
+        row["ms_untuned_ms"], row["ms_untuned_nchw_ms"] = best["nhwc"], best["nchw"]
+        if args.cpu:
+            row["cpu_untuned_nchw_ms"] = cpu_ms(lambda: nchw(x=x))
     if args.profile:
         print(f"\n{name}, untuned: per-step profile (slowest first)")
         print("\n".join(str(exe.profile(x=x, number=3)).splitlines()[:16]))
@@ -241,6 +268,8 @@ def run_model(name: str, args, torch, onnx, ort) -> dict[str, Any]:
         row["compile_tuned_s"] = time.perf_counter() - t0
         row["err_tuned"] = rel_err(tuned(x=x), ref)
         row["ms_tuned_ms"] = 1e3 * min(common.time_python(lambda: tuned(x=x), repeat=args.repeat))
+        if args.cpu:
+            row["cpu_tuned_ms"] = cpu_ms(lambda: tuned(x=x))
         if args.profile:
             print(f"\n{name}, tuned: per-step profile (slowest first)")
             print("\n".join(str(tuned.profile(x=x, number=3)).splitlines()[:16]))
@@ -255,9 +284,13 @@ def run_model(name: str, args, torch, onnx, ort) -> dict[str, Any]:
         row["ort_ms"] = 1e3 * min(
             common.time_python(lambda: sess.run(None, {"x": x}), repeat=args.repeat)
         )
+        if args.cpu:
+            row["cpu_ort_ms"] = cpu_ms(lambda: sess.run(None, {"x": x}))
     torch.set_num_threads(args.threads)
     with torch.no_grad():
         row["torch_ms"] = 1e3 * min(common.time_python(lambda: module(xt), repeat=args.repeat))
+        if args.cpu:
+            row["cpu_torch_ms"] = cpu_ms(lambda: module(xt))
     return row
 
 
@@ -290,6 +323,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "machine spinning threads steal the cores the others need); inherit: leave "
         "the environment alone",
     )
+    p.add_argument(
+        "--nchw",
+        action="store_true",
+        help="also time ours untuned in the imported NCHW layout (desired_layouts=None), "
+        "interleaved with the default (NHWC convolutions on CPUs)",
+    )
+    p.add_argument(
+        "--cpu",
+        action="store_true",
+        help="also report CPU ms per run (all threads; steadier than latency on a busy machine)",
+    )
     p.add_argument("--profile", action="store_true", help="print per-step profiles")
     p.add_argument("--plain", action="store_true")
     p.add_argument("--json", default=None)
@@ -317,6 +361,7 @@ def main(argv: list[str] | None = None) -> None:
         "compile s",
         "tasks",
         "ms untuned ms",
+        *(["untuned NCHW ms"] if args.nchw else []),
         "ms tuned ms",
         "onnxruntime ms",
         "torch ms",
@@ -324,7 +369,7 @@ def main(argv: list[str] | None = None) -> None:
     ]
     table = []
     for r in rows:
-        errs = [r[k] for k in ("err_untuned", "err_tuned", "err_ort") if k in r]
+        errs = [r[k] for k in ("err_untuned", "err_untuned_nchw", "err_tuned", "err_ort") if k in r]
         table.append(
             [
                 r["model"],
@@ -332,6 +377,7 @@ def main(argv: list[str] | None = None) -> None:
                 r["compile_s"],
                 f"{len(r['tasks'])} ({sum(t['weight'] for t in r['tasks'])} calls)",
                 r["ms_untuned_ms"],
+                *([r.get("ms_untuned_nchw_ms")] if args.nchw else []),
                 r.get("ms_tuned_ms"),
                 r.get("ort_ms"),
                 r["torch_ms"],
@@ -354,6 +400,11 @@ def main(argv: list[str] | None = None) -> None:
         notes,
         plain=args.plain,
     )
+    if args.cpu:
+        keys = ["untuned", "untuned_nchw", "tuned", "ort", "torch"]
+        for r in rows:
+            got = [f"{k} {r['cpu_' + k + '_ms']:.1f}" for k in keys if "cpu_" + k + "_ms" in r]
+            print(f"{r['model']}: CPU ms per run (all threads): " + ", ".join(got))
     for r in rows:
         print(
             f"{r['model']}: import {r['import_s']:.2f} s, extract_tasks {r['extract_s']:.2f} s, "

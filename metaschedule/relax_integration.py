@@ -19,6 +19,7 @@ import logging
 import math
 import os
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -44,6 +45,7 @@ from .graph.default_times import (
 )
 from .graph.executable import Executable
 from .graph.ir import Function
+from .graph.layout import default_layouts
 from .graph.lower import LoweredModel, lower_model
 from .graph.transform import bind_params
 from .measure_callback.base import MeasureCallback
@@ -98,8 +100,23 @@ def _as_function(mod: Function | object) -> Function:
     )
 
 
-def _lower(mod: Function, params: dict[str, np.ndarray] | None) -> LoweredModel:
-    return lower_model(bind_params(_as_function(mod), params))
+#: ``desired_layouts`` of extract_tasks / tune_relax / compile_relax: "default" is
+#: :func:`metaschedule.graph.layout.default_layouts` of the target (NHWC convolutions on
+#: CPUs); None or {} keeps the imported layouts; else as ``convert_layout`` takes them
+Layouts = Mapping[str, str | list[str] | tuple[str, ...]] | Literal["default"] | None
+
+
+def _lower(
+    mod: Function, params: dict[str, np.ndarray] | None, target: Target, desired_layouts: Layouts
+) -> LoweredModel:
+    if isinstance(desired_layouts, str):
+        if desired_layouts != "default":
+            raise ValueError(
+                f"desired_layouts must be 'default', None or a mapping like "
+                f"{{'conv2d': 'NHWC'}}, got {desired_layouts!r}"
+            )
+        desired_layouts = default_layouts(target)
+    return lower_model(bind_params(_as_function(mod), params), desired_layouts)
 
 
 def _workload(func: PrimFunc) -> IRModule:
@@ -111,6 +128,8 @@ def extract_tasks(
     target: Target | str,
     params: dict[str, np.ndarray] | None = None,
     module_equality: str = "structural",
+    *,
+    desired_layouts: Layouts = "default",
 ) -> list[ExtractedTask]:
     """The tuning tasks of a model: one per distinct fused PrimFunc, with its weight.
 
@@ -122,12 +141,17 @@ def extract_tasks(
             equality), "ignore-tensor" (the same: our PrimFuncs hold no tensor data) or
             "anchor-block" (equal anchor blocks, e.g. one task for conv2d + add and
             conv2d + add + relu of the same convolution).
+        desired_layouts: the layouts to convert the model to before lowering (an
+            addition to TVM's signature): "default" converts convolutions to NHWC on CPU
+            targets (:func:`metaschedule.graph.layout.convert_layout`), None keeps the
+            imported layouts. Pass the same value to :func:`tune_relax` and
+            :func:`compile_relax` so that the records match the compiled functions.
 
     Returns:
         The tasks, in the order the model first calls them.
     """
     target = target if isinstance(target, Target) else Target(target)
-    return _extract(_lower(mod, params), target, module_equality)
+    return _extract(_lower(mod, params, target, desired_layouts), target, module_equality)
 
 
 def _extract(model: LoweredModel, target: Target, module_equality: str) -> list[ExtractedTask]:
@@ -210,6 +234,7 @@ def tune_relax(
     module_equality: str = "structural",
     post_optimization: bool | None = False,
     final_selection_top_k: int = DEFAULT_FINAL_SELECTION_TOP_K,
+    desired_layouts: Layouts = "default",
 ) -> Database:
     """Tune the tasks of a model under one task scheduler.
 
@@ -221,6 +246,7 @@ def tune_relax(
         final_selection_top_k: re-measure each task's best records interleaved at the end
             and commit the re-measurements (as in :func:`metaschedule.tune_tasks`; 0: off;
             an addition to TVM's signature).
+        desired_layouts: as :func:`extract_tasks`.
         The others: as :func:`extract_tasks` and :func:`metaschedule.tune_tasks`.
 
     Before tuning, each task's default schedule (the one :func:`compile_relax` uses
@@ -239,7 +265,7 @@ def tune_relax(
         ValueError: ``op_names`` selects no task (the error lists the task names).
     """
     target = target if isinstance(target, Target) else Target(target)
-    model = _lower(mod, params)
+    model = _lower(mod, params, target, desired_layouts)
     tasks = _extract(model, target, module_equality)
     if op_names is not None:
         chosen = [t for t in tasks if any(op in t.task_name for op in op_names)]
@@ -399,6 +425,8 @@ def compile_relax(
     target: Target | str,
     params: dict[str, np.ndarray] | None,
     enable_warning: bool = False,
+    *,
+    desired_layouts: Layouts = "default",
 ) -> Executable:
     """Compile a model with the best schedule of each function in ``database``.
 
@@ -409,12 +437,13 @@ def compile_relax(
     JSON or SQLite database; without a time for a function its record is used).
     ``enable_warning`` logs, per function, which schedule it got and why. Nothing is
     measured; kernels already in the kernel cache are not compiled again.
+    ``desired_layouts``: as :func:`extract_tasks` (the value tuning used).
 
     Returns:
         An :class:`~metaschedule.graph.Executable`.
     """
     target = target if isinstance(target, Target) else Target(target)
-    model = _lower(mod, params)
+    model = _lower(mod, params, target, desired_layouts)
     default_times = load_default_times(default_times_path(database))
     scheduled: dict[str, PrimFunc] = {}
     sources: dict[str, str] = {}

@@ -233,7 +233,9 @@ def test_compile_relax_mixes_database_and_default_schedules(tmp_path):
     )
     exe = ri.compile_relax(db, f, "llvm", None)
     assert exe.sources[matmul_task.task_name] == "database"
-    assert [v for k, v in exe.sources.items() if k != matmul_task.task_name] == ["default"]
+    others = {k: v for k, v in exe.sources.items() if k != matmul_task.task_name}
+    # the conv (NHWC on CPUs) and the transposes into and out of it
+    assert set(others.values()) == {"default"} and any("conv2d" in k for k in others)
     xv = rng.standard_normal((1, 4, 6, 6)).astype("float32")
     want = graph.interpret(f, xv)[0]
     np.testing.assert_allclose(exe(xv), want, rtol=1e-4, atol=1e-4)

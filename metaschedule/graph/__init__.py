@@ -15,6 +15,7 @@ from .fuse import Group, fuse
 from .infer import GraphError, infer_types
 from .interpreter import interpret
 from .ir import Call, Function, TensorType, Var
+from .layout import convert_layout, default_layouts, simplify_transposes
 from .lower import LoweredModel, Step, lower_model, optimize
 from .op import Pattern, get_op, list_ops
 from .serialize import from_json, load_json, save_json, to_json
@@ -35,7 +36,9 @@ __all__ = [
     "UnsupportedOperatorError",
     "Var",
     "bind_params",
+    "convert_layout",
     "dead_code_elimination",
+    "default_layouts",
     "default_schedule",
     "fold_constants",
     "fold_scale_bias",
@@ -52,6 +55,7 @@ __all__ = [
     "lower_model",
     "optimize",
     "save_json",
+    "simplify_transposes",
     "supported_ops",
     "to_json",
 ]

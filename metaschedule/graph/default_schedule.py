@@ -3,7 +3,7 @@
 1. Inline every spatial block that is not an output into its consumers (biases,
    activations before the last one; padding stays a stage of its own), then try
    inlining the remaining spatial epilogues into their producers.
-2. A dense NCHW convolution is vectorized over output channels with its weight packed
+2. A dense NCHW or NHWC convolution is vectorized over output channels with its weight packed
    at compile time (:mod:`.schedule_conv`).
 3. Another reduction block: the innermost spatial loop moves inside the reduction loops
    when its accesses are contiguous along it (``i, j, k`` -> ``i0, j0, k, i1, j1`` for

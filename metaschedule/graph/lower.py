@@ -10,6 +10,7 @@ function take pre-packed, re-laid out once at compile time). Structurally equal 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +20,7 @@ from ..tir.structural import structural_equal, structural_hash
 from .fuse import Group, fuse
 from .infer import infer_types
 from .ir import Function
+from .layout import convert_layout
 from .op import Pattern, get_op
 from .transform import fold_constants, fold_scale_bias, rewrite_erf_gelu, sink_reshapes
 
@@ -44,9 +46,13 @@ class LoweredModel:
     weights: dict[str, int] = field(default_factory=dict)
 
 
-def optimize(func: Function) -> Function:
-    """The graph passes run before lowering: types, constant folding, scale folding."""
+def optimize(func: Function, desired_layouts: Mapping[str, Any] | None = None) -> Function:
+    """The graph passes run before lowering: types, constant folding, scale folding, and
+    the layout conversion of :func:`~metaschedule.graph.layout.convert_layout` when
+    ``desired_layouts`` asks for one (``{"conv2d": "NHWC"}``)."""
     func = fold_scale_bias(infer_types(fold_constants(infer_types(func))))
+    if desired_layouts:
+        func = convert_layout(func, desired_layouts)
     return sink_reshapes(rewrite_erf_gelu(func))
 
 
@@ -98,9 +104,10 @@ def lower_group(func: Function, group: Group) -> tuple[PrimFunc, tuple[str, ...]
     return PrimFunc(prim.params, prim.body, attrs), tuple(inputs)
 
 
-def lower_model(func: Function) -> LoweredModel:
-    """Optimize, fuse and lower ``func``; every distinct PrimFunc once, with its weight."""
-    graph = optimize(func)
+def lower_model(func: Function, desired_layouts: Mapping[str, Any] | None = None) -> LoweredModel:
+    """Optimize (converting layouts as ``desired_layouts`` asks, see :func:`optimize`),
+    fuse and lower ``func``; every distinct PrimFunc once, with its weight."""
+    graph = optimize(func, desired_layouts)
     model = LoweredModel(graph)
     by_hash: dict[int, list[str]] = {}
     for group in fuse(graph):

@@ -1,12 +1,19 @@
-"""Neural-network operators of the graph IR (NCHW): convolutions, pooling, matmul,
-softmax, layer norm and reductions, with their numpy references."""
+"""Neural-network operators of the graph IR: convolutions, pooling, matmul, softmax,
+layer norm and reductions, with their numpy references.
+
+Convolutions and pooling are NCHW (OIHW kernels), as imported; with the attribute
+``data_layout="NHWC"`` (and ``kernel_layout="HWIO"`` for conv2d) they are channels
+last, as :func:`metaschedule.graph.layout.convert_layout` makes them. ``pads`` is
+``(top, left, bottom, right)`` in both."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ..te import ops as T
+from ..te.ops import conv as conv_nhwc
 from ..te.ops import linalg, nchw
+from ..te.ops import pool as pool_nhwc
 from ..te.ops import reduce as R
 from .op import Pattern, register
 
@@ -72,14 +79,42 @@ def _conv_t_ref(a, at):
     )
 
 
-register(
-    "conv2d",
-    Pattern.OUT_EWISE_FUSABLE,
-    lambda a, at: nchw.conv2d_nchw(
-        a[0], a[1], at["strides"], at["pads"], at["dilations"], at["groups"]
-    ),
-    _conv_ref,
-)
+def _nhwc(at) -> bool:
+    layout = at.get("data_layout", "NCHW")
+    if layout not in ("NCHW", "NHWC"):
+        raise ValueError(f"data_layout must be NCHW or NHWC, got {layout!r}")
+    return layout == "NHWC"
+
+
+def _to_nchw(x: np.ndarray) -> np.ndarray:
+    return np.transpose(x, (0, 3, 1, 2))
+
+
+def _to_nhwc(x: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(np.transpose(x, (0, 2, 3, 1)))
+
+
+def _conv_lower(a, at):
+    if not _nhwc(at):
+        return nchw.conv2d_nchw(
+            a[0], a[1], at["strides"], at["pads"], at["dilations"], at["groups"]
+        )
+    if at.get("kernel_layout", "HWIO") != "HWIO":
+        raise ValueError(f"NHWC conv2d needs an HWIO kernel, got {at['kernel_layout']!r}")
+    args = (a[0], a[1], at["strides"], at["pads"], at["dilations"])
+    if at["groups"] == 1:
+        return conv_nhwc.conv2d_nhwc(*args)
+    return conv_nhwc.group_conv2d_nhwc(*args, groups=at["groups"])
+
+
+def _conv_any_ref(a, at):
+    if not _nhwc(at):
+        return _conv_ref(a, at)
+    x, w = a
+    return _to_nhwc(_conv_ref([_to_nchw(x), np.transpose(w, (3, 2, 0, 1))], at))
+
+
+register("conv2d", Pattern.OUT_EWISE_FUSABLE, _conv_lower, _conv_any_ref)
 register(
     "conv2d_transpose",
     Pattern.OUT_EWISE_FUSABLE,
@@ -127,27 +162,69 @@ def _pool_ref(a, at, kind):
     return (total / np.maximum(count, 1)).astype(x.dtype)
 
 
+def _pool_lower(a, at, kind):
+    if not _nhwc(at):
+        if kind == "max":
+            return nchw.max_pool2d_nchw(
+                a[0],
+                at["kernel"],
+                at["strides"],
+                at["pads"],
+                at.get("dilations", (1, 1)),
+                at["ceil_mode"],
+            )
+        return nchw.avg_pool2d_nchw(
+            a[0],
+            at["kernel"],
+            at["strides"],
+            at["pads"],
+            at["ceil_mode"],
+            at["count_include_pad"],
+        )
+    if kind == "max":
+        return pool_nhwc.max_pool2d(
+            a[0],
+            at["kernel"],
+            at["strides"],
+            at["pads"],
+            at.get("dilations", (1, 1)),
+            at["ceil_mode"],
+        )
+    return pool_nhwc.avg_pool2d(
+        a[0], at["kernel"], at["strides"], at["pads"], 1, at["ceil_mode"], at["count_include_pad"]
+    )
+
+
+def _pool_any_ref(a, at, kind):
+    if not _nhwc(at):
+        return _pool_ref(a, at, kind)
+    return _to_nhwc(_pool_ref([_to_nchw(a[0])], at, kind))
+
+
+def _gap_ref(a, at):
+    axes = (1, 2) if _nhwc(at) else (2, 3)
+    return a[0].mean(axis=axes, keepdims=True, dtype=np.float64).astype(a[0].dtype)
+
+
 register(
     "max_pool2d",
     Pattern.OUT_EWISE_FUSABLE,
-    lambda a, at: nchw.max_pool2d_nchw(
-        a[0], at["kernel"], at["strides"], at["pads"], at.get("dilations", (1, 1)), at["ceil_mode"]
-    ),
-    lambda a, at: _pool_ref(a, at, "max"),
+    lambda a, at: _pool_lower(a, at, "max"),
+    lambda a, at: _pool_any_ref(a, at, "max"),
 )
 register(
     "avg_pool2d",
     Pattern.OUT_EWISE_FUSABLE,
-    lambda a, at: nchw.avg_pool2d_nchw(
-        a[0], at["kernel"], at["strides"], at["pads"], at["ceil_mode"], at["count_include_pad"]
-    ),
-    lambda a, at: _pool_ref(a, at, "avg"),
+    lambda a, at: _pool_lower(a, at, "avg"),
+    lambda a, at: _pool_any_ref(a, at, "avg"),
 )
 register(
     "global_avg_pool2d",
     Pattern.COMM_REDUCE,
-    lambda a, at: nchw.global_avg_pool2d_nchw(a[0]),
-    lambda a, at: a[0].mean(axis=(2, 3), keepdims=True, dtype=np.float64).astype(a[0].dtype),
+    lambda a, at: (
+        pool_nhwc.global_avg_pool2d(a[0]) if _nhwc(at) else nchw.global_avg_pool2d_nchw(a[0])
+    ),
+    _gap_ref,
 )
 
 

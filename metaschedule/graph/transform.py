@@ -98,7 +98,7 @@ def fold_scale_bias(func: Function) -> Function:
 def _anchor_axis(call: Call) -> int | None:
     """The output channel axis of an anchor, counted from the end (None: not foldable)."""
     if call.op == "conv2d":
-        return 3
+        return 1 if call.attr.get("data_layout", "NCHW") == "NHWC" else 3
     if call.op == "matmul" and not call.attr.get("transpose_b", False):
         return 1
     return None
@@ -106,7 +106,8 @@ def _anchor_axis(call: Call) -> int | None:
 
 def _scale_weight(call: Call, w: np.ndarray, s: np.ndarray) -> np.ndarray:
     if call.op == "conv2d":
-        return (w * s.reshape(-1, 1, 1, 1)).astype(w.dtype)
+        nhwc = call.attr.get("data_layout", "NCHW") == "NHWC"  # HWIO: F is the last axis
+        return (w * (s.reshape(1, 1, 1, -1) if nhwc else s.reshape(-1, 1, 1, 1))).astype(w.dtype)
     return (w * s.reshape(1, -1)).astype(w.dtype)
 
 

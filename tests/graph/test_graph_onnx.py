@@ -39,8 +39,10 @@ def test_cnn_imports_folded_and_fused():
     f = graph.from_onnx(models.cnn(onnx))
     assert "BatchNormalization" not in f.script()
     names = [t.task_name for t in ri.extract_tasks(f, "llvm")]
-    # batch norm folded into the conv weights; bias + activation fused into each conv
+    # batch norm folded into the conv weights; bias + activation fused into each conv;
+    # the convolutions run NHWC on CPUs, after one transpose of the input
     assert names == [
+        "transpose",
         "fused_conv2d_add_relu",
         "fused_conv2d_add_clip",
         "fused_conv2d_add_relu_1",

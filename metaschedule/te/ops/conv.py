@@ -88,13 +88,21 @@ def _conv(
     rc = reduce_axis((0, cin_g), name="rc")
     f_per_group = F // groups
 
+    # one input channel per group (depthwise): no channel reduction
+    per_channel = groups > 1 and cin_g == 1
+
     def body(n, *rest):
         sp, f = rest[:nd], rest[nd]
-        c = rc.var if groups == 1 else (f // f_per_group) * cin_g + rc.var
+        g = f if f_per_group == 1 else f // f_per_group
+        if groups == 1:
+            c = rc.var
+        else:
+            c = g if per_channel else g * cin_g + rc.var
         src = tuple(_window(o, r.var, s, d) for o, r, s, d in zip(sp, raxes, strides, dilations))
         a = to_dtype(padded[(n, *src, c)], out_dtype)
-        w = to_dtype(kernel[(*[r.var for r in raxes], rc.var, f)], out_dtype)
-        return te_sum(a * w, axis=[*raxes, rc])
+        w_c = 0 if per_channel else rc.var
+        w = to_dtype(kernel[(*[r.var for r in raxes], w_c, f)], out_dtype)
+        return te_sum(a * w, axis=raxes if per_channel else [*raxes, rc])
 
     shape = (data.shape[0], *out_sp, F)
     return compute(
