@@ -64,10 +64,13 @@ def _conv_nhwc(stride: int, pad: int, groups: int = 1):
         oh, ow = (h + 2 * pad - kh) // stride + 1, (wd + 2 * pad - kw) // stride + 1
         fg = f // groups
         ry, rx, rc = (te.reduce_axis((0, e), nm) for e, nm in ((kh, "ry"), (kw, "rx"), (cg, "rc")))
+        def chan(ff, rc):  # the input channel: within the group of output channel ff
+            return ff // fg * cg + rc if groups > 1 else rc
+
         return te.compute(
             (n, oh, ow, f),
             lambda i, y, z, ff: te.sum(
-                xp[i, y * stride + ry, z * stride + rx, ff // fg * cg + rc] * w[ry, rx, rc, ff],
+                xp[i, y * stride + ry, z * stride + rx, chan(ff, rc)] * w[ry, rx, rc, ff],
                 axis=[ry, rx, rc],
             ),
             name="conv2d_nhwc",

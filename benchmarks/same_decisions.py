@@ -27,7 +27,11 @@ KINDS = ("SamplePerfectTile", "SampleCategorical", "SampleComputeLocation")
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("workload", help="a suite operator (gmm:N, c2d, dep, cbr, tbg, sfm, dns, pool)")
+    p.add_argument(
+        "workload",
+        help="a suite operator (gmm:N, c2d, dep, cbr, tbg, sfm, dns, pool) or an "
+        "extra one (extra_ops.py)",
+    )
     p.add_argument("--samples", type=int, default=16, help="schedules sampled (default 16)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--only", default="", help="comma-separated sample indices to run")
@@ -46,6 +50,55 @@ def _decisions(sch) -> list:
     return out
 
 
+def _signature(space) -> list[str]:
+    """The instruction kinds of a design space, without the look-ups (TVM calls blocks
+    "sblocks"): the same for the same space in TVM and here."""
+    kinds = (inst.kind.name for inst in space.trace.insts)
+    return [k for k in kinds if not k.startswith("Get") and k != "EnterPostproc"]
+
+
+def _match_spaces(tspaces, spaces) -> list[int] | None:
+    """For each of TVM's design spaces, the index of ours with the same instructions (the
+    two generators may list the same spaces in another order); None if they differ."""
+    if len(tspaces) != len(spaces):
+        return None
+    free = {j: _signature(sp) for j, sp in enumerate(spaces)}
+    out = []
+    for tsp in tspaces:
+        sig = _signature(tsp)
+        j = next((j for j, s in free.items() if s == sig), None)
+        if j is None:
+            return None
+        out.append(j)
+        del free[j]
+    return out
+
+
+class _ExtraWorkload:
+    """An operator of ``extra_ops.py`` with the interface of a suite workload."""
+
+    def __init__(self, name: str) -> None:
+        import extra_ops
+        import numpy as np
+
+        from metaschedule import te
+
+        self.op = extra_ops.EXTRA[name]
+        self._func = te.create_prim_func(extra_ops.tensors(name, te))
+        rng = np.random.default_rng(0)
+        self._inputs = [rng.standard_normal(s, dtype=np.float32) for s in self.op.shapes]
+        self.output_shape = tuple(self.op.reference(self._inputs).shape)
+
+    def func(self):
+        return self._func
+
+    def inputs(self):
+        return [x.copy() for x in self._inputs]
+
+    def reference(self, *args):
+        return self.op.reference(list(args))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     os.environ["TVM_NUM_THREADS"] = "1"
@@ -57,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     from tvm.target import codegen
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import extra_ops
     import suite
 
     from metaschedule.codegen import build
@@ -72,20 +126,25 @@ def main(argv: list[str] | None = None) -> int:
     target = tvm.target.Target(
         {"kind": "llvm", "num-cores": 1, "mcpu": codegen.llvm_get_system_cpu()}
     )
-    tensors = suite.tvm_tensors(name)
+    if name in extra_ops.EXTRA:  # an operator beyond the suite (extra_ops.py)
+        tensors = extra_ops.tensors(name, tvm.te)
+        wl = _ExtraWorkload(name)
+    else:
+        tensors = suite.tvm_tensors(name)
+        wl = get_workload(name)
     tmod = tvm.IRModule({"main": tvm.te.create_prim_func(tensors)})
     tctx = tms.TuneContext(
         mod=tmod, target=target, space_generator="post-order-apply", num_threads=1
     )
     tspaces, tpost = tctx.generate_design_space(), tctx.space_generator.postprocs
-    wl = get_workload(name)
     func = wl.func()
     inputs = wl.inputs()
     ref = wl.reference(*inputs)
     flops = estimate_flops(func)
     ctx = TuneContext(func, target="llvm", space_generator=PostOrderApply(), rand_state=0)
     spaces, post = ctx.generate_design_space(), ctx.space_generator.postprocs
-    if len(spaces) != len(tspaces):
+    match = _match_spaces(tspaces, spaces)
+    if match is None:
         print(f"the spaces differ: {len(spaces)} design spaces here, {len(tspaces)} in TVM")
         return 1
     ours_target = Target({**Target("cpu").as_json(), "num_cores": 1})
@@ -111,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         tarr = [tvm.runtime.tensor(x.reshape(s), dev) for x, s in zip((*inputs, zeros), shapes)]
         tlib.mod["main"](*tarr)
         tvm_ok = np.allclose(tarr[-1].numpy().reshape(ref.shape), ref, atol=1e-3, rtol=1e-3)
-        space, it, chosen = spaces[si], iter(decisions), {}
+        space, it, chosen = spaces[match[si]], iter(decisions), {}
         for inst in space.trace.insts:
             if inst.kind.name in KINDS:
                 chosen[inst] = next(it)
