@@ -936,6 +936,9 @@ def report(
             "machine's CPU time other processes used while those were timed, median (max)."
         ),
         "numpy for conv2d: an im2col window view + np.tensordot (one BLAS GEMM).",
+        f"OpenMP wait policy of this process (ours, PyTorch): "
+        f"{getattr(args, 'omp_wait_policy', None)}, as the runner's workers (onnxruntime: "
+        "no spinning)",
     ]
     if peak:
         notes.append(
@@ -1082,6 +1085,12 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             if args.work_dir is None:
                 shutil.rmtree(root, ignore_errors=True)
+    from metaschedule.runner.config import use_passive_openmp
+
+    # the final timing runs our kernels with the OpenMP wait policy the runner measured
+    # them with (passive unless the user set one; before libgomp loads): with libgomp's
+    # default spinning, two busy threads on a shared 2-core machine lost 2-7x here
+    args.omp_wait_policy = use_passive_openmp()
     info = common.machine_info()
     cores = args.num_cores or info["physical_cores"]
     target = Target(f"llvm -num-cores {cores}")
@@ -1191,6 +1200,7 @@ def _write(results, info, target, peak, args, complete: bool) -> str:
             "cost_model": args.cost_model,
             "prior": not args.no_prior,
             "seed": args.seed,
+            "omp_wait_policy": getattr(args, "omp_wait_policy", None),
             "tvm_skipped": args.tvm_skipped,
             "loadavg_end": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
             "results": results,
