@@ -64,6 +64,7 @@ def _conv_nhwc(stride: int, pad: int, groups: int = 1):
         oh, ow = (h + 2 * pad - kh) // stride + 1, (wd + 2 * pad - kw) // stride + 1
         fg = f // groups
         ry, rx, rc = (te.reduce_axis((0, e), nm) for e, nm in ((kh, "ry"), (kw, "rx"), (cg, "rc")))
+
         def chan(ff, rc):  # the input channel: within the group of output channel ff
             return ff // fg * cg + rc if groups > 1 else rc
 
