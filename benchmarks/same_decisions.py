@@ -27,7 +27,11 @@ KINDS = ("SamplePerfectTile", "SampleCategorical", "SampleComputeLocation")
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("workload", help="a suite operator (gmm:N, c2d, dep, cbr, tbg, sfm, dns, pool)")
+    p.add_argument(
+        "workload",
+        help="a suite operator (gmm:N, c2d, dep, cbr, tbg, sfm, dns, pool) or an "
+        "extra one (extra_ops.py)",
+    )
     p.add_argument("--samples", type=int, default=16, help="schedules sampled (default 16)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--only", default="", help="comma-separated sample indices to run")
@@ -46,6 +50,88 @@ def _decisions(sch) -> list:
     return out
 
 
+def _without_layout_rewrite(tvm, mod, target, arrays, dev):
+    """TVM's schedule built without its weight layout-rewrite block, and arguments of the
+    shapes it then takes (random data where a weight was re-laid out): for timing."""
+    import numpy as np
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
+
+    stripped = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
+    shapes = [[int(d) for d in a.shape] for a in ArgInfo.from_prim_func(stripped["main"])]
+    rng = np.random.default_rng(0)
+    out = [
+        a
+        if list(a.shape) == shape
+        else tvm.runtime.tensor(rng.standard_normal(shape).astype("float32"), dev)
+        for a, shape in zip(arrays, shapes)
+    ]
+    return tvm.compile(stripped, target=target).mod, out
+
+
+def _signature(space) -> list[str]:
+    """The instruction kinds of a design space, without the look-ups (TVM calls blocks
+    "sblocks"), each with the positions of the split loops it takes (AddRFactor makes one
+    space per loop of a split): the same for the same space in TVM and here."""
+
+    def key(x) -> int:  # TVM makes a new Python object per access: its handle then
+        return x.__chandle__() if hasattr(x, "__chandle__") else id(x)
+
+    split_part: dict[int, int] = {}  # a Split's output loop -> its position
+    out = []
+    for inst in space.trace.insts:
+        kind = inst.kind.name
+        if kind == "Split":
+            split_part.update({key(lp): j for j, lp in enumerate(inst.outputs)})
+        if kind.startswith("Get") or kind == "EnterPostproc":
+            continue
+        parts = [str(split_part[key(x)]) for x in inst.inputs if key(x) in split_part]
+        out.append(kind + (f"@{','.join(parts)}" if parts and kind != "Reorder" else ""))
+    return out
+
+
+def _match_spaces(tspaces, spaces) -> list[int] | None:
+    """For each of TVM's design spaces, the index of ours with the same instructions (the
+    two generators may list the same spaces in another order); None if they differ."""
+    if len(tspaces) != len(spaces):
+        return None
+    free = {j: _signature(sp) for j, sp in enumerate(spaces)}
+    out = []
+    for tsp in tspaces:
+        sig = _signature(tsp)
+        j = next((j for j, s in free.items() if s == sig), None)
+        if j is None:
+            return None
+        out.append(j)
+        del free[j]
+    return out
+
+
+class _ExtraWorkload:
+    """An operator of ``extra_ops.py`` with the interface of a suite workload."""
+
+    def __init__(self, name: str) -> None:
+        import extra_ops
+        import numpy as np
+
+        from metaschedule import te
+
+        self.op = extra_ops.EXTRA[name]
+        self._func = te.create_prim_func(extra_ops.tensors(name, te))
+        rng = np.random.default_rng(0)
+        self._inputs = [rng.standard_normal(s, dtype=np.float32) for s in self.op.shapes]
+        self.output_shape = tuple(self.op.reference(self._inputs).shape)
+
+    def func(self):
+        return self._func
+
+    def inputs(self):
+        return [x.copy() for x in self._inputs]
+
+    def reference(self, *args):
+        return self.op.reference(list(args))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     os.environ["TVM_NUM_THREADS"] = "1"
@@ -57,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     from tvm.target import codegen
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import extra_ops
     import suite
 
     from metaschedule.codegen import build
@@ -72,20 +159,25 @@ def main(argv: list[str] | None = None) -> int:
     target = tvm.target.Target(
         {"kind": "llvm", "num-cores": 1, "mcpu": codegen.llvm_get_system_cpu()}
     )
-    tensors = suite.tvm_tensors(name)
+    if name in extra_ops.EXTRA:  # an operator beyond the suite (extra_ops.py)
+        tensors = extra_ops.tensors(name, tvm.te)
+        wl = _ExtraWorkload(name)
+    else:
+        tensors = suite.tvm_tensors(name)
+        wl = get_workload(name)
     tmod = tvm.IRModule({"main": tvm.te.create_prim_func(tensors)})
     tctx = tms.TuneContext(
         mod=tmod, target=target, space_generator="post-order-apply", num_threads=1
     )
     tspaces, tpost = tctx.generate_design_space(), tctx.space_generator.postprocs
-    wl = get_workload(name)
     func = wl.func()
     inputs = wl.inputs()
     ref = wl.reference(*inputs)
     flops = estimate_flops(func)
     ctx = TuneContext(func, target="llvm", space_generator=PostOrderApply(), rand_state=0)
     spaces, post = ctx.generate_design_space(), ctx.space_generator.postprocs
-    if len(spaces) != len(tspaces):
+    match = _match_spaces(tspaces, spaces)
+    if match is None:
         print(f"the spaces differ: {len(spaces)} design spaces here, {len(tspaces)} in TVM")
         return 1
     ours_target = Target({**Target("cpu").as_json(), "num_cores": 1})
@@ -111,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         tarr = [tvm.runtime.tensor(x.reshape(s), dev) for x, s in zip((*inputs, zeros), shapes)]
         tlib.mod["main"](*tarr)
         tvm_ok = np.allclose(tarr[-1].numpy().reshape(ref.shape), ref, atol=1e-3, rtol=1e-3)
-        space, it, chosen = spaces[si], iter(decisions), {}
+        space, it, chosen = spaces[match[si]], iter(decisions), {}
         for inst in space.trace.insts:
             if inst.kind.name in KINDS:
                 chosen[inst] = next(it)
@@ -123,14 +215,17 @@ def main(argv: list[str] | None = None) -> int:
             continue
         lib = build(sch.mod, ours_target)
         out = np.zeros(wl.output_shape, np.float32)
-        lib(*inputs, out)
+        packed = lib.pack_weights(*inputs, out)[:-1]  # RewriteLayout's weights, packed once
+        lib(*packed, out)
         ok = np.allclose(out, ref, atol=1e-3, rtol=1e-3)
-        tev = tlib.mod.time_evaluator("main", dev, number=3, repeat=1)
+        # TVM timed without its weight re-layout too (done once ahead, as in its tuning)
+        tlib_t, tarr_t = _without_layout_rewrite(tvm, tsch.mod, target, tarr, dev)
+        tev = tlib_t.time_evaluator("main", dev, number=3, repeat=1)
         oev = lib.time_evaluator("main", number=3, repeat=1)
         t_tvm, t_ours = [], []
         for _ in range(args.rounds):
-            t_tvm.append(min(tev(*tarr).results))
-            t_ours.append(min(oev(*inputs, out).results))
+            t_tvm.append(min(tev(*tarr_t).results))
+            t_ours.append(min(oev(*packed, out).results))
         g_tvm, g_ours = flops / min(t_tvm) / 1e9, flops / min(t_ours) / 1e9
         print(
             f"{k:3d} TVM {g_tvm:7.1f} ours {g_ours:7.1f} ours/TVM {g_ours / g_tvm:5.2f} "

@@ -45,7 +45,11 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # the benchmarks' shared helpers, beside this file
+import extra_ops  # operators beyond the suite, beside this file
 import suite  # the operator suite of issue 10, beside this file
+
+#: named sets for ``--workloads``: each expands to its operators
+WORKLOAD_SETS = {"suite": list(suite.SUITE), "extra": list(extra_ops.EXTRA)}
 
 # ----------------------------------------------------------------------------- workloads
 _CONV_PRESETS = {  # name: (N, H, W, C, F, K, stride, pad)
@@ -60,12 +64,12 @@ class Workload:
     """One benchmark workload: its kind and sizes; everything else is derived."""
 
     name: str
-    kind: str  # "matmul", "dense", "conv2d", "suite" (``name`` is a key of suite.SUITE)
+    kind: str  # "matmul", "dense", "conv2d", "suite" / "extra" (a key of suite.SUITE / EXTRA)
     dims: tuple[int, ...]
 
     @property
     def analytic_flops(self) -> float | None:
-        if self.kind == "suite":
+        if self.kind in ("suite", "extra"):
             return None  # the table uses estimate_flops of the function
         if self.kind == "matmul":
             m, n, k = self.dims
@@ -80,6 +84,8 @@ class Workload:
     def input_shapes(self) -> list[tuple[int, ...]]:
         if self.kind == "suite":
             return list(suite.SUITE[self.name].shapes)
+        if self.kind == "extra":
+            return list(extra_ops.EXTRA[self.name].shapes)
         if self.kind == "matmul":
             m, n, k = self.dims
             return [(m, k), (k, n)]
@@ -101,6 +107,8 @@ class Workload:
 
         if self.kind == "suite":
             return suite.reference(self.name, args)
+        if self.kind == "extra":
+            return extra_ops.EXTRA[self.name].reference(args)
         if self.kind == "matmul":
             return np.matmul(args[0], args[1])
         if self.kind == "dense":
@@ -114,6 +122,8 @@ class Workload:
 
         if self.kind == "suite":
             return te.create_prim_func(suite.ms_tensors(self.name))
+        if self.kind == "extra":
+            return te.create_prim_func(extra_ops.tensors(self.name, te))
         a, b = (te.placeholder(s, "float32", n) for s, n in zip(self.input_shapes(), "AB"))
         if self.kind == "matmul":
             out = ops.matmul(a, b)
@@ -144,6 +154,8 @@ def parse_workload(name: str) -> Workload:
     suite operator (``gmm``, ``c2d``, ...; see ``suite.py``)."""
     if name in suite.SUITE:
         return Workload(name, "suite", ())
+    if name in extra_ops.EXTRA:
+        return Workload(name, "extra", ())
     if name in _CONV_PRESETS:
         return Workload(name, "conv2d", _CONV_PRESETS[name])
     m = re.fullmatch(r"matmul-(\d+)(?:x(\d+)x(\d+))?", name)
@@ -160,7 +172,8 @@ def parse_workload(name: str) -> Workload:
     raise ValueError(
         f"unknown workload {name!r}; expected matmul-N, matmul-MxNxK, "
         f"dense-BxIxO, conv2d-NxHxWxC-fF-kK[-sS][-pP] or one of "
-        f"{', '.join(_CONV_PRESETS)}"
+        f"{', '.join(_CONV_PRESETS)}, a suite operator ({', '.join(suite.SUITE)}) or an "
+        f"extra one ({', '.join(extra_ops.EXTRA)})"
     )
 
 
@@ -190,6 +203,8 @@ def check_close(name: str, got, expected, k: int) -> float:
 def reduction_length(wl: Workload) -> int:
     if wl.kind == "suite":
         return suite.SUITE[wl.name].reduction
+    if wl.kind == "extra":
+        return extra_ops.EXTRA[wl.name].reduction
     if wl.kind == "matmul":
         return wl.dims[2]
     if wl.kind == "dense":
@@ -212,6 +227,8 @@ def numpy_baseline(wl: Workload, args) -> tuple[dict[str, Any], Timer | None]:
 
     if wl.kind == "suite":
         return {"what": suite.NUMPY_WHAT[wl.name]}, python_timer(lambda: wl.reference(args))
+    if wl.kind == "extra":
+        return {"what": "numpy reference"}, python_timer(lambda: wl.reference(args))
     if wl.kind == "matmul":
         out = np.empty((wl.dims[0], wl.dims[1]), np.float32)
         fn, what = (lambda: np.matmul(args[0], args[1], out=out)), "np.matmul"
@@ -227,6 +244,8 @@ def numpy_baseline(wl: Workload, args) -> tuple[dict[str, Any], Timer | None]:
 def torch_baseline(
     wl: Workload, args, expected, threads: int
 ) -> tuple[dict[str, Any], Timer | None]:
+    if wl.kind == "extra":
+        return {"skipped": "no PyTorch baseline for the extra operators"}, None
     torch, why = common.optional_import("torch")
     if torch is None:
         return {"skipped": why}, None
@@ -265,6 +284,8 @@ def torch_baseline(
 def onnxruntime_baseline(
     wl: Workload, args, expected, threads: int
 ) -> tuple[dict[str, Any], Timer | None]:
+    if wl.kind == "extra":
+        return {"skipped": "no onnxruntime baseline for the extra operators"}, None
     ort, why = common.optional_import("onnxruntime")
     if ort is None:
         return {"skipped": why}, None
@@ -598,6 +619,8 @@ def _tvm_workload(wl: Workload):
 
     if wl.kind == "suite":
         return tvm.IRModule({"main": te.create_prim_func(suite.tvm_tensors(wl.name))})
+    if wl.kind == "extra":
+        return tvm.IRModule({"main": te.create_prim_func(extra_ops.tensors(wl.name, te))})
     a, b = (te.placeholder(s, "float32", name=n) for s, n in zip(wl.input_shapes(), "AB"))
     if wl.kind == "matmul":
         k = te.reduce_axis((0, wl.dims[2]), "k")
@@ -913,6 +936,9 @@ def report(
             "machine's CPU time other processes used while those were timed, median (max)."
         ),
         "numpy for conv2d: an im2col window view + np.tensordot (one BLAS GEMM).",
+        f"OpenMP wait policy of this process (ours, PyTorch): "
+        f"{getattr(args, 'omp_wait_policy', None)}, as the runner's workers (onnxruntime: "
+        "no spinning)",
     ]
     if peak:
         notes.append(
@@ -1041,7 +1067,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.tvm_child:
         _tvm_child(json.loads(args.tvm_child))
         return 0
-    workloads = [parse_workload(w.strip()) for w in args.workloads.split(",") if w.strip()]
+    names = [w.strip() for w in args.workloads.split(",") if w.strip()]
+    names = [n for w in names for n in WORKLOAD_SETS.get(w, [w])]
+    workloads = [parse_workload(n) for n in names]
     from metaschedule.flop_count import estimate_flops
     from metaschedule.target import Target
 
@@ -1057,6 +1085,12 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             if args.work_dir is None:
                 shutil.rmtree(root, ignore_errors=True)
+    from metaschedule.runner.config import use_passive_openmp
+
+    # the final timing runs our kernels with the OpenMP wait policy the runner measured
+    # them with (passive unless the user set one; before libgomp loads): with libgomp's
+    # default spinning, two busy threads on a shared 2-core machine lost 2-7x here
+    args.omp_wait_policy = use_passive_openmp()
     info = common.machine_info()
     cores = args.num_cores or info["physical_cores"]
     target = Target(f"llvm -num-cores {cores}")
@@ -1166,6 +1200,7 @@ def _write(results, info, target, peak, args, complete: bool) -> str:
             "cost_model": args.cost_model,
             "prior": not args.no_prior,
             "seed": args.seed,
+            "omp_wait_policy": getattr(args, "omp_wait_policy", None),
             "tvm_skipped": args.tvm_skipped,
             "loadavg_end": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
             "results": results,

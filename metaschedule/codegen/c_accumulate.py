@@ -56,6 +56,9 @@ if TYPE_CHECKING:
 #: round trip on every update that a tile left in memory costs.
 MAX_ACCUMULATORS = 64
 
+#: Whether a reduction loop among the tile loops joins the region (see plan_accumulators).
+HOIST_INNER_REDUCTIONS = True
+
 #: Shortest loop worth a SIMD reduction (below, the final horizontal sum costs more).
 MIN_SIMD_REDUCTION = 4
 
@@ -195,7 +198,11 @@ def plan_accumulators(fw: FunctionWriter, loop: For) -> AccumulatorPlan | None:
         lp.loop_var: lp.min for lp in region if _const_extent(lp) == 1
     }
     region = [lp for lp in region if _const_extent(lp) != 1]
-    # the tile: constant extents, each loop in the offset; a vectorized loop innermost
+    # the tile: constant extents, each loop in the offset; a vectorized loop innermost.
+    # A reduction loop among the tile loops (the offset does not use it, e.g. ``k_1`` of
+    # ``k_0, j_2, k_1, i_3, j_3``) joins the region: iterations of distinct tile points
+    # touch distinct elements, so running it outside them keeps each element's order of
+    # updates and lets the whole tile stay in variables across both reduction loops.
     vec = None
     for i, lp in enumerate(tile):
         ext = _const_extent(lp)
@@ -205,10 +212,13 @@ def plan_accumulators(fw: FunctionWriter, loop: For) -> AccumulatorPlan | None:
             if i != len(tile) - 1:
                 return None
             vec = lp
+        elif ext != 1 and HOIST_INNER_REDUCTIONS and not form.uses(lp.loop_var):
+            region.append(lp)  # a reduction loop inside the tile: hoisted into the region
         elif ext != 1 and (
             form.coef(lp.loop_var) == 0 or form.without(lp.loop_var).uses(lp.loop_var)
         ):
             return None  # the tile loop must move the offset by a constant stride
+    tile = [lp for lp in tile if all(lp is not r for r in region)]
     lanes = 1
     if vec is not None:
         lanes_or_none = _lanes(fw, vec, buf.dtype)
