@@ -36,6 +36,13 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--only", default="", help="comma-separated sample indices to run")
     p.add_argument("--rounds", type=int, default=4, help="interleaved timing rounds")
+    p.add_argument(
+        "--decisions",
+        default="",
+        help='one schedule instead of samples: "SPACE:JSON", e.g. a trace\'s decisions from a '
+        "database, '0:[[1,1,1,1],[1,56,2,1],[14,4,2,1],[1,1,2,16],[3,1],[1,3],2,8]'",
+    )
+    p.add_argument("--threads", type=int, default=1, help="threads of both (default 1)")
     p.add_argument("--dump", action="store_true", help="write the schedules and our C")
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
     return p.parse_args(argv)
@@ -134,7 +141,7 @@ class _ExtraWorkload:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
-    os.environ["TVM_NUM_THREADS"] = "1"
+    os.environ["TVM_NUM_THREADS"] = str(args.threads)
     import numpy as np
     import tvm
     import tvm.s_tir.meta_schedule as tms
@@ -157,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
 
     name = args.workload
     target = tvm.target.Target(
-        {"kind": "llvm", "num-cores": 1, "mcpu": codegen.llvm_get_system_cpu()}
+        {"kind": "llvm", "num-cores": args.threads, "mcpu": codegen.llvm_get_system_cpu()}
     )
     if name in extra_ops.EXTRA:  # an operator beyond the suite (extra_ops.py)
         tensors = extra_ops.tensors(name, tvm.te)
@@ -180,19 +187,30 @@ def main(argv: list[str] | None = None) -> int:
     if match is None:
         print(f"the spaces differ: {len(spaces)} design spaces here, {len(tspaces)} in TVM")
         return 1
-    ours_target = Target({**Target("cpu").as_json(), "num_cores": 1})
+    ours_target = Target({**Target("cpu").as_json(), "num_cores": args.threads})
     only = {int(x) for x in args.only.split(",") if x}
     rng = np.random.default_rng(args.seed)
     dev = tvm.cpu()
     shapes = [tuple(int(d) for d in t.shape) for t in tensors]
     rows = []
-    print(f"{name}: TVM {tvm.__version__} LLVM vs our C, same decisions, 1 thread, GFLOPS")
-    for k in range(args.samples):
+    print(
+        f"{name}: TVM {tvm.__version__} LLVM vs our C, same decisions, {args.threads} thread(s), "
+        "GFLOPS"
+    )
+    fixed = None
+    if args.decisions:
+        space_index, _, given = args.decisions.partition(":")
+        fixed = (int(space_index), json.loads(given))
+    for k in range(1 if fixed else args.samples):
         si, seed = int(rng.integers(len(tspaces))), int(rng.integers(2**31))
         if only and k not in only:
             continue
         tsch = TvmSchedule(tmod, seed=seed)
-        TvmTrace(tspaces[si].trace.insts, {}).apply_to_schedule(tsch, remove_postproc=True)
+        tchosen = {}
+        if fixed is not None:
+            si, it = fixed[0], iter(fixed[1])
+            tchosen = {i: next(it) for i in tspaces[si].trace.insts if i.kind.name in KINDS}
+        TvmTrace(tspaces[si].trace.insts, tchosen).apply_to_schedule(tsch, remove_postproc=True)
         tsch.enter_postproc()
         if not all(p.apply(tsch) for p in tpost):
             print(f"{k:3d} rejected by TVM's postprocessors")
@@ -249,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
                 f.write(lib.get_source())
             with open(stem + "_ours.py", "w") as f:
                 f.write(str(sch.mod["main"].script()))
+            tlib.export_library(stem + "_tvm.so")
             with open(stem + "_tvm.py", "w") as f:
                 f.write(str(tsch.mod["main"].script()))
     if rows:

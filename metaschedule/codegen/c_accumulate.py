@@ -62,12 +62,24 @@ HOIST_INNER_REDUCTIONS = True
 #: Shortest loop worth a SIMD reduction (below, the final horizontal sum costs more).
 MIN_SIMD_REDUCTION = 4
 
+#: The innermost reduction loops of a vector tile are written out as straight-line code
+#: when they make at most this many steps and :data:`STRAIGHT_STATEMENTS` updates,
+STRAIGHT_STEPS = 16
+STRAIGHT_STATEMENTS = 256
+#: ... when the tile leaves registers for the shared loads (measured: 32 accumulators of
+#: 16 lanes, or 49 of 2 lanes, ran up to 2x slower written out), and when two steps read
+#: the same input vector (a sliding window; see :func:`straight_line`).
+MAX_STRAIGHT_ACCUMULATORS = 28
+MIN_STRAIGHT_LANES = 4
+#: ... and when two steps read the same input vector (see :func:`straight_line`).
+
 __all__ = [
     "MAX_ACCUMULATORS",
     "AccumulatorPlan",
     "emit_accumulated",
     "plan_accumulators",
     "simd_reduction_loop",
+    "straight_line",
 ]
 
 
@@ -298,6 +310,67 @@ def simd_reduction_loop(plan: AccumulatorPlan) -> For | None:
     return inner
 
 
+def straight_line(plan: AccumulatorPlan) -> tuple[tuple[For, ...], Stmt | None]:
+    """The region split into its outer loops and, for a vector tile, its innermost loops
+    written out: every update of every step, step by step, as one sequence (None if no
+    loop qualifies, see :data:`STRAIGHT_STEPS`).
+
+    Written out, the updates of neighbouring points and steps read the same vectors (a
+    3x3 window slid by one pixel reads each input pixel up to three times; a weight is
+    shared by the tile's pixels): each such load is made once and kept in a register
+    (``FunctionWriter.shared_loads``), as LLVM's value numbering does for TVM after it
+    unrolls the same nest. Each element is updated by the same steps in the same order.
+    """
+    n = len(plan.points)
+    if plan.lanes < MIN_STRAIGHT_LANES or n > MAX_STRAIGHT_ACCUMULATORS:
+        return plan.region, None
+    steps, k = 1, len(plan.region)
+    while k > 0:
+        lp = plan.region[k - 1]
+        ext = _const_extent(lp)
+        if ext is None or lp.kind not in (ForKind.SERIAL, ForKind.UNROLLED):
+            break
+        if steps * ext > STRAIGHT_STEPS or n * steps * ext > STRAIGHT_STATEMENTS:
+            break
+        steps, k = steps * ext, k - 1
+    inner = plan.region[k:]
+    if not inner:
+        return plan.region, None
+    combos: list[dict[E.Var, E.PrimExpr]] = [{}]
+    for lp in inner:
+        lo, dt = lp.min.value, lp.loop_var.dtype
+        combos = [
+            {**c, lp.loop_var: E.const(lo + i, dt)} for c in combos for i in range(lp.extent.value)
+        ]
+    if not _reused_across_steps(plan, combos):
+        return plan.region, None  # nothing to share that the compiler does not share
+    updates = [substitute(p, c) for c in combos for p in plan.points]
+    return plan.region[:k], SeqStmt(updates)
+
+
+def _reused_across_steps(plan: AccumulatorPlan, combos: list[dict]) -> bool:
+    """True if two steps of the written-out loops read the same vector of some input
+    (a window sliding over its input; within one step the compiler shares loads itself)."""
+    first_step: dict[tuple, int] = {}
+    for step, combo in enumerate(combos):
+        for point in plan.points:
+            if not isinstance(point, For):
+                continue
+            found = _accesses(point.body)
+            if found is None:
+                return False
+            for ld in found[1]:
+                if ld.buffer is plan.buffer:
+                    continue
+                form = affine(linear_index(ld.buffer, ld.indices))
+                if form.coef(point.loop_var) != 1:
+                    continue  # not a vector load (a broadcast scalar or a gather)
+                key = access_key(ld.buffer, [substitute(i, combo) for i in ld.indices])
+                if first_step.setdefault(key, step) != step:
+                    return True
+    return False
+
+
 def _store_of(point: Stmt) -> BufferStore:
     found = _accesses(point.body if isinstance(point, For) else point)
     assert found is not None and found[0]
@@ -342,12 +415,25 @@ def emit_accumulated(fw: FunctionWriter, plan: AccumulatorPlan) -> bool:
         simd = simd_reduction_loop(plan)
         if simd is not None:
             fw.simd_reduction = (simd.loop_var, tuple(names))
+        outer, straight = straight_line(plan)
         body: Stmt = SeqStmt(list(plan.points)) if len(plan.points) > 1 else plan.points[0]
-        for lp in reversed(plan.region):
+        if straight is not None:
+            body = straight
+            fw.shared_loads, fw.shared_decls = {}, []
+        decls_at = len(fw.lines)
+        for lp in reversed(outer):
             body = For(
                 lp.loop_var, lp.min, lp.extent, lp.kind, body, lp.thread_binding, lp.annotations
             )
         fw.stmt(body)
+        # the shared loads' variables, declared before the loops (each pass assigns them
+        # before it reads them: the updates are straight-line code)
+        by_type: dict[str, list[str]] = {}
+        for vt_name, ld in fw.shared_decls:
+            by_type.setdefault(vt_name, []).append(ld)
+        fw.lines[decls_at:decls_at] = [
+            "  " * fw.indent + f"{vt_name} {', '.join(lds)};" for vt_name, lds in by_type.items()
+        ]
         fw.accumulators.clear()
         fw.accumulated = None
         vstore = fw.helpers.vstore(buf.dtype, lanes) if lanes > 1 else ""
@@ -366,5 +452,6 @@ def emit_accumulated(fw: FunctionWriter, plan: AccumulatorPlan) -> bool:
         fw.accumulators.clear()
         fw.accumulated = None
         fw.simd_reduction = None
+        fw.shared_loads, fw.shared_decls = None, []
     fw.lines.extend(emitted)
     return True

@@ -277,6 +277,10 @@ class FunctionWriter(ExprWriter):
         # the loop summing scalar accumulators in SIMD lanes, and the accumulators
         self.simd_reduction: tuple[E.Var, tuple[str, ...]] | None = None
         self.lane_sums: dict[str, str] = {}  # scalar accumulator -> its vector of sums
+        # vector loads shared by the straight-line updates of a tile (c_accumulate):
+        # element key -> variable, and the (type, name) declarations to place before them
+        self.shared_loads: dict[tuple, str] | None = None
+        self.shared_decls: list[tuple[str, str]] = []
         self.symbol = ""
 
     # output ---------------------------------------------------------------------------

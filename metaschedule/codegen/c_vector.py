@@ -33,6 +33,7 @@ from ..tir.dtype import c_type, is_bool, is_float, is_int, nbytes
 from ..tir.functor import Visitor, collect_vars, substitute
 from ..tir.stmt import BufferStore, Evaluate, For, ForKind, IfThenElse, SeqStmt, Stmt
 from ..tir.transform.affine import Affine, affine, const_bounds
+from .c_accumulate import access_key
 from .c_expr import linear_index, strip_parens
 
 if TYPE_CHECKING:
@@ -42,6 +43,19 @@ if TYPE_CHECKING:
 EXPLICIT_CHUNKS = 4
 #: A fused loop split back in two unrolls its outer part up to this many iterations.
 UNFUSE_UNROLL = 16
+
+
+#: An empty asm statement that takes a vector variable in a register and may change it:
+#: the compiler must keep the loaded value in a register (or spill it) instead of
+#: re-reading memory at each use.
+IN_REG = """\
+#if defined(__x86_64__) || defined(__i386__)
+#define MS_IN_REG(x) __asm__("" : "+v"(x))
+#elif defined(__aarch64__)
+#define MS_IN_REG(x) __asm__("" : "+w"(x))
+#else
+#define MS_IN_REG(x) ((void)0)
+#endif"""
 
 
 class NotVectorizable(Exception):
@@ -295,7 +309,7 @@ def _emit_chunks(fw: FunctionWriter, loop: For, name: str, lanes: int) -> None:
         # a few chunks are written out: every access then has a constant offset, which
         # keeps a small accumulator array in registers
         for c in range(full):
-            _chunk(fw, loop, name, t, c * lanes, lambda: body.emit(lanes))
+            _chunk(fw, loop, name, t, c * lanes, lambda c=c: body.emit(lanes, c * lanes))
     elif full > EXPLICIT_CHUNKS:
         stop = affine(loop.min).offset(full * lanes).to_expr(loop.loop_var.dtype)
         fw.for_header(loop, name, step=lanes, stop=stop)
@@ -304,7 +318,7 @@ def _emit_chunks(fw: FunctionWriter, loop: For, name: str, lanes: int) -> None:
         fw.indent -= 1
         fw.line("}")
     if full == 1:
-        _chunk(fw, loop, name, t, 0, lambda: body.emit(lanes))
+        _chunk(fw, loop, name, t, 0, lambda: body.emit(lanes, 0))
     offset = full * lanes
     width = lanes
     while tail:
@@ -314,7 +328,7 @@ def _emit_chunks(fw: FunctionWriter, loop: For, name: str, lanes: int) -> None:
             if w == 1:
                 _chunk(fw, loop, name, t, offset, lambda: fw.block(loop.body), nested=False)
             else:
-                _chunk(fw, loop, name, t, offset, lambda w=w: body.emit(w))
+                _chunk(fw, loop, name, t, offset, lambda w=w, o=offset: body.emit(w, o))
             offset += w
             tail -= w
 
@@ -346,9 +360,11 @@ class _VectorBody:
         self.fw, self.h, self.v, self.body = fw, fw.helpers, loop.loop_var, loop.body
         self._dep: dict[int, bool] = {}
         self.lanes = 0
+        self.start: int | None = None  # the chunk's first lane; None inside a C loop
+        self.guarded = 0  # inside an if or a select: loads there may not run
 
-    def emit(self, lanes: int) -> None:
-        self.lanes = lanes
+    def emit(self, lanes: int, start: int | None = None) -> None:
+        self.lanes, self.start = lanes, start
         self.stmt(self.body)
 
     # statements ---------------------------------------------------------------------
@@ -379,6 +395,7 @@ class _VectorBody:
                 raise NotVectorizable("an if condition depends on the vectorized variable")
             fw.line(f"if ({strip_parens(fw.expr(s.condition))}) {{")
             fw.indent += 1
+            self.guarded += 1
             self.stmt(s.then_case)
             fw.indent -= 1
             if s.else_case is not None:
@@ -386,6 +403,7 @@ class _VectorBody:
                 fw.indent += 1
                 self.stmt(s.else_case)
                 fw.indent -= 1
+            self.guarded -= 1
             fw.line("}")
         elif isinstance(s, Evaluate) and isinstance(s.value, (E.IntImm, E.FloatImm)):
             pass
@@ -452,7 +470,7 @@ class _VectorBody:
                 load, zero = self.h.vload("int8", self.lanes), self.h.vbroadcast("int8", self.lanes)
                 return _Val(f"({load}((const int8_t*){ptr}) != {zero}(0))", "mask", bits=8)
             load = self.h.vload(e.dtype, self.lanes)
-            return _Val(f"{load}({ptr})", "vec", e.dtype)
+            return _Val(self._shared_load(e, f"{load}({ptr})"), "vec", e.dtype)
         if isinstance(e, E.Cast):
             return self._cast(e)
         if isinstance(e, E.CmpOp):
@@ -490,6 +508,23 @@ class _VectorBody:
             return _Val(f"{fn}({args})", "vec", e.dtype)
         raise NotVectorizable(f"{type(e).__name__} on vector lanes")
 
+    def _shared_load(self, e: E.BufferLoad, code: str) -> str:
+        """A vector load made once per straight-line block of accumulator updates
+        (``fw.shared_loads``, see :func:`.c_accumulate.straight_line`): the first use
+        assigns a variable declared ahead of the block and pins it in a register (GCC
+        would otherwise fold the load into every use again), later uses read it."""
+        shared = self.fw.shared_loads
+        if shared is None or self.start is None or self.guarded:
+            return code
+        key = (access_key(e.buffer, e.indices), self.lanes, self.start)
+        name = shared.get(key)
+        if name is None:
+            name = shared[key] = self.fw.names.fresh("ms_ld")
+            self.fw.shared_decls.append((self.h.vtype(e.dtype, self.lanes), name))
+            pin = self.h.need("MS_IN_REG", IN_REG)
+            self.fw.line(f"{name} = {code}; {pin}({name});")
+        return name
+
     def _operands(self, e: E.BinaryOp) -> str:
         return f"{self.as_vec(self.expr(e.a), e.dtype)}, {self.as_vec(self.expr(e.b), e.dtype)}"
 
@@ -514,8 +549,12 @@ class _VectorBody:
     def _select(self, e: E.Select) -> _Val:
         if is_bool(e.dtype):
             raise NotVectorizable("select of bool values")
-        t = self.as_vec(self.expr(e.true_value), e.dtype)
-        f = self.as_vec(self.expr(e.false_value), e.dtype)
+        self.guarded += 1
+        try:
+            t = self.as_vec(self.expr(e.true_value), e.dtype)
+            f = self.as_vec(self.expr(e.false_value), e.dtype)
+        finally:
+            self.guarded -= 1
         if not self.depends(e.condition):
             return _Val(f"({self.fw.expr(e.condition)} ? {t} : {f})", "vec", e.dtype)
         if self._unsafe_loads(e.true_value) or self._unsafe_loads(e.false_value):
