@@ -630,7 +630,10 @@ def _tvm_workload(wl: Workload):
     elif wl.kind == "dense":
         k = te.reduce_axis((0, wl.dims[1]), "k")
         out = te.compute(
-            (wl.dims[0], wl.dims[2]), lambda i, j: te.sum(a[i, k] * b[j, k], axis=k), name="T_dense"
+            (wl.dims[0], wl.dims[2]),
+            lambda i, j: te.sum(a[i, k] * b[j, k], axis=k),
+            name="T_dense",
+            attrs={"layout_free_placeholders": [b]},  # a weight, as ours (ms.te.ops.dense)
         )
     else:
         n, h, w, c, f, kk, s, p = wl.dims
@@ -653,6 +656,7 @@ def _tvm_workload(wl: Workload):
                 data[i, y * s + ry, x * s + rx, rc] * b[ry, rx, rc, ff], axis=[ry, rx, rc]
             ),
             name="conv2d_nhwc",
+            attrs={"layout_free_placeholders": [b]},  # a weight, as ours (ms.te.ops.conv2d_nhwc)
         )
     return tvm.IRModule({"main": te.create_prim_func([a, b, out])})
 
