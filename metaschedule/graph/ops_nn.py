@@ -163,36 +163,14 @@ def _pool_ref(a, at, kind):
 
 
 def _pool_lower(a, at, kind):
-    if not _nhwc(at):
-        if kind == "max":
-            return nchw.max_pool2d_nchw(
-                a[0],
-                at["kernel"],
-                at["strides"],
-                at["pads"],
-                at.get("dilations", (1, 1)),
-                at["ceil_mode"],
-            )
-        return nchw.avg_pool2d_nchw(
-            a[0],
-            at["kernel"],
-            at["strides"],
-            at["pads"],
-            at["ceil_mode"],
-            at["count_include_pad"],
-        )
+    nhwc = _nhwc(at)
+    window = (a[0], at["kernel"], at["strides"], at["pads"])
     if kind == "max":
-        return pool_nhwc.max_pool2d(
-            a[0],
-            at["kernel"],
-            at["strides"],
-            at["pads"],
-            at.get("dilations", (1, 1)),
-            at["ceil_mode"],
-        )
-    return pool_nhwc.avg_pool2d(
-        a[0], at["kernel"], at["strides"], at["pads"], 1, at["ceil_mode"], at["count_include_pad"]
-    )
+        pool = pool_nhwc.max_pool2d if nhwc else nchw.max_pool2d_nchw
+        return pool(*window, at.get("dilations", (1, 1)), at["ceil_mode"])
+    if nhwc:  # NHWC average pooling takes a dilation too (1: ONNX's has none)
+        return pool_nhwc.avg_pool2d(*window, 1, at["ceil_mode"], at["count_include_pad"])
+    return nchw.avg_pool2d_nchw(*window, at["ceil_mode"], at["count_include_pad"])
 
 
 def _pool_any_ref(a, at, kind):
