@@ -27,6 +27,19 @@ __all__ = ["BuildError", "compile_shared", "compiler_command", "compiler_flags"]
 #: at -inf), unlike -ffast-math.
 SAFE_FLOAT_FLAGS = ("-fno-math-errno", "-ffp-contract=fast")
 
+#: GCC -O3 loop passes that cost most of a build and gain nothing on scheduled kernels,
+#: whose tiling, unrolling and register reuse the schedule already decided. Measured on
+#: the suite's conv2d candidates (``gcc -ftime-report``): loop distribution 31% of the
+#: compile, unroll-and-jam 17%, predictive commoning 12%; without them the cold build of
+#: a 14 KB candidate drops from 2.4-3.2 s to about 1 s, and the kernels' speed is
+#: unchanged (``benchmarks/compiler_flags.py``: geometric mean 0.99-1.02 on 8 schedules of
+#: each suite operator, best schedule 1.00).
+GCC_FAST_BUILD_FLAGS = (
+    "-fno-tree-loop-distribution",
+    "-fno-loop-unroll-and-jam",
+    "-fno-predictive-commoning",
+)
+
 
 class BuildError(RuntimeError):
     """The C compiler rejected a generated source.
@@ -61,20 +74,37 @@ def compiler_flags(target: Target) -> list[str]:
         *SAFE_FLOAT_FLAGS,
         "-Werror=implicit-function-declaration",
     ]
+    if _is_gcc(compiler_command()):
+        flags += GCC_FAST_BUILD_FLAGS
     if sys.platform.startswith("linux"):
         flags.append("-Wl,-z,defs")
     return flags
 
 
+def _is_gcc(cmd: list[str]) -> bool:
+    """Whether ``cmd`` runs GCC (not clang, which also answers to ``cc`` and ``gcc``)."""
+    exe = shutil.which(cmd[-1]) if cmd else None  # "ccache gcc": the compiler comes last
+    if exe is None:
+        return False
+    text = _version_text(exe, os.path.getmtime(exe)).lower()
+    return "clang" not in text and ("gcc" in text or "free software foundation" in text)
+
+
 @lru_cache(maxsize=16)
-def _compiler_identity(path: str, mtime: float) -> str:
+def _version_text(path: str, mtime: float) -> str:
+    """What ``path --version`` prints (empty if it cannot run)."""
     try:
         out = subprocess.run(
             [path, "--version"], capture_output=True, text=True, timeout=30, check=False
         )
-        return out.stdout.strip().splitlines()[0] if out.stdout.strip() else path
+        return out.stdout.strip()
     except (OSError, subprocess.SubprocessError):
-        return path
+        return ""
+
+
+def _compiler_identity(path: str, mtime: float) -> str:
+    text = _version_text(path, mtime)
+    return text.splitlines()[0] if text else path
 
 
 @lru_cache(maxsize=1)
