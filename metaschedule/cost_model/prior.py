@@ -105,6 +105,7 @@ class Machine:
     l1_bytes: int = 32 * 1024
     l1_ways: int = 8
     l2_bytes: int = 1024 * 1024
+    l2_ways: int = 16
     l2_bytes_per_cycle: float = 32.0
     l3_bytes_per_cycle: float = 12.0
     fork_join_cycles: float = 4000.0
@@ -347,7 +348,8 @@ def _store_cycles(st: Store, m: Machine, tiles: list[float] | None = None) -> fl
             # the innermost loop updates one element: a memory round trip per update
             compute = max(compute, chunks * m.memory_round_trip)
 
-    traffic = _traffic(stats, ext, m)
+    resident = (st.store.buffer, plan[0]) if plan is not None else None
+    traffic = _traffic(stats, ext, m, _lins_of(st, store_lin, accesses, stats), resident)
     cycles = max(compute, l1, traffic)
 
     # parallel speed-up and fork/join cost
@@ -454,25 +456,77 @@ def _lins_of(
     return [_flat(s.buffer, first[s.buffer], n) if s.buffer in first else None for s in stats]
 
 
-def _traffic(stats: list[BufferStats], ext: tuple[int, ...], m: Machine) -> float:
+def _traffic(
+    stats: list[BufferStats],
+    ext: tuple[int, ...],
+    m: Machine,
+    flats: list[list[float] | None],
+    resident: tuple[Any, int] | None = None,
+) -> float:
     """Cycles to bring the store's data into L1 from L2, and into L2 from beyond.
 
     Per cache level: the loops from ``k`` in sweep a working set that fits, so each sweep
     brings its data in once; a buffer the loop right outside (``k - 1``) does not move
     reads the same data on each of that loop's iterations, which stays cached (what one
-    iteration touches fits), so it is brought in once per sweep of loop ``k - 1``.
+    iteration touches fits), so it is brought in once per sweep of loop ``k - 1``. A
+    buffer whose lines a loop steps by a multiple of many sets (the rows of a 1024-wide
+    float matrix: 4 KiB apart) uses only some of the sets: its footprint counts that
+    many times over (:func:`_aliasing`). ``resident``: a buffer kept in registers by
+    the loops from the given one in (a register tile): no cache holds it there.
     """
     n = len(ext)
     out = 0.0
-    for size, bandwidth in ((m.l1_bytes, m.l2_bytes_per_cycle), (m.l2_bytes, m.l3_bytes_per_cycle)):
+    levels = (
+        (m.l1_bytes, 0, m.l2_bytes_per_cycle),  # L1 conflicts: _set_conflicts, per tile
+        (m.l2_bytes, m.l2_ways, m.l3_bytes_per_cycle),
+    )
+    for size, ways, bandwidth in levels:
+        sets = size // (64 * ways) if ways else 0
+
+        def held(s: BufferStats, flat: list[float] | None, k: int, sets: int = sets) -> float:
+            if resident is not None and s.buffer is resident[0] and k > resident[1]:
+                return 0.0
+            crowd = _aliasing(flat, ext, k, s.elem, sets) if sets else 1.0
+            return s.footprint[k] * s.elem * crowd
+
         k = n
-        while k > 0 and sum(s.footprint[k - 1] * s.elem for s in stats) <= size:
+        while k > 0 and sum(held(s, f, k - 1) for s, f in zip(stats, flats)) <= size:
             k -= 1
         reloads = float(math.prod(ext[:k]))
         nbytes = 0.0
         for s in stats:
+            if resident is not None and s.buffer is resident[0] and k > resident[1]:
+                continue
             kept = k > 0 and (k - 1) not in s.touched
             times = reloads / ext[k - 1] if kept else reloads
             nbytes += times * max(s.footprint[k] * s.elem, 64.0)
         out = max(out, nbytes / bandwidth)
     return out
+
+
+def _aliasing(
+    flat: list[float] | None, ext: tuple[int, ...], k: int, elem: int, sets: int
+) -> float:
+    """How many times over a buffer's footprint under loops ``k..`` counts in a cache of
+    ``sets`` sets of 64-byte lines. A loop stepping ``L`` lines visits only
+    ``sets / gcd(L, sets)`` sets; with more iterations than that, its lines crowd them,
+    unless the shorter strides of the other loops spread each step over enough lines (a
+    whole row of ``A`` read along ``k`` fills every set; 32 columns of ``B`` do not)."""
+    if flat is None:
+        return 1.0
+    worst = 1.0
+    for j in range(k, len(ext)):
+        step = abs(flat[j]) * elem
+        if ext[j] <= 1 or step < 64 or step % 64:
+            continue
+        g = math.gcd(int(step // 64), sets)
+        if ext[j] <= sets // g:
+            continue
+        span = 1.0 + sum(
+            abs(flat[i]) * (ext[i] - 1)
+            for i in range(k, len(ext))
+            if i != j and 0 < abs(flat[i]) * elem < step
+        )
+        lines = max(1.0, math.ceil(span * elem / 64))
+        worst = max(worst, g / min(float(g), lines))
+    return worst
