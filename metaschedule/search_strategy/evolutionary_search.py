@@ -18,8 +18,9 @@ population_size`` replays. Such a batch is drawn from random initial samples dir
 
 And while warming up, ``prior`` (by default the analytic CPU model
 :class:`~metaschedule.cost_model.prior.AnalyticPrior`, used on CPU targets only) ranks
-those random samples: it samples ``prior.oversample`` times the batch, picks the ones the
-prior ranks highest and a share ``prior.random_share`` of the others at random.
+those random samples: it samples ``prior.oversample`` times the batch, adds mutants of
+the ones it ranks highest (``prior.refine_rounds`` rounds, scored by the prior alone),
+picks the best of all and a share ``prior.random_share`` of the random samples at random.
 ``prior=None`` restores uniform random warm-up batches (TVM's behaviour). Once the cost
 model has trained, the prior is not used.
 
@@ -147,7 +148,8 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
         eps_greedy: share of random initial schedules among the picks.
         prior: ranks the random samples of a batch while the cost model warms up:
             ``"analytic"`` (:class:`~metaschedule.cost_model.prior.AnalyticPrior`), an
-            ``AnalyticPrior`` (its ``oversample`` and ``random_share`` apply), or None
+            ``AnalyticPrior`` (its ``oversample``, ``random_share`` and
+            ``refine_rounds`` apply), or None
             (uniform random picks, as TVM).
     """
 
