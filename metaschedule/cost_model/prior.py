@@ -10,17 +10,22 @@ with a few facts about a CPU and our C code generator, and no table per operator
   native lanes; a unit-stride access is one vector load or store, an invariant one a
   broadcast, any other stride is gathered lane by lane; a scalar innermost loop whose
   accesses are unit-stride gets half the lanes (the C compiler may vectorize it itself);
-* **register tiles**: a reduction's output tile (the innermost loops below the last loop
-  that does not move the stored element) stays in registers when it has at most
-  :data:`~metaschedule.codegen.c_accumulate.MAX_ACCUMULATORS` vectors, as the code
-  generator emits it; then the accumulator costs nothing per update, operand loads are
-  shared by the tile's points (distinct elements per sweep of the tile), and the FMA
-  latency needs enough independent accumulators (``fma_latency x fma_ports``). Without a
-  register tile, a reduction whose innermost loop does not move the stored element
-  waits on a memory round trip per update; tiles beyond the register file spill;
+* **register tiles**: a reduction's output tile stays in registers where the code
+  generator keeps it there (:mod:`~metaschedule.codegen.c_accumulate`): from the outermost
+  serial reduction loop heading a perfect nest, the loops below it that move the stored
+  element (reduction loops among them are hoisted above the tile), when they make at most
+  :data:`~metaschedule.codegen.c_accumulate.MAX_ACCUMULATORS` vectors. Then the
+  accumulator costs nothing per update, operand loads are shared by the tile's points
+  (distinct elements per sweep of the tile), and the FMA latency needs enough independent
+  accumulators (``fma_latency x fma_ports``). Operand lines the tile reaches with a
+  stride of a multiple of the L1 way size (the rows of a 1024-wide float matrix) share one
+  cache set; more of them than the set has ways are fetched from L2 on every sweep.
+  Without a register tile, a reduction whose innermost loop does not move the stored
+  element waits on a memory round trip per update; tiles beyond the register file spill;
 * **caches**: for each cache level, the outermost loop whose sweep fits (the footprints
   of all buffers of the store) decides the bytes brought in from the next level, over
-  its bandwidth;
+  its bandwidth; a buffer that the loop right outside does not move stays cached across
+  that loop's iterations (a weight panel reused by every row block);
 * **parallelism**: the extent of the parallel loops above a store against the cores
   (idle cores in the last round count), plus a fork/join cost per parallel region entry.
 
@@ -32,8 +37,10 @@ well it ranks real schedules.
 
 The search uses it while the learned model warms up
 (:class:`~metaschedule.search_strategy.EvolutionarySearch` ``prior=``): it samples
-``oversample`` times the batch of random schedules and measures the ones the prior ranks
-highest, keeping a share ``random_share`` of random picks.
+``oversample`` times the batch of random schedules, refines them for ``refine_rounds``
+rounds (mutations of the prior's best, scored by the prior: the random samples seldom hold
+the register tiles it rates best), and measures the ones the prior ranks highest, keeping
+a share ``random_share`` of random picks among the random samples.
 """
 
 from __future__ import annotations
@@ -45,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..codegen.c_accumulate import MAX_ACCUMULATORS
+from ..codegen.c_accumulate import HOIST_INNER_REDUCTIONS, MAX_ACCUMULATORS
 from ..feature_extractor.features.buffers import BufferStats
 from ..feature_extractor.features.linear import LinearForm
 from ..feature_extractor.features.loop_nest import LoopNestWalker, Store, const_int
@@ -61,7 +68,7 @@ if TYPE_CHECKING:
     from ..measure_candidate import MeasureCandidate
     from ..runner import RunnerResult
 
-__all__ = ["AnalyticPrior", "Machine"]
+__all__ = ["AnalyticPrior", "Machine", "register_tiles"]
 
 # op kinds of ``count_store`` (layout.OP_NAMES): 7 float, 7 int, bool, select
 _F_MAD, _F_ADD, _F_MUL, _F_DIV, _F_CMP, _F_MATH, _F_OTHER = range(7)
@@ -96,7 +103,9 @@ class Machine:
     stores_per_cycle: float = 1.0
     memory_round_trip: float = 5.0  # cycles: store-to-load forwarding of an accumulator
     l1_bytes: int = 32 * 1024
+    l1_ways: int = 8
     l2_bytes: int = 1024 * 1024
+    l2_ways: int = 16
     l2_bytes_per_cycle: float = 32.0
     l3_bytes_per_cycle: float = 12.0
     fork_join_cycles: float = 4000.0
@@ -126,6 +135,9 @@ class AnalyticPrior(CostModel):
             warming-up search (at least 1; 1 means the prior only reorders).
         random_share: share of a warm-up batch picked at random among the samples, for
             diversity (the rest are the prior's best).
+        refine_rounds: rounds of mutating the prior's best samples (half as many
+            children as samples per round, scored by the prior) before it picks; 0: it
+            picks among the random samples only.
         machine: the CPU assumed; by default from the tuning context's target.
     """
 
@@ -134,14 +146,24 @@ class AnalyticPrior(CostModel):
         *,
         oversample: int = 4,
         random_share: float = 0.25,
+        refine_rounds: int = 2,
         machine: Machine | None = None,
     ) -> None:
         if not isinstance(oversample, int) or isinstance(oversample, bool) or oversample < 1:
             raise ValueError(f"AnalyticPrior: oversample must be an int >= 1, got {oversample!r}")
         if not 0.0 <= float(random_share) <= 1.0:
             raise ValueError(f"AnalyticPrior: random_share must be in [0, 1], got {random_share!r}")
+        if (
+            not isinstance(refine_rounds, int)
+            or isinstance(refine_rounds, bool)
+            or refine_rounds < 0
+        ):
+            raise ValueError(
+                f"AnalyticPrior: refine_rounds must be an int >= 0, got {refine_rounds!r}"
+            )
         self.oversample = oversample
         self.random_share = float(random_share)
+        self.refine_rounds = refine_rounds
         self.machine = machine
         self._cache: dict[int, tuple[Any, Machine, float]] = {}  # id(mod) -> (mod, m, score)
 
@@ -152,7 +174,10 @@ class AnalyticPrior(CostModel):
         return twin
 
     def __str__(self) -> str:
-        return f"AnalyticPrior(oversample={self.oversample}, random_share={self.random_share})"
+        return (
+            f"AnalyticPrior(oversample={self.oversample}, random_share={self.random_share}, "
+            f"refine_rounds={self.refine_rounds})"
+        )
 
     # ---------------------------------------------------------------- CostModel interface
     def load(self, path: str) -> None:
@@ -196,6 +221,20 @@ class AnalyticPrior(CostModel):
         return total
 
 
+def register_tiles(mod: IRModule | PrimFunc, machine: Machine | None = None) -> list[int]:
+    """The register tiles the estimate assumes, in vectors (or scalars) of accumulators,
+    one per store kept in registers: those the C code generator emits
+    (:mod:`metaschedule.codegen.c_accumulate`) for a target of ``machine.lanes``."""
+    funcs = [mod] if isinstance(mod, PrimFunc) else list(mod.functions.values())
+    tiles: list[float] = []
+    for func in funcs:
+        walker = LoopNestWalker()
+        walker.walk(lower(func, FEATURE_LOWER_PASSES).body)
+        for st in walker.stores:
+            _store_cycles(st, machine or Machine(), tiles)
+    return [int(round(t)) for t in tiles]
+
+
 # ----------------------------------------------------------------------------- one store
 def _flat(buf: Any, lin: list[LinearForm], n: int) -> list[float]:
     """Elements the row-major address of an access moves per step of each loop.
@@ -231,7 +270,9 @@ def _affine_in(lin: list[LinearForm], j: int) -> bool:
     return True
 
 
-def _store_cycles(st: Store, m: Machine) -> float:
+def _store_cycles(st: Store, m: Machine, tiles: list[float] | None = None) -> float:
+    """Estimated cycles of one store; ``tiles`` (if given) gets the vectors of its
+    register tile, when it has one."""
     ext = st.extents
     n = len(ext)
     total = float(math.prod(ext))
@@ -265,43 +306,38 @@ def _store_cycles(st: Store, m: Machine) -> float:
     op_cycles = sum(_OP_CYCLES.get(k, 0.0) * c for k, c in enumerate(ops) if k < 7 or k >= 14)
     compute = chunks * max(op_cycles, 0.5)
 
-    # the register tile of a reduction: innermost loops that all move the stored element,
-    # below a loop that does not
+    # the register tile of a reduction, as the code generator plans it (c_accumulate)
     store_loops = {j for j in moving if store_flat[j] != 0}
     is_update = any(b is st.store.buffer for b, _ in accesses)
-    tile_start = n
-    while tile_start > 0 and (ext[tile_start - 1] == 1 or (tile_start - 1) in store_loops):
-        tile_start -= 1
-    reduces_outside = is_update and any(j not in store_loops for j in moving)
-    tile_points = float(math.prod(ext[tile_start:]))
-    tile_vectors = tile_points * (per_elem if vec_loop >= tile_start else 1.0)
+    plan = _register_tile(st, store_lin, store_loops, vec_loop, per_elem) if is_update else None
     stats = _stats(st, store_lin, accesses, m)
-    in_registers = (
-        reduces_outside
-        and tile_vectors <= MAX_ACCUMULATORS
-        and (vec_loop < tile_start or _affine_in(store_lin, vec_loop))
-    )
-    if in_registers:
+    if plan is not None:
+        start, tile = plan
+        tile_points = float(math.prod(ext[j] for j in tile))
+        tile_vectors = tile_points * (per_elem if vec_loop in tile else 1.0)
         sweeps = total / tile_points
+        if tiles is not None:
+            tiles.append(tile_vectors)
+        # operand loads per sweep: the distinct elements the tile's loops reach (the
+        # updates of one step share them), a vector per lanes when contiguous
+        only_tile = tuple(e if j in tile else 1 for j, e in enumerate(ext))
+        tile_stats = _stats(st, store_lin, accesses, m, only_tile)
         load_cycles = 0.0
-        for s, lin in zip(stats, _lins_of(st, store_lin, accesses, stats)):
+        for s, lin in zip(tile_stats, _lins_of(st, store_lin, accesses, tile_stats)):
             if s.buffer is st.store.buffer:
                 continue
             contiguous = vec_loop >= 0 and lin is not None and abs(lin[vec_loop]) == 1.0
-            distinct = s.footprint[tile_start]
+            distinct = s.footprint[0]
             load_cycles += (distinct * per_elem if contiguous else distinct) / m.loads_per_cycle
+            if lin is not None:
+                load_cycles += _set_conflicts(s, lin, tile, ext, m)
         l1 = sweeps * load_cycles
         latency = sweeps * m.fma_latency  # one update of every accumulator per sweep
         compute = max(compute, latency, sweeps * tile_vectors / m.fma_ports)
         spill = max(0.0, tile_vectors - (m.vector_registers - 4))
         l1 += sweeps * spill * 2.0 / m.loads_per_cycle
-        # the tile is loaded before and stored after the reduction loops right above it
-        region = 1.0
-        j = tile_start - 1
-        while j >= 0 and (ext[j] == 1 or j not in store_loops):
-            region *= ext[j]
-            j -= 1
-        entries = sweeps / max(1.0, region)
+        # the tile is loaded before and stored after the region, once per entry into it
+        entries = float(math.prod(ext[:start]))
         l1 += entries * tile_vectors * (1.0 / m.loads_per_cycle + 1.0 / m.stores_per_cycle)
     else:
         l1 = 0.0
@@ -312,7 +348,8 @@ def _store_cycles(st: Store, m: Machine) -> float:
             # the innermost loop updates one element: a memory round trip per update
             compute = max(compute, chunks * m.memory_round_trip)
 
-    traffic = _traffic(stats, ext, m)
+    resident = (st.store.buffer, plan[0]) if plan is not None else None
+    traffic = _traffic(stats, ext, m, _lins_of(st, store_lin, accesses, stats), resident)
     cycles = max(compute, l1, traffic)
 
     # parallel speed-up and fork/join cost
@@ -326,13 +363,86 @@ def _store_cycles(st: Store, m: Machine) -> float:
     return cycles
 
 
-def _stats(st: Store, store_lin: list[LinearForm], accesses: list, m: Machine) -> list[BufferStats]:
+def _stats(
+    st: Store,
+    store_lin: list[LinearForm],
+    accesses: list,
+    m: Machine,
+    extents: tuple[int, ...] | None = None,
+) -> list[BufferStats]:
     per: dict[Any, list] = {st.store.buffer: [[store_lin], 0, 1]}
     for buf, lin in accesses:
         entry = per.setdefault(buf, [[], 0, 0])
         entry[0].append(lin)
         entry[1] += 1
-    return [BufferStats(b, lins, r, w, st.extents, 64) for b, (lins, r, w) in per.items()]
+    ext = st.extents if extents is None else extents
+    return [BufferStats(b, lins, r, w, ext, 64) for b, (lins, r, w) in per.items()]
+
+
+def _set_conflicts(
+    s: BufferStats, flat: list[float], tile: list[int], ext: tuple[int, ...], m: Machine
+) -> float:
+    """Cycles per sweep of a register tile lost to L1 set conflicts of one operand.
+
+    The tile's loops that step the operand by a multiple of the L1 way size (4 KiB on
+    32 KiB 8-way caches: e.g. the rows of a 1024-wide float matrix) put all the lines
+    they reach into one cache set. With more such lines than the set has ways, they
+    evict each other between sweeps, and every sweep fetches them again from L2.
+    """
+    way = m.l1_bytes // max(1, m.l1_ways)
+    lines = 1
+    for j in tile:
+        step = abs(flat[j]) * s.elem
+        if ext[j] > 1 and step >= way and step % way == 0:
+            lines *= ext[j]
+    if lines <= m.l1_ways:
+        return 0.0
+    return lines * 64.0 / m.l2_bytes_per_cycle
+
+
+def _register_tile(
+    st: Store,
+    store_lin: list[LinearForm],
+    store_loops: set[int],
+    vec_loop: int,
+    per_elem: float,
+) -> tuple[int, list[int]] | None:
+    """Where the code generator keeps the stored tile in accumulators
+    (:func:`~metaschedule.codegen.c_accumulate.plan_accumulators`): ``(start, tile)``,
+    the loop its region starts at and the loops of the tile, or None.
+
+    As the code generator, from the outermost loop in: a serial reduction loop (it does
+    not move the stored element) that heads a perfect nest whose tile (the loops below it
+    that move the element, the reduction loops among them hoisted into the region when
+    :data:`~metaschedule.codegen.c_accumulate.HOIST_INNER_REDUCTIONS`) holds at most
+    :data:`~metaschedule.codegen.c_accumulate.MAX_ACCUMULATORS` vectors.
+    """
+    ext, loops = st.extents, st.loops
+    n = len(ext)
+    serial = (ForKind.SERIAL, ForKind.UNROLLED)
+    for start in range(n):
+        if ext[start] == 1 or start in store_loops or loops[start].kind not in serial:
+            continue
+        below = [j for j in range(start, n) if ext[j] > 1]
+        if any(
+            loops[j].kind not in serial and not (j == vec_loop and j == below[-1]) for j in below
+        ):
+            continue
+        if not all(
+            loops[j].node.body is loops[j + 1].node for j in range(start, n - 1)
+        ):  # not a perfect nest from here down
+            continue
+        tile = [j for j in below if j in store_loops]
+        reductions = [j for j in below if j not in store_loops]
+        first_tile = tile[0] if tile else n
+        if not HOIST_INNER_REDUCTIONS and any(j > first_tile for j in reductions):
+            continue
+        if not all(_affine_in(store_lin, j) for j in tile):
+            continue
+        vectors = math.prod(ext[j] for j in tile) * (per_elem if vec_loop in tile else 1.0)
+        if vectors <= MAX_ACCUMULATORS:
+            return start, tile
+    return None
 
 
 def _lins_of(
@@ -346,16 +456,77 @@ def _lins_of(
     return [_flat(s.buffer, first[s.buffer], n) if s.buffer in first else None for s in stats]
 
 
-def _traffic(stats: list[BufferStats], ext: tuple[int, ...], m: Machine) -> float:
-    """Cycles to bring the store's data into L1 from L2, and into L2 from beyond."""
+def _traffic(
+    stats: list[BufferStats],
+    ext: tuple[int, ...],
+    m: Machine,
+    flats: list[list[float] | None],
+    resident: tuple[Any, int] | None = None,
+) -> float:
+    """Cycles to bring the store's data into L1 from L2, and into L2 from beyond.
+
+    Per cache level: the loops from ``k`` in sweep a working set that fits, so each sweep
+    brings its data in once; a buffer the loop right outside (``k - 1``) does not move
+    reads the same data on each of that loop's iterations, which stays cached (what one
+    iteration touches fits), so it is brought in once per sweep of loop ``k - 1``. A
+    buffer whose lines a loop steps by a multiple of many sets (the rows of a 1024-wide
+    float matrix: 4 KiB apart) uses only some of the sets: its footprint counts that
+    many times over (:func:`_aliasing`). ``resident``: a buffer kept in registers by
+    the loops from the given one in (a register tile): no cache holds it there.
+    """
     n = len(ext)
     out = 0.0
-    for size, bandwidth in ((m.l1_bytes, m.l2_bytes_per_cycle), (m.l2_bytes, m.l3_bytes_per_cycle)):
+    levels = (
+        (m.l1_bytes, 0, m.l2_bytes_per_cycle),  # L1 conflicts: _set_conflicts, per tile
+        (m.l2_bytes, m.l2_ways, m.l3_bytes_per_cycle),
+    )
+    for size, ways, bandwidth in levels:
+        sets = size // (64 * ways) if ways else 0
+
+        def held(s: BufferStats, flat: list[float] | None, k: int, sets: int = sets) -> float:
+            if resident is not None and s.buffer is resident[0] and k > resident[1]:
+                return 0.0
+            crowd = _aliasing(flat, ext, k, s.elem, sets) if sets else 1.0
+            return s.footprint[k] * s.elem * crowd
+
         k = n
-        while k > 0 and sum(s.footprint[k - 1] * s.elem for s in stats) <= size:
+        while k > 0 and sum(held(s, f, k - 1) for s, f in zip(stats, flats)) <= size:
             k -= 1
-        # loops 0..k-1 sweep working sets of level k that fit; each sweep brings them in
         reloads = float(math.prod(ext[:k]))
-        nbytes = reloads * sum(max(s.footprint[k] * s.elem, 64.0) for s in stats)
+        nbytes = 0.0
+        for s in stats:
+            if resident is not None and s.buffer is resident[0] and k > resident[1]:
+                continue
+            kept = k > 0 and (k - 1) not in s.touched
+            times = reloads / ext[k - 1] if kept else reloads
+            nbytes += times * max(s.footprint[k] * s.elem, 64.0)
         out = max(out, nbytes / bandwidth)
     return out
+
+
+def _aliasing(
+    flat: list[float] | None, ext: tuple[int, ...], k: int, elem: int, sets: int
+) -> float:
+    """How many times over a buffer's footprint under loops ``k..`` counts in a cache of
+    ``sets`` sets of 64-byte lines. A loop stepping ``L`` lines visits only
+    ``sets / gcd(L, sets)`` sets; with more iterations than that, its lines crowd them,
+    unless the shorter strides of the other loops spread each step over enough lines (a
+    whole row of ``A`` read along ``k`` fills every set; 32 columns of ``B`` do not)."""
+    if flat is None:
+        return 1.0
+    worst = 1.0
+    for j in range(k, len(ext)):
+        step = abs(flat[j]) * elem
+        if ext[j] <= 1 or step < 64 or step % 64:
+            continue
+        g = math.gcd(int(step // 64), sets)
+        if ext[j] <= sets // g:
+            continue
+        span = 1.0 + sum(
+            abs(flat[i]) * (ext[i] - 1)
+            for i in range(k, len(ext))
+            if i != j and 0 < abs(flat[i]) * elem < step
+        )
+        lines = max(1.0, math.ceil(span * elem / 64))
+        worst = max(worst, g / min(float(g), lines))
+    return worst

@@ -8,6 +8,7 @@ from .base import RULE_KINDS, PyScheduleRule, ScheduleRule, create, register_def
 from .cross_thread_reduction import CrossThreadReduction
 from .default_rules import cuda_rules, llvm_rules
 from .multi_level_tiling import MultiLevelTiling, ReuseType
+from .pack_panel import PackPanel
 from .parallel_vectorize_unroll import ParallelizeVectorizeUnroll
 from .random_compute_location import RandomComputeLocation
 
@@ -19,6 +20,7 @@ __all__ = [
     "AutoInline",
     "CrossThreadReduction",
     "MultiLevelTiling",
+    "PackPanel",
     "ParallelizeVectorizeUnroll",
     "PyScheduleRule",
     "RandomComputeLocation",

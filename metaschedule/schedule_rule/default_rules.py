@@ -10,6 +10,7 @@ from .auto_inline import AutoInline
 from .base import ScheduleRule
 from .cross_thread_reduction import CrossThreadReduction
 from .multi_level_tiling import MultiLevelTiling, ReuseType
+from .pack_panel import PackPanel
 from .parallel_vectorize_unroll import ParallelizeVectorizeUnroll
 from .random_compute_location import RandomComputeLocation
 
@@ -19,7 +20,7 @@ __all__ = ["cuda_rules", "llvm_rules"]
 @register("schedule_rule", "llvm", aliases=("cpu",))
 def llvm_rules() -> list[ScheduleRule]:
     """TVM's DefaultLLVM list (less InlineConstantScalars, whose job AutoInline's
-    ``inline_const_tensor`` does here)."""
+    ``inline_const_tensor`` does here), plus :class:`PackPanel` after the tiling."""
     return [
         ApplyCustomRule(),
         AutoInline(
@@ -40,6 +41,7 @@ def llvm_rules() -> list[ScheduleRule]:
             reuse_read=None,
             reuse_write=ReuseType(req="may", levels=[1, 2], scope="global"),
         ),
+        PackPanel(),
         ParallelizeVectorizeUnroll(
             max_jobs_per_core=16,
             max_vectorize_extent=64,

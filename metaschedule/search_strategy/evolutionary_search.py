@@ -18,8 +18,9 @@ population_size`` replays. Such a batch is drawn from random initial samples dir
 
 And while warming up, ``prior`` (by default the analytic CPU model
 :class:`~metaschedule.cost_model.prior.AnalyticPrior`, used on CPU targets only) ranks
-those random samples: it samples ``prior.oversample`` times the batch, picks the ones the
-prior ranks highest and a share ``prior.random_share`` of the others at random.
+those random samples: it samples ``prior.oversample`` times the batch, adds mutants of
+the ones it ranks highest (``prior.refine_rounds`` rounds, scored by the prior alone),
+picks the best of all and a share ``prior.random_share`` of the random samples at random.
 ``prior=None`` restores uniform random warm-up batches (TVM's behaviour). Once the cost
 model has trained, the prior is not used.
 
@@ -147,7 +148,8 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
         eps_greedy: share of random initial schedules among the picks.
         prior: ranks the random samples of a batch while the cost model warms up:
             ``"analytic"`` (:class:`~metaschedule.cost_model.prior.AnalyticPrior`), an
-            ``AnalyticPrior`` (its ``oversample`` and ``random_share`` apply), or None
+            ``AnalyticPrior`` (its ``oversample``, ``random_share`` and
+            ``refine_rounds`` apply), or None
             (uniform random picks, as TVM).
     """
 
@@ -516,17 +518,24 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
                 err,
             )
             scores = np.zeros(len(samples))
-        order = np.argsort(-np.nan_to_num(scores, nan=0.0), kind="stable")
+        n_random = len(samples)
+        scores = np.nan_to_num(scores, nan=0.0)
+        if prior.refine_rounds > 0 and float(scores.max()) > 0:
+            with timed("EvoSearch/RefineWithPrior"):
+                samples, scores = self._refine_with_prior(samples, scores, num)
+        order = np.argsort(-scores, kind="stable")
         num_best = min(len(samples), num - int(round(num * prior.random_share)))
         chosen = [int(i) for i in order[:num_best]]
-        rest = [int(i) for i in order[num_best:]]
+        taken = set(chosen)
+        rest = [i for i in range(n_random) if i not in taken]  # random picks: random samples
         chosen += [rest[int(i)] for i in self.rng.permutation(len(rest))[: num - len(chosen)]]
         self._log(
             logging.INFO,
-            "Warm-up: %d of %d sample(s) picked by %s (estimates: best %.3g ms, "
-            "median %.3g ms), %d at random",
+            "Warm-up: %d of %d sample(s) (%d of them refined) picked by %s (estimates: "
+            "best %.3g ms, median %.3g ms), %d at random",
             num_best,
             len(samples),
+            len(samples) - n_random,
             prior,
             1e3 / max(float(scores[order[0]]), 1e-30),
             1e3 / max(float(np.median(scores)), 1e-30),
@@ -539,6 +548,50 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
             state.picked.append(info)
             out.append(samples[i])
         return out
+
+    def _refine_with_prior(
+        self, samples: list[Schedule], scores: np.ndarray, num: int
+    ) -> tuple[list[Schedule], np.ndarray]:
+        """``samples`` and their prior ``scores``, followed by mutants of the prior's best
+        ``num`` (``prior.refine_rounds`` rounds of ``len(samples) // 2`` children, each
+        drawn from a parent in proportion to its score), distinct and unmeasured, with
+        theirs. Random samples seldom hold the best register tiles of a space (a few
+        tile sizes among thousands); mutating the tile sizes of the best ones finds them."""
+        state = self._require_state()
+        prior = self.prior
+        assert prior is not None
+        mutators = [m for m, p in self.mutator_probs.items() if p > 0]
+        if not mutators:
+            return samples, scores
+        weights = np.array([self.mutator_probs[m] for m in mutators], float)
+        mutator_p = weights / weights.sum()
+        pool, pool_scores = list(samples), [float(x) for x in scores]
+        seen = _ScheduleSet()
+        for sch in pool:
+            seen.add(self._info(sch))
+        for _ in range(prior.refine_rounds):
+            top = np.argsort(-np.array(pool_scores), kind="stable")[:num]
+            parents = [pool[int(i)] for i in top]
+            weights = np.array([pool_scores[int(i)] for i in top], float)
+            parent_p = weights / weights.sum() if weights.sum() > 0 else None
+            kids = []
+            for _ in range(max(1, len(samples) // 2)):
+                child = self._child(parents, parent_p, mutators, mutator_p)
+                info = self._info(child)
+                if seen.contains(info) or state.measured.contains(info):
+                    continue
+                seen.add(info)
+                kids.append(child)
+            if not kids:
+                break
+            try:
+                got = np.asarray(prior.predict(self.context, self._candidates(kids)), float)
+            except Exception as err:  # noqa: BLE001 - a prior's bug must not end the tuning
+                self._log(logging.WARNING, "%s failed on mutants (%s)", prior, err)
+                break
+            pool += kids
+            pool_scores += [float(x) for x in np.nan_to_num(got, nan=0.0)]
+        return pool, np.array(pool_scores)
 
     # --------------------------------------------------------------------- helpers
     def _info(self, sch: Schedule) -> _Info:

@@ -14,6 +14,7 @@ from metaschedule.schedule_rule import (
     ApplyCustomRule,
     AutoInline,
     MultiLevelTiling,
+    PackPanel,
     ParallelizeVectorizeUnroll,
     RandomComputeLocation,
     ReuseType,
@@ -29,16 +30,18 @@ def llvm_spaces(ck, func, rand_state=0):
 
 
 def test_create_llvm_gives_tvms_default_list():
+    """TVM's list, plus PackPanel after the tiling (ours: see its module)."""
     rules = ScheduleRule.create("llvm")
     assert [type(r) for r in rules] == [
         ApplyCustomRule,
         AutoInline,
         AddRFactor,
         MultiLevelTiling,
+        PackPanel,
         ParallelizeVectorizeUnroll,
         RandomComputeLocation,
     ]
-    inline, rfactor, mlt, pvu = rules[1:5]
+    inline, rfactor, mlt, pvu = (*rules[1:4], rules[5])
     assert (inline.into_producer, inline.into_consumer, inline.disallow_op) == (
         False,
         True,
@@ -57,13 +60,13 @@ def test_create_llvm_gives_tvms_default_list():
 def test_post_order_apply_from_target_uses_them(wl):
     space = PostOrderApply(postprocs=[], mutator_probs={})
     ctx = TuneContext(wl.matmul(), target="llvm -num-cores=2", space_generator=space, rand_state=0)
-    assert len(ctx.generate_design_space()) == 3
+    assert len(ctx.generate_design_space()) == 6  # 3 write-cache choices, B packed or not
 
 
 @pytest.mark.parametrize(
     "name, count",
     [
-        ("matmul", 3),  # no write cache, cache at level 1, at level 2
+        ("matmul", 6),  # no write cache, cache at level 1, at level 2; B packed or not
         ("conv2d", 3),  # the same, and the padding at a sampled location
         ("conv2d_relu", 3),  # bias inlined into relu; relu unmoved or at level 1 or 2
         ("softmax", 9),  # two reductions factored (outer, inner) or not

@@ -215,7 +215,8 @@ def test_picks_not_measured_can_come_back(tile_i, decisions):
 
 def test_a_warming_up_model_skips_evolution(task, tile_ij, drive, decisions):
     """While the cost model scores at random, a batch is random samples: no mutation, no
-    prediction, and still a full batch of distinct unmeasured schedules."""
+    prediction, and still a full batch of distinct unmeasured schedules (without a prior:
+    the prior's refinement mutates, see the prior's tests below)."""
     from metaschedule.mutator import MutateTileSize, PyMutator
 
     @derived_object
@@ -241,7 +242,7 @@ def test_a_warming_up_model_skips_evolution(task, tile_ij, drive, decisions):
         task,
         target="cpu",
         space_generator=space,
-        search_strategy=small_evo(genetic_mutate_prob=1.0),
+        search_strategy=small_evo(genetic_mutate_prob=1.0, prior=None),
         rand_state=1,
     )
     batches = drive(ctx, MemoryDatabase(), max_trials=8, num_trials_per_iter=8, cost_model=model)
@@ -383,3 +384,39 @@ def test_a_failing_prior_leaves_a_uniform_batch(tile_ij, drive, decisions):
     ctx = _prior_ctx(matmul(64), tile_ij, Broken())
     batches = drive(ctx, MemoryDatabase(), max_trials=8, num_trials_per_iter=8, cost_model=model)
     assert len(batches[0]) == 8 == len({decisions(c.sch) for c in batches[0]})
+
+
+def test_warm_up_refines_the_priors_best_by_mutation(tile_ij, drive, decisions):
+    """With mutators, the prior's best random samples are mutated and the mutants scored
+    by the prior too: the batch's best is at least the best random sample, and picks
+    may be mutants; the random share is still drawn from the random samples."""
+    from metaschedule.mutator import MutateTileSize
+
+    def ctx_with(prior):
+        return TuneContext(
+            matmul(64),
+            target="cpu",
+            space_generator=ScheduleFn(
+                tile_ij, sch_rules=[], postprocs=[], mutator_probs={MutateTileSize(): 1.0}
+            ),
+            search_strategy=small_evo(population_size=16, prior=prior),
+            rand_state=3,
+        )
+
+    model = _warming_up_model(decisions)
+    prior = _spy_prior(decisions, oversample=2, random_share=0.25, refine_rounds=2)
+    batches = drive(
+        ctx_with(prior), MemoryDatabase(), max_trials=8, num_trials_per_iter=8, cost_model=model
+    )
+    assert len(prior.calls) >= 2 and model.calls == []  # the samples, then the mutants
+    samples, mutants = prior.calls[0], [k for call in prior.calls[1:] for k in call]
+    assert mutants and not set(mutants) & set(samples)
+    picks = [decisions(c.sch) for c in batches[0]]
+    assert len(picks) == 8 == len(set(picks))
+    assert max(score(p) for p in picks[:6]) >= max(score(s) for s in samples)
+    assert sorted(picks[:6], key=score, reverse=True) == picks[:6]
+    assert set(picks[6:]) <= set(samples)  # the random share: random samples only
+
+    plain = _spy_prior(decisions, oversample=2, random_share=0.25, refine_rounds=0)
+    drive(ctx_with(plain), MemoryDatabase(), max_trials=8, num_trials_per_iter=8, cost_model=model)
+    assert len(plain.calls) == 1  # no refinement: the random samples only
