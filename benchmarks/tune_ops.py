@@ -944,12 +944,17 @@ def report(
         f"{getattr(args, 'omp_wait_policy', None)}, as the runner's workers (onnxruntime: "
         "no spinning)",
     ]
-    if peak:
+    if peak and getattr(args, "peak_source", "nominal") == "measured":
+        notes.append(
+            f"peak {peak:.0f} GFLOPS: measured, {args.lanes}-lane FMA chains on every core "
+            "(each thread's CPU time: turbo clocks and the FMA units the core really has)"
+        )
+    elif peak:
         notes.append(
             f"peak {peak:.0f} GFLOPS = {info['physical_cores']} cores x "
             f"{info['ghz']:.2f} GHz ({info['ghz_source']}) x {args.lanes} float32 "
-            f"lanes x 2 (FMA) x {common.FMA_UNITS} FMA units/core (assumed; nominal "
-            "clock, no turbo or AVX-512 down-clocking)"
+            f"lanes x 2 (FMA) x {common.fma_units(args.lanes)} FMA units/core (assumed; "
+            "nominal clock, no turbo or AVX-512 down-clocking)"
         )
     skipped = {r["torch"].get("skipped") for r in results} | {
         r["onnxruntime"].get("skipped") for r in results
@@ -1099,7 +1104,10 @@ def main(argv: list[str] | None = None) -> int:
     cores = args.num_cores or info["physical_cores"]
     target = Target(f"llvm -num-cores {cores}")
     args.lanes = target.vector_lanes("float32")
-    peak = common.fma_peak_gflops(cores, info["ghz"], args.lanes)
+    peak = common.measured_fma_peak(cores, args.lanes)
+    args.peak_source = "measured"
+    if peak is None:
+        peak, args.peak_source = common.fma_peak_gflops(cores, info["ghz"], args.lanes), "nominal"
     args.tvm_skipped = tvm_available() if args.tvm else None
     root = args.work_dir or tempfile.mkdtemp(prefix="tune_ops-")
     results = []
@@ -1197,8 +1205,10 @@ def _write(results, info, target, peak, args, complete: bool) -> str:
             "machine": info,
             "target": str(target),
             "peak_gflops": peak,
-            "peak_assumption": f"cores x GHz x {args.lanes} lanes x 2 (FMA) x "
-            f"{common.FMA_UNITS} units",
+            "peak_assumption": "measured FMA chains on every core (thread CPU time)"
+            if getattr(args, "peak_source", "nominal") == "measured"
+            else f"cores x GHz x {args.lanes} lanes x 2 (FMA) x "
+            f"{common.fma_units(args.lanes)} units",
             "trials": args.trials,
             "num_trials_per_iter": args.num_trials_per_iter,
             "cost_model": args.cost_model,
