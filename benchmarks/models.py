@@ -15,20 +15,25 @@ max abs difference over max abs value, must be under 1e-3).
 
 Timing protocol (the default, ``--timing interleaved``): every framework is timed in
 each of ``--rounds`` rounds, in turn (the order rotated each round), after a pause of
-``--settle-ms`` so the previous framework's idle threads have gone to sleep; latency is
-the best round, CPU ms the median round, and the same-round ratios against onnxruntime
-are printed (median and spread: how steady the comparison was). OpenMP waiting is
-libgomp's default (``--omp-wait-policy unset``: a bounded spin, then sleep), onnxruntime
-spins as it does by default: each framework runs with its own defaults and none against
-another's spinning threads. ``--timing sequential`` is the older protocol (each
-framework best of ``--repeat``, one after the other); ``--omp-wait-policy active`` made
-our threads spin for ever and steal the cores of onnxruntime timed after us in the same
-process (unfair to it), ``passive`` makes ours sleep at once (unfair to us: a sleep and a
-wake-up per kernel). Under the measurement lock; on a shared machine compare ratios
-within one run. ``--cpu`` prints the CPU time per run (all threads); ``--nchw`` also
-times ours untuned in the imported NCHW layout (the A/B of ``convert_layout``); ``--gap``
-prints the per-task gap against onnxruntime from both profiles
-(:mod:`model_gap`: convolutions matched by shape).
+``--settle-ms``; latency is the best round, CPU ms the median round, and the same-round
+ratios against onnxruntime are printed (median and spread: how steady the comparison
+was). No framework spins: our OpenMP threads and PyTorch's wait passively
+(``--omp-wait-policy passive``) and onnxruntime's pool does not spin
+(``--ort-spinning off``), so none runs against another's spinning threads, and none
+burns CPU waiting for a partner thread the scheduler has put aside. Measured at load
+4-8 (ResNet-18, tuned/onnxruntime per round, 7 rounds): both passive 0.50 [0.35..0.93],
+CPU ms 37.4 against 39.7; libgomp's default bounded spin (``--omp-wait-policy unset``)
+with onnxruntime spinning or not 1.2-2.3 [0.5..5.9], our CPU ms 75-161 (spinning threads
+waiting for a descheduled partner). On a quiet machine spinning makes each framework a
+little faster: ``--omp-wait-policy unset --ort-spinning default`` times each with its own
+defaults (fair when interleaved: a bounded spin is over long before the next framework
+runs; ``active`` spins for ever and steals the cores of the frameworks timed after us).
+``--timing sequential`` is the older protocol (each framework best of ``--repeat``, one
+after the other). Under the measurement lock; on a shared machine compare ratios within
+one run. ``--cpu`` prints the CPU time per run (all threads); ``--nchw`` also times ours
+untuned in the imported NCHW layout (the A/B of ``convert_layout``); ``--gap`` prints the
+per-task gap against onnxruntime from both profiles (:mod:`model_gap`: convolutions
+matched by shape).
 """
 
 from __future__ import annotations
@@ -442,20 +447,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument(
         "--omp-wait-policy",
-        default="unset",
-        choices=["unset", "passive", "active", "inherit"],
-        help="OpenMP waiting for our kernels and PyTorch. unset (default): OMP_WAIT_POLICY "
-        "and GOMP_SPINCOUNT removed from the environment, libgomp's default (threads spin "
-        "about 300000 iterations between parallel regions, then sleep: fast fork/join "
-        "within a model, asleep by the time the next framework runs); passive: sleep at "
-        "once; active: spin for ever (steals the cores of any framework timed after us "
-        "in this process: not a fair comparison); inherit: leave the environment alone",
+        default="passive",
+        choices=["passive", "unset", "active", "inherit"],
+        help="OpenMP waiting for our kernels and PyTorch. passive (default): threads sleep "
+        "between parallel regions, as onnxruntime's with --ort-spinning off (steady "
+        "under load); unset: OMP_WAIT_POLICY and GOMP_SPINCOUNT removed, libgomp's "
+        "default (a spin of about 300000 iterations, then sleep: faster on a quiet "
+        "machine, far slower under load); active: spin for ever (steals the cores of "
+        "the frameworks timed after us: unfair to them); inherit: leave the environment",
     )
     p.add_argument(
         "--ort-spinning",
-        default="default",
-        choices=["default", "on", "off"],
-        help="onnxruntime's session.intra_op.allow_spinning (default: its own default, on)",
+        default="off",
+        choices=["off", "on", "default"],
+        help="onnxruntime's session.intra_op.allow_spinning (default off, as our passive "
+        "waiting; 'default': onnxruntime's own default, on)",
     )
     p.add_argument(
         "--gap",

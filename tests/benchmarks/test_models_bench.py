@@ -54,10 +54,10 @@ def test_sequential_timing_keeps_the_old_protocol():
 
 def test_parse_args_defaults_are_the_fair_protocol():
     a = models.parse_args([])
-    assert a.timing == "interleaved" and a.omp_wait_policy == "unset"
-    assert a.ort_spinning == "default" and not a.gap
-    old = models.parse_args(["--omp-wait-policy", "passive", "--timing", "sequential"])
-    assert old.omp_wait_policy == "passive" and old.timing == "sequential"
+    assert a.timing == "interleaved" and a.omp_wait_policy == "passive"
+    assert a.ort_spinning == "off" and not a.gap
+    spin = models.parse_args(["--omp-wait-policy", "unset", "--timing", "sequential"])
+    assert spin.omp_wait_policy == "unset" and spin.timing == "sequential"
 
 
 def test_conv_keys_are_layout_free():
