@@ -3,6 +3,12 @@
 ``exe(x=...)`` or ``exe.run(...)`` runs on numpy arrays and returns the output (a tuple
 when the model has several); ``exe.profile(...)`` times every step;
 ``exe.export_library(path)`` writes one file that :func:`load` reads back.
+
+Every kernel call is prepared once, when the executable is made: its ``void*`` argument
+array holds the addresses of the planned buffers and the constants (checked then, as a
+checked call checks them), and a run only writes the inputs' addresses into their
+slots and calls each kernel, about 0.3 us of Python per kernel. An executable runs one
+call at a time (its buffers and argument arrays are shared by its runs).
 """
 
 from __future__ import annotations
