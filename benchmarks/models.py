@@ -11,11 +11,29 @@ max abs difference over max abs value, must be under 1e-3).
 
     python benchmarks/models.py                                  # untuned, all models
     python benchmarks/models.py --models resnet18 --trials 8 --work-dir work/resnet18
+    python benchmarks/models.py --models resnet18 --trials 64 --work-dir W --cpu --gap
 
-Latencies are the best of several repeats under the measurement lock; on a shared
-machine compare ratios within one run. ``--cpu`` adds the CPU time per run (all
-threads), which waiting for a busy core does not inflate; ``--nchw`` also times ours
-untuned in the imported NCHW layout (the A/B of ``convert_layout``).
+Timing protocol (the default, ``--timing interleaved``): every framework is timed in
+each of ``--rounds`` rounds, in turn (the order rotated each round), after a pause of
+``--settle-ms``; latency is the best round, CPU ms the median round, and the same-round
+ratios against onnxruntime are printed (median and spread: how steady the comparison
+was). No framework spins: our OpenMP threads and PyTorch's wait passively
+(``--omp-wait-policy passive``) and onnxruntime's pool does not spin
+(``--ort-spinning off``), so none runs against another's spinning threads, and none
+burns CPU waiting for a partner thread the scheduler has put aside. Measured at load
+4-8 (ResNet-18, tuned/onnxruntime per round, 7 rounds): both passive 0.50 [0.35..0.93],
+CPU ms 37.4 against 39.7; libgomp's default bounded spin (``--omp-wait-policy unset``)
+with onnxruntime spinning or not 1.2-2.3 [0.5..5.9], our CPU ms 75-161 (spinning threads
+waiting for a descheduled partner). On a quiet machine spinning makes each framework a
+little faster: ``--omp-wait-policy unset --ort-spinning default`` times each with its own
+defaults (fair when interleaved: a bounded spin is over long before the next framework
+runs; ``active`` spins for ever and steals the cores of the frameworks timed after us).
+``--timing sequential`` is the older protocol (each framework best of ``--repeat``, one
+after the other). Under the measurement lock; on a shared machine compare ratios within
+one run. ``--cpu`` prints the CPU time per run (all threads); ``--nchw`` also times ours
+untuned in the imported NCHW layout (the A/B of ``convert_layout``); ``--gap`` prints the
+per-task gap against onnxruntime from both profiles (:mod:`model_gap`: convolutions
+matched by shape).
 """
 
 from __future__ import annotations
@@ -187,6 +205,67 @@ def cpu_ms(fn, number: int = 20) -> float:
         return 1e3 * (time.process_time() - start) / number
 
 
+def _one_round(fn, min_ms: float) -> tuple[float, float]:
+    """(wall ms, CPU ms) per call of ``fn``, the mean over enough calls to last ``min_ms``
+    (after one untimed call), under the measurement lock."""
+    with common.measurement_lock():
+        fn()
+        t0 = time.perf_counter()
+        fn()
+        once = max(time.perf_counter() - t0, 1e-6)
+        number = max(1, int(min_ms / 1e3 / once + 0.999))
+        w0, c0 = time.perf_counter(), time.process_time()
+        for _ in range(number):
+            fn()
+        w1, c1 = time.perf_counter(), time.process_time()
+    return 1e3 * (w1 - w0) / number, 1e3 * (c1 - c0) / number
+
+
+def time_frameworks(runners: dict[str, Any], args) -> dict[str, dict[str, Any]]:
+    """Latency and CPU time of every runner (label -> zero-argument callable).
+
+    ``interleaved`` (the default): ``args.rounds`` rounds, each timing every runner in
+    turn (the order rotated by one each round) after a ``args.settle_ms`` pause, so one
+    framework's idle threads have gone to sleep before the next one runs (libgomp's
+    default wait spins about 300000 iterations, well under a millisecond, then sleeps;
+    onnxruntime's pool likewise); per runner the best and the median round, the median
+    CPU ms per run, and the rounds themselves. ``sequential``: each runner timed once,
+    best of ``args.repeat``, one after the other (the protocol before the interleaved
+    one; kept for comparison)."""
+    out: dict[str, dict[str, Any]] = {}
+    if args.timing == "sequential":
+        for name, fn in runners.items():
+            ms = [1e3 * t for t in common.time_python(fn, repeat=args.repeat)]
+            out[name] = {"best_ms": min(ms), "median_ms": float(np.median(ms)), "wall": ms}
+            if args.cpu:
+                out[name]["cpu_ms"] = cpu_ms(fn)
+        return out
+    names = list(runners)
+    wall: dict[str, list[float]] = {n: [] for n in names}
+    cpu: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(args.rounds):
+        for k in range(len(names)):
+            name = names[(k + r) % len(names)]
+            time.sleep(args.settle_ms / 1e3)
+            w, c = _one_round(runners[name], args.min_round_ms)
+            wall[name].append(w)
+            cpu[name].append(c)
+    for n in names:
+        out[n] = {
+            "best_ms": min(wall[n]),
+            "median_ms": float(np.median(wall[n])),
+            "cpu_ms": float(np.median(cpu[n])),
+            "wall": wall[n],
+            "cpu": cpu[n],
+        }
+    return out
+
+
+def round_ratios(timings: dict[str, dict[str, Any]], a: str, b: str) -> list[float]:
+    """Per-round latency ratios a/b (interleaved timing: the same round, the same load)."""
+    return [x / y for x, y in zip(timings[a]["wall"], timings[b]["wall"])]
+
+
 def run_model(name: str, args, torch, onnx, ort) -> dict[str, Any]:
     module, shape = MODELS[name](torch)
     module = module.eval()
@@ -221,26 +300,18 @@ def run_model(name: str, args, torch, onnx, ort) -> dict[str, Any]:
         )
         / 2**20
     )
-    out = exe(x=x)
-    row["err_untuned"] = rel_err(out, ref)
-    row["ms_untuned_ms"] = 1e3 * min(common.time_python(lambda: exe(x=x), repeat=args.repeat))
-    if args.cpu:
-        row["cpu_untuned_ms"] = cpu_ms(lambda: exe(x=x))
-    if args.nchw:  # A/B of the layout conversion: the imported NCHW layout, interleaved
+    runners: dict[str, Any] = {}
+    row["err_untuned"] = rel_err(exe(x=x), ref)
+    runners["untuned"] = lambda: exe(x=x)
+    if args.nchw:  # A/B of the layout conversion: the imported NCHW layout
         nchw = ri.compile_relax(None, func, args.target, None, desired_layouts=None)
         row["err_untuned_nchw"] = rel_err(nchw(x=x), ref)
-        best = {"nhwc": row["ms_untuned_ms"], "nchw": float("inf")}
-        for _ in range(2):
-            for key, e in (("nchw", nchw), ("nhwc", exe)):
-                t = 1e3 * min(common.time_python(lambda e=e: e(x=x), repeat=args.repeat))
-                best[key] = min(best[key], t)
-        row["ms_untuned_ms"], row["ms_untuned_nchw_ms"] = best["nhwc"], best["nchw"]
-        if args.cpu:
-            row["cpu_untuned_nchw_ms"] = cpu_ms(lambda: nchw(x=x))
+        runners["untuned_nchw"] = lambda: nchw(x=x)
     if args.profile:
         print(f"\n{name}, untuned: per-step profile (slowest first)")
         print("\n".join(str(exe.profile(x=x, number=3)).splitlines()[:16]))
 
+    tuned = None
     if args.trials > 0:
         work_dir = os.path.join(args.work_dir or tempfile.mkdtemp(prefix="ms-models-"), name)
         t0 = time.perf_counter()
@@ -267,35 +338,76 @@ def run_model(name: str, args, torch, onnx, ort) -> dict[str, Any]:
         tuned = ri.compile_relax(db, func, args.target, None)
         row["compile_tuned_s"] = time.perf_counter() - t0
         row["err_tuned"] = rel_err(tuned(x=x), ref)
-        row["ms_tuned_ms"] = 1e3 * min(common.time_python(lambda: tuned(x=x), repeat=args.repeat))
-        if args.cpu:
-            row["cpu_tuned_ms"] = cpu_ms(lambda: tuned(x=x))
+        runners["tuned"] = lambda: tuned(x=x)
         if args.profile:
             print(f"\n{name}, tuned: per-step profile (slowest first)")
             print("\n".join(str(tuned.profile(x=x, number=3)).splitlines()[:16]))
 
+    sess = None
     if ort is not None:
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = args.threads
-        so.inter_op_num_threads = 1
-        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        sess = ort.InferenceSession(model_bytes, so, providers=["CPUExecutionProvider"])
-        row["err_ort"] = rel_err(sess.run(None, {"x": x})[0], ref)
-        row["ort_ms"] = 1e3 * min(
-            common.time_python(lambda: sess.run(None, {"x": x}), repeat=args.repeat)
+        sess = ort.InferenceSession(
+            model_bytes, ort_options(ort, args), providers=["CPUExecutionProvider"]
         )
-        if args.cpu:
-            row["cpu_ort_ms"] = cpu_ms(lambda: sess.run(None, {"x": x}))
+        row["err_ort"] = rel_err(sess.run(None, {"x": x})[0], ref)
+        runners["ort"] = lambda: sess.run(None, {"x": x})
     torch.set_num_threads(args.threads)
-    with torch.no_grad():
-        row["torch_ms"] = 1e3 * min(common.time_python(lambda: module(xt), repeat=args.repeat))
-        if args.cpu:
-            row["cpu_torch_ms"] = cpu_ms(lambda: module(xt))
+
+    def run_torch():
+        with torch.no_grad():
+            module(xt)
+
+    runners["torch"] = run_torch
+    timings = time_frameworks(runners, args)
+    row["timing"] = timings
+    for key, label in (
+        ("untuned", "ms_untuned_ms"),
+        ("untuned_nchw", "ms_untuned_nchw_ms"),
+        ("tuned", "ms_tuned_ms"),
+        ("ort", "ort_ms"),
+        ("torch", "torch_ms"),
+    ):
+        if key in timings:
+            row[label] = timings[key]["best_ms"]
+            if "cpu_ms" in timings[key]:
+                row[f"cpu_{key}_ms"] = timings[key]["cpu_ms"]
+
+    if args.gap and ort is not None:
+        import model_gap
+
+        ours = tuned if tuned is not None else exe
+        row["gap"] = model_gap.gap_table(
+            ours,
+            model_bytes,
+            {"x": x},
+            ort,
+            lambda prefix: ort_options(ort, args, prefix),
+            number=args.gap_runs,
+        )
     return row
 
 
+def ort_options(ort, args, profile_prefix: str | None = None):
+    """onnxruntime session options: ``args.threads`` intra-op threads, one inter-op;
+    spinning as ``args.ort_spinning`` says (``default``: onnxruntime's own choice)."""
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = args.threads
+    so.inter_op_num_threads = 1
+    if args.ort_spinning != "default":
+        so.add_session_config_entry(
+            "session.intra_op.allow_spinning", "1" if args.ort_spinning == "on" else "0"
+        )
+    if profile_prefix:
+        so.enable_profiling = True
+        so.profile_file_prefix = profile_prefix
+    return so
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        epilog="\n".join(__doc__.splitlines()[2:]),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument(
         "--models",
         default="resnet18,mobilenet_v2,bert",
@@ -315,14 +427,50 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "on a busy machine want 64",
     )
     p.add_argument(
+        "--timing",
+        default="interleaved",
+        choices=["interleaved", "sequential"],
+        help="interleaved (default): --rounds rounds, each timing every framework in turn "
+        "after a --settle-ms pause, so none runs against another's spinning threads; "
+        "latency is the best round, CPU ms the median; per-round ratios are printed. "
+        "sequential: each framework best of --repeat, one after the other (the old protocol)",
+    )
+    p.add_argument("--rounds", type=int, default=5, help="interleaved rounds")
+    p.add_argument(
+        "--min-round-ms", type=float, default=300.0, help="each round's calls last at least this"
+    )
+    p.add_argument(
+        "--settle-ms",
+        type=float,
+        default=50.0,
+        help="pause before each framework's round (idle threads go to sleep)",
+    )
+    p.add_argument(
         "--omp-wait-policy",
         default="passive",
-        choices=["passive", "active", "inherit"],
-        help="OMP_WAIT_POLICY for our kernels and PyTorch (default passive: threads sleep "
-        "between parallel regions, as onnxruntime's without spinning; on a shared "
-        "machine spinning threads steal the cores the others need); inherit: leave "
-        "the environment alone",
+        choices=["passive", "unset", "active", "inherit"],
+        help="OpenMP waiting for our kernels and PyTorch. passive (default): threads sleep "
+        "between parallel regions, as onnxruntime's with --ort-spinning off (steady "
+        "under load); unset: OMP_WAIT_POLICY and GOMP_SPINCOUNT removed, libgomp's "
+        "default (a spin of about 300000 iterations, then sleep: faster on a quiet "
+        "machine, far slower under load); active: spin for ever (steals the cores of "
+        "the frameworks timed after us: unfair to them); inherit: leave the environment",
     )
+    p.add_argument(
+        "--ort-spinning",
+        default="off",
+        choices=["off", "on", "default"],
+        help="onnxruntime's session.intra_op.allow_spinning (default off, as our passive "
+        "waiting; 'default': onnxruntime's own default, on)",
+    )
+    p.add_argument(
+        "--gap",
+        action="store_true",
+        help="per-task gap: our per-step profile (the tuned executable when --trials) "
+        "against onnxruntime's per-node profile, convolutions matched by shape; a table "
+        "and the rows in the JSON (row 'gap')",
+    )
+    p.add_argument("--gap-runs", type=int, default=20, help="profiled runs of each for --gap")
     p.add_argument(
         "--nchw",
         action="store_true",
@@ -332,7 +480,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--cpu",
         action="store_true",
-        help="also report CPU ms per run (all threads; steadier than latency on a busy machine)",
+        help="also report CPU ms per run (all threads; steadier than latency on a busy "
+        "machine); measured always with --timing interleaved, printed with --cpu",
     )
     p.add_argument("--profile", action="store_true", help="print per-step profiles")
     p.add_argument("--plain", action="store_true")
@@ -343,7 +492,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
-    if args.omp_wait_policy != "inherit":  # read once, when libgomp is first loaded
+    # read once, when libgomp is first loaded (our kernels and PyTorch's)
+    if args.omp_wait_policy == "unset":
+        os.environ.pop("OMP_WAIT_POLICY", None)
+        os.environ.pop("GOMP_SPINCOUNT", None)
+    elif args.omp_wait_policy != "inherit":
         os.environ["OMP_WAIT_POLICY"] = args.omp_wait_policy
     import torch
 
@@ -388,18 +541,38 @@ def main(argv: list[str] | None = None) -> None:
         f"{args.threads} threads each; tuned: {args.trials} trials per task"
         if args.trials
         else f"{args.threads} threads each; untuned only (--trials N to tune)",
-        f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(unset)')}; "
-        "load average (1 min) at the end: " + " ".join(f"{x:.2f}" for x in os.getloadavg()),
+        f"timing: {args.timing}"
+        + (
+            f" ({args.rounds} rounds, best round; {args.settle_ms:g} ms pause before each)"
+            if args.timing == "interleaved"
+            else f" (best of {args.repeat}, one framework after the other)"
+        )
+        + f"; OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(unset)')}, "
+        f"onnxruntime spinning {args.ort_spinning}",
+        "load average at the end: " + " ".join(f"{x:.2f}" for x in os.getloadavg()),
     ]
     if ort is None:
         notes.append(f"onnxruntime: {why_ort}")
     common.print_table(
-        "Whole models: end-to-end latency (ms, best of repeats)",
+        "Whole models: end-to-end latency (ms, best round)",
         cols,
         table,
         notes,
         plain=args.plain,
     )
+    for r in rows:  # how steady the comparison was: the same-round ratios
+        tm = r["timing"]
+        if args.timing != "interleaved" or "ort" not in tm:
+            continue
+        parts = []
+        for k in ("untuned", "tuned", "torch"):
+            if k in tm:
+                q = round_ratios(tm, k, "ort")
+                parts.append(f"{k} {np.median(q):.3f} [{min(q):.3f}..{max(q):.3f}]")
+        print(
+            f"{r['model']}: latency / onnxruntime's per round, median [min..max]: "
+            + ", ".join(parts)
+        )
     if args.cpu:
         keys = ["untuned", "untuned_nchw", "tuned", "ort", "torch"]
         for r in rows:
@@ -414,6 +587,12 @@ def main(argv: list[str] | None = None) -> None:
     for r in rows:
         tasks = ", ".join(f"{t['name']} x{t['weight']}" for t in r["tasks"])
         print(f"{r['model']} tasks: {tasks}")
+    for r in rows:
+        if "gap" in r:
+            import model_gap
+
+            print(f"\n{r['model']}: per-task gap against onnxruntime (ms per run, profiles)")
+            print(model_gap.format_gap(r["gap"]))
     path = common.write_json(
         "models", {"machine": info, "args": vars(args), "rows": rows}, args.json
     )
