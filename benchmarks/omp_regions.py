@@ -6,8 +6,9 @@ way tuning schedules them (parallel rows, vectorized channels), built twice: wit
 ``codegen.c_parallel.SHARED_REGIONS`` on (the nests share one ``omp parallel`` region)
 and off (``omp parallel for`` per nest, as before). Each variant is timed in fresh
 processes under the runner's OpenMP environment (``OMP_WAIT_POLICY=PASSIVE``,
-``GOMP_SPINCOUNT=0``; ``--spin N`` for another spin count), the two variants alternating in short blocks within one process (so that they see the
-same load), in a few fresh processes::
+``GOMP_SPINCOUNT=0``; ``--spin N`` for another spin count), the two variants alternating
+in short blocks within one process (so that they see the same load), in a few fresh
+processes::
 
     python benchmarks/omp_regions.py --processes 3 --rounds 15
 

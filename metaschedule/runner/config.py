@@ -3,9 +3,25 @@
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
-__all__ = ["OPENMP_PASSIVE_ENV", "EvaluatorConfig", "WorkerEnv", "use_passive_openmp"]
+from ..runtime.timer import HostLoad
+
+__all__ = [
+    "OPENMP_PASSIVE_ENV",
+    "QUIET_LOADAVG_PER_CORE",
+    "QUIET_OTHERS_SHARE",
+    "QUIET_SPIN_COUNT",
+    "EvaluatorConfig",
+    "OpenMPPolicy",
+    "WorkerEnv",
+    "choose_openmp_policy",
+    "sample_host_load",
+    "use_load_following_openmp",
+    "use_passive_openmp",
+]
 
 #: The environment a runner worker measures under: OpenMP threads that finished their
 #: share sleep at the barrier instead of spinning, so they do not take the CPU from a
@@ -23,6 +39,13 @@ def _libgomp_loaded() -> bool:
 
 
 _POLICY: str | None = None  # what this process's libgomp runs with, once known
+_RECORD: dict[str, Any] | None = None  # ... and why (use_load_following_openmp)
+
+
+def _policy_string() -> str:
+    policy = os.environ.get("OMP_WAIT_POLICY", "default")
+    spin = os.environ.get("GOMP_SPINCOUNT")
+    return policy if spin is None else f"{policy} (GOMP_SPINCOUNT={spin})"
 
 
 def use_passive_openmp() -> str:
@@ -38,10 +61,99 @@ def use_passive_openmp() -> str:
         return f"{policy} (libgomp was loaded before the runner could set it)"
     if not any(key in os.environ for key in OPENMP_PASSIVE_ENV):  # the user's choice wins
         os.environ.update(OPENMP_PASSIVE_ENV)
-    policy = os.environ.get("OMP_WAIT_POLICY", "default")
-    spin = os.environ.get("GOMP_SPINCOUNT")
-    _POLICY = policy if spin is None else f"{policy} (GOMP_SPINCOUNT={spin})"
+    _POLICY = _policy_string()
     return _POLICY
+
+
+# ------------------------------------------------------------------ load-following policy
+#: GOMP_SPINCOUNT on a quiet machine: threads spin this many iterations at a barrier
+#: before sleeping, so the barriers of a short kernel and the gaps between timed calls
+#: need no wake-up. One iteration (a load and a ``pause``) took 26-49 ns on this
+#: project's 2-core EPYC, so 10^4 spin for 0.3-0.5 ms, longer than a short kernel's
+#: barriers and the gaps between its timed calls; libgomp's default, 3*10^5, spins
+#: 8-15 ms. On a busy machine every spin count lost 3-60x against passive waiting
+#: (``benchmarks/omp_wait_policy.py``), hence passive there.
+QUIET_SPIN_COUNT = 10000
+#: The machine is quiet when other processes used at most this share of its cores (at
+#: least 0.15 of a core) while the worker looked ...
+QUIET_OTHERS_SHARE = 0.1
+#: ... and the 1-minute load average is at most this many runnable tasks per core (it
+#: lags: a machine that just became quiet is still taken as busy, the safe side).
+QUIET_LOADAVG_PER_CORE = 0.5
+
+
+class OpenMPPolicy(NamedTuple):
+    """The OpenMP environment measurements run under and why (a pure decision).
+
+    Spinning threads take the cores from other processes and lose 10-100x when those
+    compete (matmul-128: 27.7 GFLOPS passive, 0.2 spinning under load); sleeping
+    threads pay a wake-up per parallel region and barrier, 35-55% of a short kernel on a
+    quiet machine. So a measurement spins briefly when the machine is quiet and sleeps
+    at once when it is busy.
+    """
+
+    env: dict[str, str]
+    reason: str  # "quiet", "busy", "unknown load"
+
+
+def choose_openmp_policy(
+    others_cores: float | None, loadavg_1m: float | None, cores: int
+) -> OpenMPPolicy:
+    """The policy for a machine of ``cores`` cores where other processes used
+    ``others_cores`` cores (None: unknown) and the load average is ``loadavg_1m``."""
+    if others_cores is None:
+        return OpenMPPolicy(dict(OPENMP_PASSIVE_ENV), "unknown load")
+    cores = max(int(cores), 1)
+    quiet = others_cores <= max(QUIET_OTHERS_SHARE * cores, 0.15)
+    if loadavg_1m is not None:
+        quiet = quiet and loadavg_1m <= QUIET_LOADAVG_PER_CORE * cores
+    if quiet:
+        return OpenMPPolicy({"GOMP_SPINCOUNT": str(QUIET_SPIN_COUNT)}, "quiet")
+    return OpenMPPolicy(dict(OPENMP_PASSIVE_ENV), "busy")
+
+
+def sample_host_load(seconds: float = 0.1) -> dict[str, Any]:
+    """The load other processes put on the host over ``seconds`` (this process sleeps):
+    ``others_cores``, ``loadavg_1m`` and ``wall_secs``, as ``HostLoad.until`` gives."""
+    before = HostLoad.now()
+    time.sleep(seconds)
+    return before.until(HostLoad.now())
+
+
+def use_load_following_openmp(
+    sample: Callable[[], dict[str, Any]] = sample_host_load,
+) -> dict[str, Any]:
+    """Choose this (worker) process's OpenMP wait policy from the load ``sample()`` sees
+    (:func:`choose_openmp_policy`), unless the user set ``OMP_WAIT_POLICY`` or
+    ``GOMP_SPINCOUNT``; call it before the first kernel library is loaded (libgomp reads
+    them once). Returns the record a measurement keeps: ``omp_wait_policy`` (as
+    :func:`use_passive_openmp` gives it) and ``omp_policy_basis`` (why: the load seen and
+    the decision, or "user" / "libgomp already loaded"). Decided once per process.
+    """
+    global _POLICY, _RECORD
+    if _RECORD is not None:
+        return dict(_RECORD)
+    if _libgomp_loaded():
+        seen = _POLICY or (
+            os.environ.get("OMP_WAIT_POLICY", "default")
+            + " (libgomp was loaded before the runner could set it)"
+        )
+        return {"omp_wait_policy": seen, "omp_policy_basis": {"decision": "libgomp loaded"}}
+    basis: dict[str, Any]
+    if _POLICY is not None:  # use_passive_openmp decided it
+        basis = {"decision": "passive"}
+    elif any(key in os.environ for key in OPENMP_PASSIVE_ENV):
+        basis = {"decision": "user"}  # the user's choice wins
+    else:
+        load = sample()
+        chosen = choose_openmp_policy(
+            load.get("others_cores"), load.get("loadavg_1m"), os.cpu_count() or 1
+        )
+        os.environ.update(chosen.env)
+        basis = {"decision": chosen.reason, **load, "cores": os.cpu_count()}
+    _POLICY = _policy_string()
+    _RECORD = {"omp_wait_policy": _POLICY, "omp_policy_basis": basis}
+    return dict(_RECORD)
 
 
 class WorkerEnv(dict):

@@ -45,7 +45,7 @@ from ..utils import (
 )
 from ..worker import PoolClosedError, WorkerDiedError, WorkerPool, WorkerStartError
 from .base import PyRunner, RunnerFuture, RunnerInput, RunnerResult
-from .config import EvaluatorConfig, use_passive_openmp
+from .config import EvaluatorConfig, sample_host_load, use_load_following_openmp
 
 __all__ = [
     "T_ALLOC_ARGUMENT",
@@ -175,6 +175,12 @@ def host_measurement_lock(path: str | None = None) -> Iterator[None]:
         os.close(fd)  # closing the only descriptor releases the lock
 
 
+def _quiet_load_sample() -> dict[str, Any]:
+    """The load of other processes, seen while no measurement of ours runs."""
+    with host_measurement_lock():
+        return sample_host_load()
+
+
 class _Deadline:
     """A budget of seconds enforced by SIGALRM at its default action (termination)."""
 
@@ -209,14 +215,17 @@ def _worker_run(
     # returns to Python to run a Python-level handler.
     previous_sigterm = signal.signal(signal.SIGTERM, signal.SIG_DFL)
     deadline = _Deadline(timeout_sec)
-    stage = "preparing the run"
-    deadline.resume()
+    stage = "choosing the OpenMP wait policy"
     try:
+        # it follows the load seen at the worker's first run, before libgomp is loaded
+        # with the kernel (not timed: it may wait for the measurement lock)
+        omp_policy = use_load_following_openmp(_quiet_load_sample)
+        stage = "preparing the run"
+        deadline.resume()
         alloc = resolve_function(f_alloc_argument, default_alloc_argument, "f_alloc_argument")
         evaluate = resolve_function(f_run_evaluator, default_run_evaluator, "f_run_evaluator")
         cleanup = resolve_function(f_cleanup, default_cleanup, "f_cleanup")
         stage = f"loading the artifact {artifact_path}"
-        omp_wait_policy = use_passive_openmp()  # before libgomp is loaded with the kernel
         rt_mod = _default_load(artifact_path)
         stage = "allocating the arguments"
         repeated_args = alloc(device_type, args_info, alloc_repeat)
@@ -233,7 +242,7 @@ def _worker_run(
                 deadline.pause()
             info = {
                 **config.protocol(),
-                "omp_wait_policy": omp_wait_policy,
+                **omp_policy,
                 **load.until(HostLoad.now()),
             }
         deadline.resume()
