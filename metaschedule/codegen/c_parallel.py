@@ -49,7 +49,7 @@ from ..tir import expr as E
 from ..tir.buffer import Buffer
 from ..tir.dtype import c_type
 from ..tir.functor import Visitor
-from ..tir.stmt import Allocate, BufferStore, For, ForKind, SeqStmt, Stmt
+from ..tir.stmt import Allocate, BufferStore, Evaluate, For, ForKind, SeqStmt, Stmt
 from ..tir.transform.affine import affine, const_bounds
 from .c_expr import linear_index, strip_parens
 
@@ -169,6 +169,8 @@ def plan_items(body: Stmt) -> tuple[list[Stmt], list[Item]]:
             walk(s.body, (*units, s))
         elif isinstance(s, For) and s.kind is ForKind.PARALLEL:
             items.append(Item(s, "parallel", units))
+        elif isinstance(s, Evaluate) and isinstance(s.value, (E.IntImm, E.FloatImm)):
+            pass  # a no-op (the code generator skips it too)
         else:
             items.append(Item(s, "nested" if _has_parallel(s) else "serial", units))
 
