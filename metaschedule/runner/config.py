@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable
@@ -11,6 +12,7 @@ from ..runtime.timer import HostLoad
 
 __all__ = [
     "OPENMP_PASSIVE_ENV",
+    "POLICY_BASIS_ENV",
     "QUIET_LOADAVG_PER_CORE",
     "QUIET_OTHERS_SHARE",
     "QUIET_SPIN_COUNT",
@@ -18,6 +20,9 @@ __all__ = [
     "OpenMPPolicy",
     "WorkerEnv",
     "choose_openmp_policy",
+    "openmp_policy_outdated",
+    "openmp_policy_record",
+    "openmp_worker_env",
     "sample_host_load",
     "use_load_following_openmp",
     "use_passive_openmp",
@@ -39,7 +44,7 @@ def _libgomp_loaded() -> bool:
 
 
 _POLICY: str | None = None  # what this process's libgomp runs with, once known
-_RECORD: dict[str, Any] | None = None  # ... and why (use_load_following_openmp)
+_RECORD: dict[str, Any] | None = None  # ... and why (openmp_policy_record)
 
 
 def _policy_string() -> str:
@@ -77,9 +82,10 @@ QUIET_SPIN_COUNT = 10000
 #: The machine is quiet when other processes used at most this share of its cores (at
 #: least 0.15 of a core) while the worker looked ...
 QUIET_OTHERS_SHARE = 0.1
-#: ... and the 1-minute load average is at most this many runnable tasks per core (it
-#: lags: a machine that just became quiet is still taken as busy, the safe side).
-QUIET_LOADAVG_PER_CORE = 0.5
+#: ... and the 1-minute load average is at most this many runnable tasks per core: the
+#: machine is not oversubscribed (it lags, and counts our own builder's bursts: the
+#: instant sample decides, this only rules out a machine busy all along).
+QUIET_LOADAVG_PER_CORE = 1.0
 
 
 class OpenMPPolicy(NamedTuple):
@@ -112,6 +118,18 @@ def choose_openmp_policy(
     return OpenMPPolicy(dict(OPENMP_PASSIVE_ENV), "busy")
 
 
+def openmp_policy_outdated(
+    decision: str | None, others_cores: float | None, cores: int | None = None
+) -> bool:
+    """Whether a worker that chose ``decision`` should choose again, having seen other
+    processes use ``others_cores`` cores while it timed: it spins (decided "quiet") and
+    the machine is busy now. (Passive waiting on a machine that became quiet only costs
+    short kernels their wake-ups; it stays.)"""
+    if decision != "quiet" or others_cores is None:
+        return False
+    return choose_openmp_policy(others_cores, None, cores or os.cpu_count() or 1).reason == "busy"
+
+
 def sample_host_load(seconds: float = 0.1) -> dict[str, Any]:
     """The load other processes put on the host over ``seconds`` (this process sleeps):
     ``others_cores``, ``loadavg_1m`` and ``wall_secs``, as ``HostLoad.until`` gives."""
@@ -120,40 +138,57 @@ def sample_host_load(seconds: float = 0.1) -> dict[str, Any]:
     return before.until(HostLoad.now())
 
 
+#: The variable through which a runner tells its workers why their OpenMP environment
+#: is what it is (JSON: the decision, the load seen, and the variables it set).
+POLICY_BASIS_ENV = "MS_OPENMP_POLICY_BASIS"
+
+
+def openmp_worker_env(
+    sample: Callable[[], dict[str, Any]] = sample_host_load,
+) -> dict[str, str]:
+    """The environment for a pool of measuring workers, chosen from the load ``sample()``
+    sees (:func:`choose_openmp_policy`); ``{}`` when the user set ``OMP_WAIT_POLICY`` or
+    ``GOMP_SPINCOUNT`` (the workers inherit the user's). One decision for the whole pool,
+    so that the candidates of a batch are measured alike."""
+    if any(key in os.environ for key in OPENMP_PASSIVE_ENV):
+        return {}
+    load = sample()
+    cores = os.cpu_count() or 1
+    chosen = choose_openmp_policy(load.get("others_cores"), load.get("loadavg_1m"), cores)
+    basis = {"decision": chosen.reason, **load, "cores": cores, "env": chosen.env}
+    return {**chosen.env, POLICY_BASIS_ENV: json.dumps(basis)}
+
+
+def openmp_policy_record() -> dict[str, Any]:
+    """What a worker's kernels run with, as a measurement records it: ``omp_wait_policy``
+    (as :func:`use_passive_openmp` gives it) and ``omp_policy_basis`` (why: the runner's
+    decision with the load it saw, "user", "passive" or "libgomp loaded"). Call it before
+    the first kernel library is loaded; a worker started without a runner's decision
+    measures passive unless the user chose (:func:`use_passive_openmp`)."""
+    global _RECORD
+    if _RECORD is not None:
+        return dict(_RECORD)
+    raw = os.environ.get(POLICY_BASIS_ENV)
+    basis: dict[str, Any] = json.loads(raw) if raw else {}
+    mine = {k: os.environ.get(k) for k in OPENMP_PASSIVE_ENV}
+    if basis and mine != {k: basis.get("env", {}).get(k) for k in OPENMP_PASSIVE_ENV}:
+        basis = {"decision": "user"}  # changed in the worker (e.g. a WorkerEnv initializer)
+    elif not basis:
+        basis = {"decision": "user" if any(mine.values()) else "passive"}
+    if _libgomp_loaded() and _POLICY is None:
+        basis = {"decision": "libgomp loaded"}
+    _RECORD = {"omp_wait_policy": use_passive_openmp(), "omp_policy_basis": basis}
+    return dict(_RECORD)
+
+
 def use_load_following_openmp(
     sample: Callable[[], dict[str, Any]] = sample_host_load,
 ) -> dict[str, Any]:
-    """Choose this (worker) process's OpenMP wait policy from the load ``sample()`` sees
-    (:func:`choose_openmp_policy`), unless the user set ``OMP_WAIT_POLICY`` or
-    ``GOMP_SPINCOUNT``; call it before the first kernel library is loaded (libgomp reads
-    them once). Returns the record a measurement keeps: ``omp_wait_policy`` (as
-    :func:`use_passive_openmp` gives it) and ``omp_policy_basis`` (why: the load seen and
-    the decision, or "user" / "libgomp already loaded"). Decided once per process.
-    """
-    global _POLICY, _RECORD
-    if _RECORD is not None:
-        return dict(_RECORD)
-    if _libgomp_loaded():
-        seen = _POLICY or (
-            os.environ.get("OMP_WAIT_POLICY", "default")
-            + " (libgomp was loaded before the runner could set it)"
-        )
-        return {"omp_wait_policy": seen, "omp_policy_basis": {"decision": "libgomp loaded"}}
-    basis: dict[str, Any]
-    if _POLICY is not None:  # use_passive_openmp decided it
-        basis = {"decision": "passive"}
-    elif any(key in os.environ for key in OPENMP_PASSIVE_ENV):
-        basis = {"decision": "user"}  # the user's choice wins
-    else:
-        load = sample()
-        chosen = choose_openmp_policy(
-            load.get("others_cores"), load.get("loadavg_1m"), os.cpu_count() or 1
-        )
-        os.environ.update(chosen.env)
-        basis = {"decision": chosen.reason, **load, "cores": os.cpu_count()}
-    _POLICY = _policy_string()
-    _RECORD = {"omp_wait_policy": _POLICY, "omp_policy_basis": basis}
-    return dict(_RECORD)
+    """:func:`openmp_worker_env` applied to this process (a benchmark timing kernels
+    itself), before libgomp loads; returns :func:`openmp_policy_record`."""
+    if _RECORD is None and _POLICY is None and not _libgomp_loaded():
+        os.environ.update(openmp_worker_env(sample))
+    return openmp_policy_record()
 
 
 class WorkerEnv(dict):

@@ -107,3 +107,65 @@ def test_the_users_openmp_settings_win():
     assert mine["record"] == {"omp_wait_policy": "ACTIVE", "omp_policy_basis": {"decision": "user"}}
     spin = _decide(quiet, GOMP_SPINCOUNT="5")
     assert spin["env"]["GOMP_SPINCOUNT"] == "5" and spin["calls"] == 0
+
+
+def test_a_spinning_worker_on_a_machine_that_became_busy_is_outdated():
+    from metaschedule.runner.config import openmp_policy_outdated
+
+    assert openmp_policy_outdated("quiet", 1.2, cores=2)
+    assert not openmp_policy_outdated("quiet", 0.05, cores=2)
+    assert not openmp_policy_outdated("busy", 0.0, cores=2)  # passive stays: it is safe
+    assert not openmp_policy_outdated("user", 2.0, cores=2)  # the user's choice stays
+    assert not openmp_policy_outdated("quiet", None, cores=2)
+
+
+def test_the_runner_starts_fresh_workers_when_their_policy_is_outdated():
+    from metaschedule.runner import LocalRunner
+
+    with LocalRunner() as runner:
+        runner.run([])
+        first = runner._pool
+        runner._note_info({"omp_policy_basis": {"decision": "busy"}, "others_cores": 1.9})
+        runner.run([])
+        assert runner._pool is first  # passive workers stay
+        busy = {"omp_policy_basis": {"decision": "quiet"}, "others_cores": float(os.cpu_count())}
+        runner._note_info(busy)
+        runner.run([])
+        assert runner._pool is not first  # they choose again
+        second = runner._pool
+        runner.run([])
+        assert runner._pool is second
+
+
+def test_a_runner_decides_once_for_its_pool_and_workers_record_it(monkeypatch):
+    from metaschedule.runner import config
+
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
+    env = config.openmp_worker_env(lambda: {"others_cores": 1.5, "loadavg_1m": 3.0})
+    assert {k: env[k] for k in OPENMP_PASSIVE_ENV} == OPENMP_PASSIVE_ENV
+    basis = json.loads(env[config.POLICY_BASIS_ENV])
+    assert basis["decision"] == "busy" and basis["others_cores"] == 1.5
+    monkeypatch.setenv("GOMP_SPINCOUNT", "7")  # the user's: the pool inherits it
+    assert config.openmp_worker_env(lambda: pytest.fail("no sample needed")) == {}
+
+
+def test_a_worker_whose_initializer_changed_the_policy_records_the_users(tmp_path):
+    """A WorkerEnv initializer runs after the runner's environment: its choice is the
+    user's, and the measurement says so."""
+    code = (
+        "import json, os\n"
+        "from metaschedule.runner import config\n"
+        "os.environ['OMP_WAIT_POLICY'] = 'ACTIVE'; os.environ.pop('GOMP_SPINCOUNT', None)\n"
+        "print(json.dumps(config.openmp_policy_record()))\n"
+    )
+    base = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    env = {**base, "GOMP_SPINCOUNT": "10000"}
+    env["MS_OPENMP_POLICY_BASIS"] = json.dumps(
+        {"decision": "quiet", "env": {"GOMP_SPINCOUNT": "10000"}}
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    record = json.loads(out.stdout.strip().splitlines()[-1])
+    assert record == {"omp_wait_policy": "ACTIVE", "omp_policy_basis": {"decision": "user"}}
