@@ -77,6 +77,11 @@ class _Accesses:
     def shared(self) -> set[Buffer]:
         return self.touched - self.private
 
+    def maybe_written(self) -> set[Buffer]:
+        """Stored to, or referenced other than by a load or store (taken as written)."""
+        other = {b for b in self.shared() if self.refs[b] != len(self.indexed.get(b, ()))}
+        return self.written | other
+
 
 def _accesses(s: Stmt) -> _Accesses:
     out = _Accesses()
@@ -250,7 +255,7 @@ def _aligned(a: Item, b: Item, buf: Buffer) -> bool:
 def _race_free(a: Item, b: Item) -> bool:
     """Threads may run ``b`` while others still run ``a``."""
     sa, sb = a.acc.shared(), b.acc.shared()
-    conflicts = (a.acc.written & sb) | (b.acc.written & sa)
+    conflicts = (a.acc.maybe_written() & sb) | (b.acc.maybe_written() & sa)
     return all(_aligned(a, b, buf) for buf in conflicts)
 
 
