@@ -12,6 +12,12 @@ killed measurement cannot leave it held. Two workers let the next candidate load
 library and allocate its arguments while the current one is timed; a candidate that
 fails before it is timed (e.g. its library does not load) finishes without waiting.
 
+OpenMP: each pool of workers measures under one wait policy chosen from the host's load
+when it starts (``config.openmp_worker_env``: a brief spin on a quiet machine, passive
+waiting on a busy one, the user's ``OMP_WAIT_POLICY``/``GOMP_SPINCOUNT`` if set); a pool
+whose spinning workers see a busy machine is replaced before the next batch. Every
+result records the policy and why (``omp_wait_policy``, ``omp_policy_basis``).
+
 Timeouts: ``timeout_sec`` bounds loading, allocating and timing one candidate, not the
 time spent waiting for the lock or cooling down. It is enforced inside the worker by
 ``SIGALRM`` left at its default action, which terminates the process even in the middle
