@@ -941,8 +941,9 @@ def report(
         ),
         "numpy for conv2d: an im2col window view + np.tensordot (one BLAS GEMM).",
         f"OpenMP wait policy of this process (ours, PyTorch): "
-        f"{getattr(args, 'omp_wait_policy', None)}, as the runner's workers (onnxruntime: "
-        "no spinning)",
+        f"{getattr(args, 'omp_wait_policy', None)} ("
+        f"{(getattr(args, 'omp_policy_basis', None) or {}).get('decision')}), chosen from "
+        "the load as the runner's workers choose theirs (onnxruntime: no spinning)",
     ]
     if peak and getattr(args, "peak_source", "nominal") == "measured":
         notes.append(
@@ -1094,12 +1095,15 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             if args.work_dir is None:
                 shutil.rmtree(root, ignore_errors=True)
-    from metaschedule.runner.config import use_passive_openmp
+    from metaschedule.runner.config import use_load_following_openmp
 
-    # the final timing runs our kernels with the OpenMP wait policy the runner measured
-    # them with (passive unless the user set one; before libgomp loads): with libgomp's
-    # default spinning, two busy threads on a shared 2-core machine lost 2-7x here
-    args.omp_wait_policy = use_passive_openmp()
+    # the final timing runs our kernels with the OpenMP wait policy the runner measures
+    # them with (before libgomp loads): a brief spin on a quiet machine, passive waiting on
+    # a busy one (unless the user set one); with libgomp's default spinning, two busy
+    # threads on a shared 2-core machine lost 2-7x here
+    omp = use_load_following_openmp()
+    args.omp_wait_policy = omp["omp_wait_policy"]
+    args.omp_policy_basis = omp["omp_policy_basis"]
     info = common.machine_info()
     cores = args.num_cores or info["physical_cores"]
     target = Target(f"llvm -num-cores {cores}")
@@ -1215,6 +1219,7 @@ def _write(results, info, target, peak, args, complete: bool) -> str:
             "prior": not args.no_prior,
             "seed": args.seed,
             "omp_wait_policy": getattr(args, "omp_wait_policy", None),
+            "omp_policy_basis": getattr(args, "omp_policy_basis", None),
             "tvm_skipped": args.tvm_skipped,
             "loadavg_end": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
             "results": results,

@@ -6,6 +6,7 @@ Loops map to C as follows:
 
 * ``parallel``: the outermost parallel loop of a nest becomes
   ``#pragma omp parallel for num_threads(<target.num_cores>)``; nested ones run serially.
+  Consecutive top-level parallel nests share one region instead (:mod:`.c_parallel`).
 * ``vectorized``: GCC vector extensions, see :mod:`.c_vector`.
 * ``unroll``: ``#pragma GCC unroll <extent>``. A loop annotated with
   ``pragma_auto_unroll_max_step = S`` unrolls every loop of its nest whose total step
@@ -63,6 +64,7 @@ from ..tir.transform.affine import affine
 from .c_accumulate import access_key, emit_accumulated, plan_accumulators
 from .c_expr import CodegenError, ExprWriter, linear_index, strip_parens
 from .c_helpers import HEADER, Helpers
+from .c_parallel import Worksharing, emit_body
 from .c_vector import emit_lane_sums, emit_vectorized
 from .debug import DEBUG_C, OOB_STATUS, DebugSites
 
@@ -282,6 +284,7 @@ class FunctionWriter(ExprWriter):
         self.shared_loads: dict[tuple, str] | None = None
         self.shared_decls: list[tuple[str, str]] = []
         self.symbol = ""
+        self.omp_region: Worksharing | None = None  # set: a loop of a shared region (c_parallel)
 
     # output ---------------------------------------------------------------------------
     def line(self, text: str) -> None:
@@ -315,13 +318,15 @@ class FunctionWriter(ExprWriter):
         if heap:
             ok = self.open_heap(heap, per_thread=False)
             self.line(f"if ({ok}) {{")
-            self.block(self.func.body)
+            self.indent += 1
+            emit_body(self, self.func.body)  # parallel nests share regions (c_parallel)
+            self.indent -= 1
             self.line("} else {")
             self.line("  ms_status = -1;")
             self.line("}")
             self.close_heap(heap)
         else:
-            self.stmt(self.func.body)
+            emit_body(self, self.func.body)
         if self.debug is not None:
             self.line(f"if (ms_oob_site >= 0) ms_status = {OOB_STATUS};")
         lines = self.lines
@@ -474,6 +479,9 @@ class FunctionWriter(ExprWriter):
                     self.line("}")
                 return
             parallel = loop.kind is ForKind.PARALLEL and not self.in_parallel
+            if parallel and self.omp_region is not None:  # in a shared region (c_parallel)
+                self.omp_region.emit_loop(self, loop, name)
+                return
             if parallel:
                 heap = _heap_allocations(loop.body, inside_parallel=True)
                 if heap:

@@ -2,10 +2,31 @@
 
 from __future__ import annotations
 
+import json
 import os
+import time
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
-__all__ = ["OPENMP_PASSIVE_ENV", "EvaluatorConfig", "WorkerEnv", "use_passive_openmp"]
+from ..runtime.timer import HostLoad
+
+__all__ = [
+    "OPENMP_PASSIVE_ENV",
+    "POLICY_BASIS_ENV",
+    "QUIET_LOADAVG_PER_CORE",
+    "QUIET_OTHERS_SHARE",
+    "QUIET_SPIN_COUNT",
+    "EvaluatorConfig",
+    "OpenMPPolicy",
+    "WorkerEnv",
+    "choose_openmp_policy",
+    "openmp_policy_outdated",
+    "openmp_policy_record",
+    "openmp_worker_env",
+    "sample_host_load",
+    "use_load_following_openmp",
+    "use_passive_openmp",
+]
 
 #: The environment a runner worker measures under: OpenMP threads that finished their
 #: share sleep at the barrier instead of spinning, so they do not take the CPU from a
@@ -23,6 +44,13 @@ def _libgomp_loaded() -> bool:
 
 
 _POLICY: str | None = None  # what this process's libgomp runs with, once known
+_RECORD: dict[str, Any] | None = None  # ... and why (openmp_policy_record)
+
+
+def _policy_string() -> str:
+    policy = os.environ.get("OMP_WAIT_POLICY", "default")
+    spin = os.environ.get("GOMP_SPINCOUNT")
+    return policy if spin is None else f"{policy} (GOMP_SPINCOUNT={spin})"
 
 
 def use_passive_openmp() -> str:
@@ -38,10 +66,129 @@ def use_passive_openmp() -> str:
         return f"{policy} (libgomp was loaded before the runner could set it)"
     if not any(key in os.environ for key in OPENMP_PASSIVE_ENV):  # the user's choice wins
         os.environ.update(OPENMP_PASSIVE_ENV)
-    policy = os.environ.get("OMP_WAIT_POLICY", "default")
-    spin = os.environ.get("GOMP_SPINCOUNT")
-    _POLICY = policy if spin is None else f"{policy} (GOMP_SPINCOUNT={spin})"
+    _POLICY = _policy_string()
     return _POLICY
+
+
+# ------------------------------------------------------------------ load-following policy
+#: GOMP_SPINCOUNT on a quiet machine: threads spin this many iterations at a barrier
+#: before sleeping, so the barriers of a short kernel and the gaps between timed calls
+#: need no wake-up. One iteration (a load and a ``pause``) took 26-49 ns on this
+#: project's 2-core EPYC, so 10^4 spin for 0.3-0.5 ms, longer than a short kernel's
+#: barriers and the gaps between its timed calls; libgomp's default, 3*10^5, spins
+#: 8-15 ms. On a busy machine every spin count lost 3-60x against passive waiting
+#: (``benchmarks/omp_wait_policy.py``), hence passive there.
+QUIET_SPIN_COUNT = 10000
+#: The machine is quiet when other processes used at most this share of its cores (at
+#: least 0.15 of a core) while the worker looked ...
+QUIET_OTHERS_SHARE = 0.1
+#: ... and the 1-minute load average is at most this many runnable tasks per core: the
+#: machine is not oversubscribed (it lags, and counts our own builder's bursts: the
+#: instant sample decides, this only rules out a machine busy all along).
+QUIET_LOADAVG_PER_CORE = 1.0
+
+
+class OpenMPPolicy(NamedTuple):
+    """The OpenMP environment measurements run under and why (a pure decision).
+
+    Spinning threads take the cores from other processes and lose 10-100x when those
+    compete (matmul-128: 27.7 GFLOPS passive, 0.2 spinning under load); sleeping
+    threads pay a wake-up per parallel region and barrier, 35-55% of a short kernel on a
+    quiet machine. So a measurement spins briefly when the machine is quiet and sleeps
+    at once when it is busy.
+    """
+
+    env: dict[str, str]
+    reason: str  # "quiet", "busy", "unknown load"
+
+
+def choose_openmp_policy(
+    others_cores: float | None, loadavg_1m: float | None, cores: int
+) -> OpenMPPolicy:
+    """The policy for a machine of ``cores`` cores where other processes used
+    ``others_cores`` cores (None: unknown) and the load average is ``loadavg_1m``."""
+    if others_cores is None:
+        return OpenMPPolicy(dict(OPENMP_PASSIVE_ENV), "unknown load")
+    cores = max(int(cores), 1)
+    quiet = others_cores <= max(QUIET_OTHERS_SHARE * cores, 0.15)
+    if loadavg_1m is not None:
+        quiet = quiet and loadavg_1m <= QUIET_LOADAVG_PER_CORE * cores
+    if quiet:
+        return OpenMPPolicy({"GOMP_SPINCOUNT": str(QUIET_SPIN_COUNT)}, "quiet")
+    return OpenMPPolicy(dict(OPENMP_PASSIVE_ENV), "busy")
+
+
+def openmp_policy_outdated(
+    decision: str | None, others_cores: float | None, cores: int | None = None
+) -> bool:
+    """Whether a worker that chose ``decision`` should choose again, having seen other
+    processes use ``others_cores`` cores while it timed: it spins (decided "quiet") and
+    the machine is busy now. (Passive waiting on a machine that became quiet only costs
+    short kernels their wake-ups; it stays.)"""
+    if decision != "quiet" or others_cores is None:
+        return False
+    return choose_openmp_policy(others_cores, None, cores or os.cpu_count() or 1).reason == "busy"
+
+
+def sample_host_load(seconds: float = 0.1) -> dict[str, Any]:
+    """The load other processes put on the host over ``seconds`` (this process sleeps):
+    ``others_cores``, ``loadavg_1m`` and ``wall_secs``, as ``HostLoad.until`` gives."""
+    before = HostLoad.now()
+    time.sleep(seconds)
+    return before.until(HostLoad.now())
+
+
+#: The variable through which a runner tells its workers why their OpenMP environment
+#: is what it is (JSON: the decision, the load seen, and the variables it set).
+POLICY_BASIS_ENV = "MS_OPENMP_POLICY_BASIS"
+
+
+def openmp_worker_env(
+    sample: Callable[[], dict[str, Any]] = sample_host_load,
+) -> dict[str, str]:
+    """The environment for a pool of measuring workers, chosen from the load ``sample()``
+    sees (:func:`choose_openmp_policy`); ``{}`` when the user set ``OMP_WAIT_POLICY`` or
+    ``GOMP_SPINCOUNT`` (the workers inherit the user's). One decision for the whole pool,
+    so that the candidates of a batch are measured alike."""
+    if any(key in os.environ for key in OPENMP_PASSIVE_ENV):
+        return {}
+    load = sample()
+    cores = os.cpu_count() or 1
+    chosen = choose_openmp_policy(load.get("others_cores"), load.get("loadavg_1m"), cores)
+    basis = {"decision": chosen.reason, **load, "cores": cores, "env": chosen.env}
+    return {**chosen.env, POLICY_BASIS_ENV: json.dumps(basis)}
+
+
+def openmp_policy_record() -> dict[str, Any]:
+    """What a worker's kernels run with, as a measurement records it: ``omp_wait_policy``
+    (as :func:`use_passive_openmp` gives it) and ``omp_policy_basis`` (why: the runner's
+    decision with the load it saw, "user", "passive" or "libgomp loaded"). Call it before
+    the first kernel library is loaded; a worker started without a runner's decision
+    measures passive unless the user chose (:func:`use_passive_openmp`)."""
+    global _RECORD
+    if _RECORD is not None:
+        return dict(_RECORD)
+    raw = os.environ.get(POLICY_BASIS_ENV)
+    basis: dict[str, Any] = json.loads(raw) if raw else {}
+    mine = {k: os.environ.get(k) for k in OPENMP_PASSIVE_ENV}
+    if basis and mine != {k: basis.get("env", {}).get(k) for k in OPENMP_PASSIVE_ENV}:
+        basis = {"decision": "user"}  # changed in the worker (e.g. a WorkerEnv initializer)
+    elif not basis:
+        basis = {"decision": "user" if any(mine.values()) else "passive"}
+    if _libgomp_loaded() and _POLICY is None:
+        basis = {"decision": "libgomp loaded"}
+    _RECORD = {"omp_wait_policy": use_passive_openmp(), "omp_policy_basis": basis}
+    return dict(_RECORD)
+
+
+def use_load_following_openmp(
+    sample: Callable[[], dict[str, Any]] = sample_host_load,
+) -> dict[str, Any]:
+    """:func:`openmp_worker_env` applied to this process (a benchmark timing kernels
+    itself), before libgomp loads; returns :func:`openmp_policy_record`."""
+    if _RECORD is None and _POLICY is None and not _libgomp_loaded():
+        os.environ.update(openmp_worker_env(sample))
+    return openmp_policy_record()
 
 
 class WorkerEnv(dict):

@@ -12,6 +12,12 @@ killed measurement cannot leave it held. Two workers let the next candidate load
 library and allocate its arguments while the current one is timed; a candidate that
 fails before it is timed (e.g. its library does not load) finishes without waiting.
 
+OpenMP: each pool of workers measures under one wait policy chosen from the host's load
+when it starts (``config.openmp_worker_env``: a brief spin on a quiet machine, passive
+waiting on a busy one, the user's ``OMP_WAIT_POLICY``/``GOMP_SPINCOUNT`` if set); a pool
+whose spinning workers see a busy machine is replaced before the next batch. Every
+result records the policy and why (``omp_wait_policy``, ``omp_policy_basis``).
+
 Timeouts: ``timeout_sec`` bounds loading, allocating and timing one candidate, not the
 time spent waiting for the lock or cooling down. It is enforced inside the worker by
 ``SIGALRM`` left at its default action, which terminates the process even in the middle
@@ -45,7 +51,13 @@ from ..utils import (
 )
 from ..worker import PoolClosedError, WorkerDiedError, WorkerPool, WorkerStartError
 from .base import PyRunner, RunnerFuture, RunnerInput, RunnerResult
-from .config import EvaluatorConfig, use_passive_openmp
+from .config import (
+    EvaluatorConfig,
+    openmp_policy_outdated,
+    openmp_policy_record,
+    openmp_worker_env,
+    sample_host_load,
+)
 
 __all__ = [
     "T_ALLOC_ARGUMENT",
@@ -175,6 +187,13 @@ def host_measurement_lock(path: str | None = None) -> Iterator[None]:
         os.close(fd)  # closing the only descriptor releases the lock
 
 
+def _quiet_load_sample() -> dict[str, Any]:
+    """The load of other processes, seen while no measurement runs (ours or another
+    tuner's on this host)."""
+    with host_measurement_lock():
+        return sample_host_load()
+
+
 class _Deadline:
     """A budget of seconds enforced by SIGALRM at its default action (termination)."""
 
@@ -212,11 +231,11 @@ def _worker_run(
     stage = "preparing the run"
     deadline.resume()
     try:
+        omp_policy = openmp_policy_record()  # the runner's choice, before libgomp loads
         alloc = resolve_function(f_alloc_argument, default_alloc_argument, "f_alloc_argument")
         evaluate = resolve_function(f_run_evaluator, default_run_evaluator, "f_run_evaluator")
         cleanup = resolve_function(f_cleanup, default_cleanup, "f_cleanup")
         stage = f"loading the artifact {artifact_path}"
-        omp_wait_policy = use_passive_openmp()  # before libgomp is loaded with the kernel
         rt_mod = _default_load(artifact_path)
         stage = "allocating the arguments"
         repeated_args = alloc(device_type, args_info, alloc_repeat)
@@ -233,7 +252,7 @@ def _worker_run(
                 deadline.pause()
             info = {
                 **config.protocol(),
-                "omp_wait_policy": omp_wait_policy,
+                **omp_policy,
                 **load.until(HostLoad.now()),
             }
         deadline.resume()
@@ -266,12 +285,14 @@ class LocalRunnerFuture(RunnerFuture):
         future: Any = None,
         timeout_sec: float | None = None,
         pool: WorkerPool | None = None,
+        on_info: Callable[[dict[str, Any]], None] | None = None,
     ):
         if future is None and (res is None) == (error_message is None):
             raise ValueError("give exactly one of res and error_message (or a pool future)")
         self._future = future
         self._pool = pool  # keeps the workers alive while the measurement is pending
         self._timeout_sec = timeout_sec
+        self._on_info = on_info  # told the info of a successful measurement
         self._result = None if future is not None else RunnerResult(res, error_message)
         super().__init__(self.done, self.result)
 
@@ -303,6 +324,8 @@ class LocalRunnerFuture(RunnerFuture):
             return RunnerResult(None, f"LocalRunner: could not run: {type(err).__name__}: {err}")
         if status == "ok":
             run_secs, info = value
+            if self._on_info is not None:
+                self._on_info(info)
             return RunnerResult(run_secs, None, info)
         return RunnerResult(None, value)
 
@@ -368,13 +391,30 @@ class LocalRunner(PyRunner):
         self.f_cleanup = f_cleanup
         self.initializer = initializer
         self._pool: WorkerPool | None = None
+        self._policy_outdated = False  # a worker spins on a machine that became busy
+
+    def _note_info(self, info: dict[str, Any]) -> None:
+        basis = info.get("omp_policy_basis") or {}
+        if openmp_policy_outdated(basis.get("decision"), info.get("others_cores")):
+            self._policy_outdated = True
+
+    def _new_pool(self) -> WorkerPool:
+        """Workers whose OpenMP wait policy follows the load seen now (see
+        :func:`.config.openmp_worker_env`; libgomp reads it once per process)."""
+        env = openmp_worker_env(_quiet_load_sample)
+        return WorkerPool(_NUM_WORKERS, self.initializer, preload=_PRELOAD, env=env)
 
     def run(self, runner_inputs: list[RunnerInput]) -> list[RunnerFuture]:
         if self._pool is None:
-            self._pool = WorkerPool(_NUM_WORKERS, self.initializer, preload=_PRELOAD)
+            self._pool = self._new_pool()
         elif self._pool.broken is not None:  # try anew: the cause may have been fixed
             self._pool.close()
-            self._pool = WorkerPool(_NUM_WORKERS, self.initializer, preload=_PRELOAD)
+            self._pool = self._new_pool()
+        elif self._policy_outdated:
+            # workers spinning on a machine that became busy: fresh ones choose again;
+            # the old pool lives on until its pending measurements are done
+            self._pool = self._new_pool()
+        self._policy_outdated = False
         futures: list[RunnerFuture] = []
         for inp in runner_inputs:
             args = (
@@ -391,7 +431,12 @@ class LocalRunner(PyRunner):
             )
             future = self._pool.schedule(_worker_run, args)
             futures.append(
-                LocalRunnerFuture(future=future, timeout_sec=self.timeout_sec, pool=self._pool)
+                LocalRunnerFuture(
+                    future=future,
+                    timeout_sec=self.timeout_sec,
+                    pool=self._pool,
+                    on_info=self._note_info,
+                )
             )
         return futures
 

@@ -64,7 +64,16 @@ def test_measure_a_matmul(artifacts):
     assert future.done() and future.result() is result
     info = result.info  # the protocol and the load seen, recorded with the result
     assert info["repeat"] == FAST.repeat and info["warmup"] == FAST.warmup
-    assert info["omp_wait_policy"].upper().startswith("PASSIVE")
+    # the OpenMP wait policy the worker chose from the load it saw, and why
+    decision = info["omp_policy_basis"]["decision"]
+    if decision == "quiet":
+        assert "GOMP_SPINCOUNT=" in info["omp_wait_policy"]
+        assert info["omp_policy_basis"]["others_cores"] is not None
+    elif decision in ("busy", "unknown load"):
+        assert info["omp_wait_policy"] == "PASSIVE (GOMP_SPINCOUNT=0)"
+    else:  # the user's OMP_WAIT_POLICY / GOMP_SPINCOUNT, as the runner's environment has it
+        assert decision == "user"
+        assert {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"} & set(os.environ)
     assert {"loadavg_1m", "others_cores", "statistic"} <= set(info)
 
 
