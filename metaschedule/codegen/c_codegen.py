@@ -64,6 +64,7 @@ from .c_accumulate import access_key, emit_accumulated, plan_accumulators
 from .c_expr import CodegenError, ExprWriter, linear_index, strip_parens
 from .c_helpers import HEADER, Helpers
 from .c_vector import emit_lane_sums, emit_vectorized
+from .c_versioning import version_guards
 from .debug import DEBUG_C, OOB_STATUS, DebugSites
 
 #: Allocations up to this many bytes live on the stack, larger ones on the heap.
@@ -75,6 +76,9 @@ EXPLICIT_UNROLL_STEPS = 16
 #: setting unrolls the inner loops up to this many steps): GCC's complete unrolling of a
 #: 512-step nest of vector code takes it tens of seconds, LLVM's (TVM's) a fraction.
 AUTO_UNROLL_STEPS = 64
+#: Guarded loop bodies (inlined padding) get an unguarded copy for the iterations where
+#: every guard holds (:mod:`.c_versioning`).
+VERSION_GUARDS = True
 
 _C_RESERVED = {
     "auto",
@@ -282,6 +286,7 @@ class FunctionWriter(ExprWriter):
         self.shared_loads: dict[tuple, str] | None = None
         self.shared_decls: list[tuple[str, str]] = []
         self.symbol = ""
+        self.version = VERSION_GUARDS  # an unguarded copy of guarded loop bodies (c_versioning)
 
     # output ---------------------------------------------------------------------------
     def line(self, text: str) -> None:
@@ -311,17 +316,18 @@ class FunctionWriter(ExprWriter):
         head.append("  int32_t ms_status = 0;")
         if self.debug is not None:
             head.append("  ms_oob_site = -1;")
-        heap = _heap_allocations(self.func.body, inside_parallel=False)
+        body = version_guards(self.func.body) if self.version else self.func.body
+        heap = _heap_allocations(body, inside_parallel=False)
         if heap:
             ok = self.open_heap(heap, per_thread=False)
             self.line(f"if ({ok}) {{")
-            self.block(self.func.body)
+            self.block(body)
             self.line("} else {")
             self.line("  ms_status = -1;")
             self.line("}")
             self.close_heap(heap)
         else:
-            self.stmt(self.func.body)
+            self.stmt(body)
         if self.debug is not None:
             self.line(f"if (ms_oob_site >= 0) ms_status = {OOB_STATUS};")
         lines = self.lines

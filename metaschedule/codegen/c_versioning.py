@@ -1,0 +1,339 @@
+"""Loop versioning: a guarded loop body gets an unguarded copy for the interior.
+
+An inlined padding block leaves its bounds test in every load of the consumer::
+
+    for y, x0, c0:                          # the output tile loops
+      for ry, rx, x1:                       # the 3x3 window, the tile's pixels
+        acc += select(1 <= y + ry && y + ry < 113 && 1 <= x0*4 + x1 + rx && ...,
+                      X[y + ry - 1, x0*4 + x1 + rx - 1, c], 0) * K[ry, rx, c]
+
+Every window load is then a branch or a blend, and the loads of neighbouring taps cannot
+be shared (:func:`.c_accumulate.straight_line` keeps guarded loads apart). GCC neither
+splits the iteration space nor hoists such tests. Here the code generator does: for a
+loop ``L`` above the guarded code, each comparison in a guard (``a <= b``, ``a < b``, ...
+of integer index expressions, within a conjunction) is bounded over the loops inside
+``L``'s body (:func:`..tir.transform.affine.bounds`); its worst case is a test on the
+variables of ``L`` and the loops around it. When all the tests hold, no guard inside
+``L``'s body can fail, and a copy of the body without those comparisons runs::
+
+    for y, x0, c0:
+      if (1 <= y && y + 2 < 113 && 1 <= x0*4 && x0*4 + 5 < 113)
+        <the body, the window loads plain>  # the interior: most tiles
+      else
+        <the body as it was>                # tiles on the border
+
+(the original body stays for the tiles that touch the border). Guards are ``Select``
+conditions and ``if`` statements (the predicates of imperfect tiles); comparisons that
+cannot be bounded (``(y + ry) % 2 == 0`` of a strided transposed convolution) stay in
+both copies.
+
+Where the test goes, and the bounds on code growth:
+
+* ``L`` is the deepest loop above the guards that is not inside an accumulation: every
+  loop around ``L`` (and ``L``) that encloses an updated buffer's allocation moves the
+  updated element (a reduction loop would put the test inside the register tile of
+  :mod:`.c_accumulate`); ``L`` is not vectorized and its body holds no parallel loop.
+* The guards left without a bounds comparison must run at least
+  :data:`MIN_GUARDS_PER_TEST` times per test (a test per guard gains nothing), and the
+  body holds at most :data:`MAX_BODY_NODES` statements: one copy of it is added, once
+  per nest (the copies are not versioned again).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..tir import expr as E
+from ..tir.buffer import Buffer
+from ..tir.dtype import is_int
+from ..tir.functor import Mutator, Visitor, collect_vars
+from ..tir.stmt import Allocate, BufferStore, For, ForKind, IfThenElse, SeqStmt, Stmt
+from ..tir.transform.affine import Affine, Ranges, affine, bounds
+
+__all__ = ["MAX_BODY_NODES", "MIN_GUARDS_PER_TEST", "version_guards"]
+
+#: Fewest guard evaluations a test must replace (per execution of the versioned body).
+MIN_GUARDS_PER_TEST = 4
+#: Most statements (IR nodes) in a body that gets an unguarded copy.
+MAX_BODY_NODES = 512
+
+
+def version_guards(body: Stmt) -> Stmt:
+    """``body`` with the guarded loop bodies versioned (see the module docstring)."""
+    return _Versioner().walk(body, [], {})[0]
+
+
+# ----------------------------------------------------------------------------- guards
+
+
+def _atoms(cond: E.PrimExpr) -> list[E.PrimExpr]:
+    """The conjuncts of ``cond``."""
+    if isinstance(cond, E.And):
+        return _atoms(cond.a) + _atoms(cond.b)
+    return [cond]
+
+
+def _conjunction(atoms: list[E.PrimExpr]) -> E.PrimExpr | None:
+    out: E.PrimExpr | None = None
+    for a in atoms:
+        out = a if out is None else E.And(out, a)
+    return out
+
+
+def _nonneg_form(atom: E.PrimExpr):
+    """The affine form ``d`` with ``atom`` equivalent to ``d >= 0``, or None."""
+    if not isinstance(atom, (E.LT, E.LE, E.GT, E.GE)):
+        return None
+    if not (is_int(atom.a.dtype) and is_int(atom.b.dtype)):
+        return None
+    a, b = affine(atom.a), affine(atom.b)
+    if isinstance(atom, E.GE):
+        return a - b
+    if isinstance(atom, E.GT):
+        return (a - b).offset(-1)
+    if isinstance(atom, E.LE):
+        return b - a
+    return (b - a).offset(-1)
+
+
+def _prove(atom: E.PrimExpr, inner: Ranges) -> bool | Affine | None:
+    """When ``atom`` holds for every value of the ``inner`` loop variables: always (True),
+    when ``lo >= 0`` holds for the returned form ``lo`` of the other variables, or unknown
+    (None)."""
+    form = _nonneg_form(atom)
+    if form is None:
+        return None
+    iv = bounds(form.to_expr(atom.a.dtype), inner)
+    if iv is None:
+        return None
+    lo = iv[0]
+    if lo.is_const():
+        return True if lo.const >= 0 else None
+    if any(v in inner for _, a in lo.terms.values() for v in collect_vars(a)):
+        return None
+    return lo
+
+
+def _terms_key(form: Affine) -> tuple:
+    return tuple(sorted((k, c) for k, (c, _) in form.terms.items()))
+
+
+def _test(lo: Affine, dtype: str) -> E.PrimExpr:
+    """``lo >= 0`` written as ``terms >= c``, or ``terms <= c`` when every coefficient is
+    negative."""
+    terms = Affine(lo.terms, 0)
+    if all(c < 0 for c, _ in lo.terms.values()):
+        return E.LE(terms.scale(-1).to_expr(dtype), E.const(lo.const, dtype))
+    return E.GE(terms.to_expr(dtype), E.const(-lo.const, dtype))
+
+
+@dataclass
+class _Proofs:
+    """The tests found in one body (the strongest ``lo >= 0`` per set of terms, with its
+    dtype), and how many guard evaluations the unguarded copy rids of their bounds
+    comparisons per execution of the body."""
+
+    tests: dict = field(default_factory=dict)
+    saved: int = 0
+
+    def add(self, lo: Affine, dtype: str) -> None:
+        key = _terms_key(lo)
+        old = self.tests.get(key)
+        if old is None or lo.const < old[0].const:
+            self.tests[key] = (lo, dtype)
+
+    def condition(self) -> E.PrimExpr | None:
+        return _conjunction([_test(lo, dtype) for lo, dtype in self.tests.values()])
+
+
+class _Unguard(Mutator):
+    """The unguarded copy of a body: proven comparisons dropped from its guards."""
+
+    def __init__(self, proofs: _Proofs) -> None:
+        self.proofs = proofs
+        self.inner: dict[E.Var, tuple[E.PrimExpr, E.PrimExpr]] = {}
+        self.trips = 1  # executions per body execution at this point
+
+    def _strip(self, cond: E.PrimExpr) -> tuple[E.PrimExpr | None, bool]:
+        """The comparisons of ``cond`` left after the proven ones (None: all proven), and
+        whether any was proven."""
+        kept: list[E.PrimExpr] = []
+        for atom in _atoms(cond):
+            proof = _prove(atom, self.inner)
+            if proof is None:
+                kept.append(atom)
+            elif proof is not True:
+                self.proofs.add(proof, atom.a.dtype)
+        changed = len(kept) < len(_atoms(cond))
+        if changed and all(_nonneg_form(a) is None for a in kept):
+            # no bounds test left (a deeper test could not remove more)
+            self.proofs.saved += self.trips
+        return _conjunction(kept), changed
+
+    def visit_For(self, loop: For) -> Stmt:
+        const = isinstance(loop.extent, E.IntImm)
+        saved = self.trips
+        if loop.kind is not ForKind.VECTORIZED:
+            self.trips *= loop.extent.value if const else 1 << 20
+        self.inner[loop.loop_var] = (loop.min, loop.extent)
+        try:
+            return self.generic_visit(loop)
+        finally:
+            del self.inner[loop.loop_var]
+            self.trips = saved
+
+    def visit_IfThenElse(self, s: IfThenElse) -> Stmt:
+        rest, changed = self._strip(s.condition)
+        then_case = self.visit(s.then_case)
+        else_case = self.visit(s.else_case) if s.else_case is not None else None
+        if rest is None:
+            return then_case
+        cond = rest if changed else s.condition
+        if cond is s.condition and then_case is s.then_case and else_case is s.else_case:
+            return s
+        return IfThenElse(cond, then_case, else_case)
+
+    def visit_Select(self, e: E.Select) -> E.PrimExpr:
+        rest, changed = self._strip(e.condition)
+        t, f = self.visit(e.true_value), self.visit(e.false_value)
+        if rest is None:
+            return t
+        cond = rest if changed else e.condition
+        if cond is e.condition and t is e.true_value and f is e.false_value:
+            return e
+        return E.Select(cond, t, f)
+
+
+# ----------------------------------------------------------------------------- placement
+
+
+@dataclass(frozen=True)
+class _Update:
+    """A store that reads its own buffer (an accumulation) and the variables of its
+    indices."""
+
+    buffer: Buffer
+    index_vars: frozenset
+
+
+def _body_facts(body: Stmt) -> tuple[list[_Update], bool, int]:
+    """The updates in ``body``, whether it holds a parallel loop, and its node count."""
+    updates: list[_Update] = []
+    parallel = False
+    nodes = 0
+
+    class _Reads(Visitor):
+        def __init__(self, buf: Buffer) -> None:
+            self.buf, self.hit = buf, False
+
+        def visit_BufferLoad(self, e: E.BufferLoad) -> None:
+            self.hit = self.hit or e.buffer is self.buf
+            self.generic_visit(e)
+
+    class _V(Visitor):
+        def visit_For(self, loop: For) -> None:
+            nonlocal parallel, nodes
+            parallel = parallel or loop.kind is ForKind.PARALLEL
+            nodes += 1
+            self.visit(loop.body)
+
+        def visit_BufferStore(self, s: BufferStore) -> None:
+            nonlocal nodes
+            nodes += 1
+            reads = _Reads(s.buffer)
+            reads.visit(s.value)
+            if reads.hit:
+                idx: set[E.Var] = set()
+                for i in s.indices:
+                    idx |= collect_vars(i)
+                updates.append(_Update(s.buffer, frozenset(idx)))
+
+        def visit_IfThenElse(self, s: IfThenElse) -> None:
+            nonlocal nodes
+            nodes += 1
+            self.visit(s.then_case)
+            if s.else_case is not None:
+                self.visit(s.else_case)
+
+        def visit_Allocate(self, s: Allocate) -> None:
+            self.visit(s.body)
+
+        def visit_SeqStmt(self, s: SeqStmt) -> None:
+            for x in s.seq:
+                self.visit(x)
+
+    _V().visit(body)
+    return updates, parallel, nodes
+
+
+def _unit(loop: For) -> bool:
+    return isinstance(loop.extent, E.IntImm) and loop.extent.value == 1
+
+
+class _Versioner:
+    """The top-down walk: versions the deepest eligible loop on each path."""
+
+    def walk(self, s: Stmt, chain: list[For], alloc_depth: dict[Buffer, int]) -> tuple[Stmt, bool]:
+        if isinstance(s, SeqStmt):
+            out, changed = [], False
+            for x in s.seq:
+                y, c = self.walk(x, chain, alloc_depth)
+                out.append(y)
+                changed = changed or c
+            return (SeqStmt(tuple(out)) if changed else s), changed
+        if isinstance(s, Allocate):
+            inner = {**alloc_depth, s.buffer: len(chain)}
+            body, changed = self.walk(s.body, chain, inner)
+            return (Allocate(s.buffer, body) if changed else s), changed
+        if isinstance(s, IfThenElse):
+            then_case, c1 = self.walk(s.then_case, chain, alloc_depth)
+            else_case, c2 = (
+                self.walk(s.else_case, chain, alloc_depth) if s.else_case else (None, False)
+            )
+            if not (c1 or c2):
+                return s, False
+            return IfThenElse(s.condition, then_case, else_case), True
+        if isinstance(s, For) and s.kind is not ForKind.VECTORIZED:
+            return self._loop(s, chain, alloc_depth)
+        return s, False
+
+    def _loop(
+        self, loop: For, chain: list[For], alloc_depth: dict[Buffer, int]
+    ) -> tuple[Stmt, bool]:
+        body, changed = self.walk(loop.body, [*chain, loop], alloc_depth)
+        if changed:  # versioned deeper
+            return _with_body(loop, body), True
+        if not self._eligible(loop, chain, alloc_depth):
+            return loop, False
+        proofs = _Proofs()
+        fast = _Unguard(proofs).visit(loop.body)
+        if fast is loop.body or proofs.saved < MIN_GUARDS_PER_TEST:
+            return loop, False
+        test = proofs.condition()
+        if test is None:  # every guard holds everywhere: the unguarded body is the body
+            return _with_body(loop, fast), True
+        return _with_body(loop, IfThenElse(test, fast, loop.body)), True
+
+    @staticmethod
+    def _eligible(loop: For, chain: list[For], alloc_depth: dict[Buffer, int]) -> bool:
+        updates, parallel, nodes = _body_facts(loop.body)
+        if parallel or nodes > MAX_BODY_NODES:
+            return False
+        loops = [*chain, loop]
+        for u in updates:
+            for f in loops[alloc_depth.get(u.buffer, 0) :]:
+                if not _unit(f) and f.loop_var not in u.index_vars:
+                    return False  # the body is inside u's accumulation over f
+        return True
+
+
+def _with_body(loop: For, body: Stmt) -> For:
+    return For(
+        loop.loop_var,
+        loop.min,
+        loop.extent,
+        loop.kind,
+        body,
+        loop.thread_binding,
+        loop.annotations,
+    )
