@@ -96,10 +96,27 @@ def _nonneg_form(atom: E.PrimExpr):
     return (b - a).offset(-1)
 
 
-def _prove(atom: E.PrimExpr, inner: Ranges) -> bool | Affine | None:
+_INDEX_NODES = (E.Var, E.IntImm, E.Add, E.Sub, E.Mul, E.FloorDiv, E.FloorMod, E.Min, E.Max)
+
+
+def _index_of(e: E.PrimExpr, outer: set[E.Var]) -> bool:
+    """True if ``e`` is integer arithmetic of the ``outer`` loop variables only (a test
+    that may run ahead of the body: no loads, calls or other variables)."""
+    if isinstance(e, E.Var):
+        return e in outer
+    if isinstance(e, E.Cast):
+        return is_int(e.dtype) and _index_of(e.value, outer)
+    if not isinstance(e, _INDEX_NODES):
+        return False
+    if isinstance(e, E.BinaryOp):
+        return _index_of(e.a, outer) and _index_of(e.b, outer)
+    return True
+
+
+def _prove(atom: E.PrimExpr, inner: Ranges, outer: set[E.Var]) -> bool | Affine | None:
     """When ``atom`` holds for every value of the ``inner`` loop variables: always (True),
-    when ``lo >= 0`` holds for the returned form ``lo`` of the other variables, or unknown
-    (None)."""
+    when ``lo >= 0`` holds for the returned form ``lo`` of the ``outer`` loop variables, or
+    unknown (None)."""
     form = _nonneg_form(atom)
     if form is None:
         return None
@@ -109,7 +126,7 @@ def _prove(atom: E.PrimExpr, inner: Ranges) -> bool | Affine | None:
     lo = iv[0]
     if lo.is_const():
         return True if lo.const >= 0 else None
-    if any(v in inner for _, a in lo.terms.values() for v in collect_vars(a)):
+    if not all(_index_of(a, outer) for _, a in lo.terms.values()):
         return None
     return lo
 
@@ -149,8 +166,8 @@ class _Proofs:
 class _Unguard(Mutator):
     """The unguarded copy of a body: proven comparisons dropped from its guards."""
 
-    def __init__(self, proofs: _Proofs) -> None:
-        self.proofs = proofs
+    def __init__(self, proofs: _Proofs, outer: set[E.Var]) -> None:
+        self.proofs, self.outer = proofs, outer
         self.inner: dict[E.Var, tuple[E.PrimExpr, E.PrimExpr]] = {}
         self.trips = 1  # executions per body execution at this point
 
@@ -159,7 +176,7 @@ class _Unguard(Mutator):
         whether any was proven."""
         kept: list[E.PrimExpr] = []
         for atom in _atoms(cond):
-            proof = _prove(atom, self.inner)
+            proof = _prove(atom, self.inner, self.outer)
             if proof is None:
                 kept.append(atom)
             elif proof is not True:
@@ -306,7 +323,7 @@ class _Versioner:
         if not self._eligible(loop, chain, alloc_depth):
             return loop, False
         proofs = _Proofs()
-        fast = _Unguard(proofs).visit(loop.body)
+        fast = _Unguard(proofs, {f.loop_var for f in (*chain, loop)}).visit(loop.body)
         if fast is loop.body or proofs.saved < MIN_GUARDS_PER_TEST:
             return loop, False
         test = proofs.condition()

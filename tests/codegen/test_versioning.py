@@ -344,8 +344,32 @@ def test_sampled_schedules_of_padded_operators_compute_the_numpy_result(name, se
     if sch is None:
         return
     _, _, args, want = _space(name)
-    lib = build(sch.mod, CPU)
-    out = np.zeros(want.shape, "float32")
-    packed = lib.pack_weights(*args, out)
-    lib(*packed[:-1], out)
-    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4, err_msg=str(sch.trace))
+    # the vector build, and the bounds-checked one (raises on an access outside a buffer)
+    for debug in (False, True):
+        lib = build(sch.mod, CPU, debug=debug)
+        out = np.zeros(want.shape, "float32")
+        packed = lib.pack_weights(*args, out)
+        lib(*packed[:-1], out)
+        np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4, err_msg=str(sch.trace))
+
+
+@pytest.mark.compiler
+@pytest.mark.parametrize("name", ["avg_pool", "conv_transpose", "depthwise"])
+def test_versioned_sampled_schedules_compute_the_numpy_result(name):
+    # the sampled schedules whose C has an unguarded interior copy, checked explicitly
+    _, _, args, want = _space(name)
+    checked = 0
+    for seed in range(40):
+        sch = _sampled(name, seed)
+        if sch is None or not _versioned(version_guards(_lowered(sch).body)):
+            continue
+        for debug in (False, True):
+            lib = build(sch.mod, CPU, debug=debug)
+            out = np.zeros(want.shape, "float32")
+            packed = lib.pack_weights(*args, out)
+            lib(*packed[:-1], out)
+            np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4, err_msg=str(sch.trace))
+        checked += 1
+        if checked == 2:
+            break
+    assert checked == 2
