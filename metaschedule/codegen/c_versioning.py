@@ -36,12 +36,17 @@ Where the test goes, and the bounds on code growth:
 * The guards left without a bounds comparison must run at least
   :data:`MIN_GUARDS_PER_TEST` times per test (a test per guard gains nothing), and the
   body holds at most :data:`MAX_BODY_NODES` statements: one copy of it is added, once
-  per nest (the copies are not versioned again).
+  per nest (the copies are not versioned again). At least :data:`MIN_INTERIOR_SHARE` of
+  the iterations must take the unguarded copy (:func:`interior_share` evaluates the
+  test over the loops' iteration space): a row of 8 pixels tiled by 4 has no interior
+  tile, and gets no copy.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from ..tir import expr as E
 from ..tir.buffer import Buffer
@@ -50,12 +55,22 @@ from ..tir.functor import Mutator, Visitor, collect_vars
 from ..tir.stmt import Allocate, BufferStore, For, ForKind, IfThenElse, SeqStmt, Stmt
 from ..tir.transform.affine import Affine, Ranges, affine, bounds
 
-__all__ = ["MAX_BODY_NODES", "MIN_GUARDS_PER_TEST", "version_guards"]
+__all__ = [
+    "MAX_BODY_NODES",
+    "MIN_GUARDS_PER_TEST",
+    "MIN_INTERIOR_SHARE",
+    "interior_share",
+    "version_guards",
+]
 
 #: Fewest guard evaluations a test must replace (per execution of the versioned body).
 MIN_GUARDS_PER_TEST = 4
 #: Most statements (IR nodes) in a body that gets an unguarded copy.
 MAX_BODY_NODES = 512
+#: Smallest share of the iterations that must take the unguarded copy.
+MIN_INTERIOR_SHARE = 1 / 8
+#: Iteration points :func:`interior_share` evaluates the test at (all, or a sample).
+SHARE_POINTS = 1 << 16
 
 
 def version_guards(body: Stmt) -> Stmt:
@@ -329,6 +344,9 @@ class _Versioner:
         test = proofs.condition()
         if test is None:  # every guard holds everywhere: the unguarded body is the body
             return _with_body(loop, fast), True
+        share = interior_share(test, [*chain, loop])
+        if share is not None and share < MIN_INTERIOR_SHARE:
+            return loop, False  # a copy that (almost) never runs
         return _with_body(loop, IfThenElse(test, fast, loop.body)), True
 
     @staticmethod
@@ -342,6 +360,64 @@ class _Versioner:
                 if not _unit(f) and f.loop_var not in u.index_vars:
                     return False  # the body is inside u's accumulation over f
         return True
+
+
+def interior_share(test: E.PrimExpr, loops: list[For]) -> float | None:
+    """The share of the iterations of ``loops`` (outermost first) where ``test`` holds:
+    exact over up to :data:`SHARE_POINTS` points, else estimated from as many random
+    ones; None when a loop's range is not constant."""
+    sizes = []
+    for f in loops:
+        if not (isinstance(f.min, E.IntImm) and isinstance(f.extent, E.IntImm)):
+            return None
+        sizes.append(f.extent.value)
+    total = int(np.prod(sizes, dtype=np.int64)) if sizes else 1
+    if total <= SHARE_POINTS:
+        grids = np.meshgrid(*[np.arange(n, dtype=np.int64) for n in sizes], indexing="ij")
+        points = [g.ravel() for g in grids]
+    else:
+        rng = np.random.default_rng(0)
+        points = [rng.integers(0, n, SHARE_POINTS, dtype=np.int64) for n in sizes]
+    env = {f.loop_var: p + f.min.value for f, p in zip(loops, points)}
+    try:
+        held = _evaluate(test, env)
+    except _Opaque:
+        return None
+    return float(np.mean(np.broadcast_to(held, points[0].shape if points else ())))
+
+
+class _Opaque(Exception):
+    """An expression :func:`_evaluate` does not know."""
+
+
+def _evaluate(e: E.PrimExpr, env: dict) -> np.ndarray:
+    """``e`` at every point of ``env`` (variable -> values), with numpy."""
+    if isinstance(e, E.Var):
+        if e not in env:
+            raise _Opaque(e.name)
+        return env[e]
+    if isinstance(e, E.IntImm):
+        return np.int64(e.value)
+    if isinstance(e, E.Cast):
+        return _evaluate(e.value, env)
+    ops = {
+        E.Add: np.add,
+        E.Sub: np.subtract,
+        E.Mul: np.multiply,
+        E.FloorDiv: np.floor_divide,
+        E.FloorMod: np.mod,
+        E.Min: np.minimum,
+        E.Max: np.maximum,
+        E.LT: np.less,
+        E.LE: np.less_equal,
+        E.GT: np.greater,
+        E.GE: np.greater_equal,
+        E.And: np.logical_and,
+    }
+    fn = ops.get(type(e))
+    if fn is None:
+        raise _Opaque(type(e).__name__)
+    return fn(_evaluate(e.a, env), _evaluate(e.b, env))
 
 
 def _with_body(loop: For, body: Stmt) -> For:

@@ -14,12 +14,12 @@ from hypothesis import strategies as st
 
 from metaschedule import te, tir
 from metaschedule.codegen import build, c_codegen
-from metaschedule.codegen.c_versioning import version_guards
+from metaschedule.codegen.c_versioning import interior_share, version_guards
 from metaschedule.space_generator import PostOrderApply
 from metaschedule.target import Target
 from metaschedule.te import ops
 from metaschedule.tir import expr as E
-from metaschedule.tir.stmt import BufferStore, For, IfThenElse
+from metaschedule.tir.stmt import BufferStore, For, ForKind, IfThenElse
 from metaschedule.tir.transform import lower
 from metaschedule.tune_context import TuneContext
 
@@ -201,6 +201,29 @@ def _loops(stmt) -> list[For]:
 
     walk(stmt)
     return out
+
+
+def test_no_copy_when_no_tile_is_interior():
+    # 8 pixels tiled by 4: both tiles touch the border, the copy would never run
+    assert not _versioned(version_guards(_lowered(_depthwise_tile(10, 8, 32)).body))
+    assert _versioned(version_guards(_lowered(_depthwise_tile(10, 16, 32)).body))
+
+
+def test_interior_share_counts_the_iterations_that_pass():
+    y, x = E.Var("y", "int32"), E.Var("x", "int32")
+    inner = For(x, E.const(0, "int32"), E.const(8, "int32"), ForKind.SERIAL, _nop())
+    outer = For(y, E.const(0, "int32"), E.const(10, "int32"), ForKind.SERIAL, inner)
+    test = E.And(E.GE(y, E.const(1, "int32")), E.LE(x * 4, E.const(11, "int32")))
+    assert interior_share(test, [outer, inner]) == pytest.approx(9 / 10 * 3 / 8)
+    big = For(y, E.const(0, "int32"), E.const(1 << 20, "int32"), ForKind.SERIAL, _nop())
+    half = E.LT(E.FloorMod(y, E.const(2, "int32")), E.const(1, "int32"))
+    assert interior_share(half, [big]) == pytest.approx(0.5, abs=0.02)  # sampled
+
+
+def _nop():
+    from metaschedule.tir.stmt import Evaluate
+
+    return Evaluate(E.const(0, "int32"))
 
 
 def test_the_test_sits_above_the_reduction_loops():
