@@ -17,6 +17,10 @@ Loops map to C as follows:
   not 512 copies), so a build takes the compiler a fraction of a second.
 * ``thread_binding``: rejected, it is for GPU targets.
 
+Before emission, loop bodies whose loads are guarded by inlined padding get an unguarded
+copy for the iterations where every guard holds, chosen by one test per iteration
+(:mod:`.c_versioning`; ``VERSION_GUARDS = False`` turns it off).
+
 Allocations of up to :data:`STACK_ALLOC_LIMIT` bytes are stack arrays declared where
 the ``Allocate`` is (inside a loop: one per iteration, which costs nothing). Larger
 ones go on the heap, and are hoisted so that ``malloc`` never runs in a loop: those
