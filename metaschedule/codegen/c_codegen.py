@@ -646,8 +646,8 @@ def steps(s: Stmt) -> int:
         if not isinstance(s.extent, E.IntImm):
             return 1 << 62
         return s.extent.value * inner
-    if isinstance(s, IfThenElse):
-        return steps(s.then_case) + (steps(s.else_case) if s.else_case is not None else 0)
+    if isinstance(s, IfThenElse):  # one branch runs (a versioned body: either copy)
+        return max(steps(s.then_case), steps(s.else_case) if s.else_case is not None else 0)
     if isinstance(s, Allocate):
         return steps(s.body)
     return 1
