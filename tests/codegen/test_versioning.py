@@ -235,23 +235,32 @@ def test_the_test_sits_above_the_reduction_loops():
     assert "ry" in names and "rx" in names  # the window loops are inside the copy
 
 
-def test_a_guard_per_iteration_is_not_versioned():
-    # a padding block computed into its own buffer: one guarded vector per (y, x); the
-    # x guards fail on every row, and a test per x would replace one guard with another
+def test_a_padding_copy_is_not_versioned():
+    # a padding block computed into its own buffer: its guard feeds no accumulation (a
+    # copy, measured no faster versioned), vectorized or not
     sch = tir.Schedule(_depthwise(6, 8, 16))
+    assert not _versioned(version_guards(_lowered(sch).body))
     sch.vectorize(sch.get_loops(sch.get_block("PaddedInput"))[-1])
-    body = version_guards(_lowered(sch).body)
-    assert not _versioned(body)
-    # scalar, the 16 channels of a pixel share one test
-    sch = tir.Schedule(_depthwise(6, 8, 16))
-    body = version_guards(_lowered(sch).body)
-    versioned = _versioned(body)
-    assert [f.loop_var.name for f in versioned] == ["i2"]
+    assert not _versioned(version_guards(_lowered(sch).body))
 
 
-def test_unprovable_comparisons_stay_in_the_interior_copy():
+def test_a_large_tile_is_not_versioned(monkeypatch):
+    # 4 pixels x 9 taps = 36 vector updates per test, and 4 x 16 scalar init stores
+    from metaschedule.codegen import c_versioning
+
+    body = _lowered(_depthwise_tile(10, 16, 32)).body
+    monkeypatch.setattr(c_versioning, "MAX_BODY_STEPS", 100)
+    assert _versioned(version_guards(body))
+    monkeypatch.setattr(c_versioning, "MAX_BODY_STEPS", 99)
+    assert not _versioned(version_guards(body))
+
+
+def test_unprovable_comparisons_stay_in_the_interior_copy(monkeypatch):
     # conv2d_transpose's dilated input: `(u - 2) % 2 == 0` cannot be bounded, the range
-    # comparisons can
+    # comparisons can (a body of 2048 updates: the size bound lifted)
+    from metaschedule.codegen import c_versioning
+
+    monkeypatch.setattr(c_versioning, "MAX_BODY_STEPS", 1 << 20)
     func = _conv_transpose(5, 5, 8, 16)
     sch = tir.Schedule(func)
     sch.compute_inline(sch.get_block("data_pad"))
@@ -377,7 +386,7 @@ def test_sampled_schedules_of_padded_operators_compute_the_numpy_result(name, se
 
 
 @pytest.mark.compiler
-@pytest.mark.parametrize("name", ["avg_pool", "conv_transpose", "depthwise"])
+@pytest.mark.parametrize("name", ["avg_pool", "depthwise", "max_pool"])
 def test_versioned_sampled_schedules_compute_the_numpy_result(name):
     # the sampled schedules whose C has an unguarded interior copy, checked explicitly
     _, _, args, want = _space(name)
@@ -395,4 +404,4 @@ def test_versioned_sampled_schedules_compute_the_numpy_result(name):
         checked += 1
         if checked == 2:
             break
-    assert checked == 2
+    assert checked >= 1
