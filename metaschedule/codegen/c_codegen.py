@@ -18,6 +18,10 @@ Loops map to C as follows:
   not 512 copies), so a build takes the compiler a fraction of a second.
 * ``thread_binding``: rejected, it is for GPU targets.
 
+Before emission, loop bodies whose loads are guarded by inlined padding get an unguarded
+copy for the iterations where every guard holds, chosen by one test per iteration
+(:mod:`.c_versioning`; ``VERSION_GUARDS = False`` turns it off).
+
 Allocations of up to :data:`STACK_ALLOC_LIMIT` bytes are stack arrays declared where
 the ``Allocate`` is (inside a loop: one per iteration, which costs nothing). Larger
 ones go on the heap, and are hoisted so that ``malloc`` never runs in a loop: those
@@ -66,6 +70,7 @@ from .c_expr import CodegenError, ExprWriter, linear_index, strip_parens
 from .c_helpers import HEADER, Helpers
 from .c_parallel import Worksharing, emit_body
 from .c_vector import emit_lane_sums, emit_vectorized
+from .c_versioning import version_guards
 from .debug import DEBUG_C, OOB_STATUS, DebugSites
 
 #: Allocations up to this many bytes live on the stack, larger ones on the heap.
@@ -77,6 +82,9 @@ EXPLICIT_UNROLL_STEPS = 16
 #: setting unrolls the inner loops up to this many steps): GCC's complete unrolling of a
 #: 512-step nest of vector code takes it tens of seconds, LLVM's (TVM's) a fraction.
 AUTO_UNROLL_STEPS = 64
+#: Guarded loop bodies (inlined padding) get an unguarded copy for the iterations where
+#: every guard holds (:mod:`.c_versioning`).
+VERSION_GUARDS = True
 
 _C_RESERVED = {
     "auto",
@@ -285,6 +293,7 @@ class FunctionWriter(ExprWriter):
         self.shared_decls: list[tuple[str, str]] = []
         self.symbol = ""
         self.omp_region: Worksharing | None = None  # set: a loop of a shared region (c_parallel)
+        self.version = VERSION_GUARDS  # an unguarded copy of guarded loop bodies (c_versioning)
 
     # output ---------------------------------------------------------------------------
     def line(self, text: str) -> None:
@@ -314,19 +323,20 @@ class FunctionWriter(ExprWriter):
         head.append("  int32_t ms_status = 0;")
         if self.debug is not None:
             head.append("  ms_oob_site = -1;")
-        heap = _heap_allocations(self.func.body, inside_parallel=False)
+        body = version_guards(self.func.body) if self.version else self.func.body
+        heap = _heap_allocations(body, inside_parallel=False)
         if heap:
             ok = self.open_heap(heap, per_thread=False)
             self.line(f"if ({ok}) {{")
             self.indent += 1
-            emit_body(self, self.func.body)  # parallel nests share regions (c_parallel)
+            emit_body(self, body)  # parallel nests share regions (c_parallel)
             self.indent -= 1
             self.line("} else {")
             self.line("  ms_status = -1;")
             self.line("}")
             self.close_heap(heap)
         else:
-            emit_body(self, self.func.body)
+            emit_body(self, body)
         if self.debug is not None:
             self.line(f"if (ms_oob_site >= 0) ms_status = {OOB_STATUS};")
         lines = self.lines
@@ -644,8 +654,8 @@ def steps(s: Stmt) -> int:
         if not isinstance(s.extent, E.IntImm):
             return 1 << 62
         return s.extent.value * inner
-    if isinstance(s, IfThenElse):
-        return steps(s.then_case) + (steps(s.else_case) if s.else_case is not None else 0)
+    if isinstance(s, IfThenElse):  # one branch runs (a versioned body: either copy)
+        return max(steps(s.then_case), steps(s.else_case) if s.else_case is not None else 0)
     if isinstance(s, Allocate):
         return steps(s.body)
     return 1

@@ -1,0 +1,471 @@
+"""Loop versioning: a guarded loop body gets an unguarded copy for the interior.
+
+An inlined padding block leaves its bounds test in every load of the consumer::
+
+    for y, x0, c0:                          # the output tile loops
+      for ry, rx, x1:                       # the 3x3 window, the tile's pixels
+        acc += select(1 <= y + ry && y + ry < 113 && 1 <= x0*4 + x1 + rx && ...,
+                      X[y + ry - 1, x0*4 + x1 + rx - 1, c], 0) * K[ry, rx, c]
+
+Every window load is then a branch or a blend, and the loads of neighbouring taps cannot
+be shared (:func:`.c_accumulate.straight_line` keeps guarded loads apart). GCC neither
+splits the iteration space nor hoists such tests. Here the code generator does: for a
+loop ``L`` above the guarded code, each comparison in a guard (``a <= b``, ``a < b``, ...
+of integer index expressions, within a conjunction) is bounded over the loops inside
+``L``'s body (:func:`..tir.transform.affine.bounds`); its worst case is a test on the
+variables of ``L`` and the loops around it. When all the tests hold, no guard inside
+``L``'s body can fail, and a copy of the body without those comparisons runs::
+
+    for y, x0, c0:
+      if (1 <= y && y + 2 < 113 && 1 <= x0*4 && x0*4 + 5 < 113)
+        <the body, the window loads plain>  # the interior: most tiles
+      else
+        <the body as it was>                # tiles on the border
+
+(the original body stays for the tiles that touch the border). Guards are ``Select``
+conditions and ``if`` statements (the predicates of imperfect tiles); comparisons that
+cannot be bounded (``(y + ry) % 2 == 0`` of a strided transposed convolution) stay in
+both copies.
+
+Where the test goes, and the bounds on code growth:
+
+* ``L`` is the deepest loop above the guards that is not inside an accumulation: every
+  loop around ``L`` (and ``L``) that encloses an updated buffer's allocation moves the
+  updated element (a reduction loop would put the test inside the register tile of
+  :mod:`.c_accumulate`); ``L`` is not vectorized and its body holds no parallel loop.
+* The guards left without a bounds comparison must feed an accumulation (the loads of
+  a window; a padding block copied into its own buffer is left alone) and run at least
+  :data:`MIN_GUARDS_PER_TEST` times per test (a test per guard gains nothing). The body
+  holds at most :data:`MAX_BODY_NODES` statements and runs at most
+  :data:`MAX_BODY_STEPS` stores (larger tiles measured slower with the copy): one copy
+  of it is added, once per nest (the copies are not versioned again). At least
+  :data:`MIN_INTERIOR_SHARE` of the iterations must take the unguarded copy
+  (:func:`interior_share` evaluates the test over the loops' iteration space): a row
+  of 8 pixels tiled by 4 has no interior tile, and gets no copy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..tir import expr as E
+from ..tir.buffer import Buffer
+from ..tir.dtype import is_int
+from ..tir.functor import Mutator, Visitor, collect_vars
+from ..tir.stmt import Allocate, BufferStore, For, ForKind, IfThenElse, SeqStmt, Stmt
+from ..tir.transform.affine import Affine, Ranges, affine, bounds
+
+__all__ = [
+    "MAX_BODY_NODES",
+    "MAX_BODY_STEPS",
+    "MIN_GUARDS_PER_TEST",
+    "MIN_INTERIOR_SHARE",
+    "interior_share",
+    "version_guards",
+]
+
+#: Fewest guard evaluations a test must replace (per execution of the versioned body).
+MIN_GUARDS_PER_TEST = 4
+#: Most statements (IR nodes) in a body that gets an unguarded copy.
+MAX_BODY_NODES = 512
+#: Most stores one execution of a versioned body runs (a vector store counts once):
+#: measured on depthwise tiles of 56 accumulators of 16 lanes across a 3x3 window (252
+#: vector updates per test), the unguarded copy ran 0.71-0.83x as fast as the guarded
+#: body; at 126 updates (14 accumulators of 8 lanes) level (0.97-1.05x).
+MAX_BODY_STEPS = 128
+#: Smallest share of the iterations that must take the unguarded copy.
+MIN_INTERIOR_SHARE = 1 / 8
+#: Iteration points :func:`interior_share` evaluates the test at (all, or a sample).
+SHARE_POINTS = 1 << 16
+
+
+def version_guards(body: Stmt) -> Stmt:
+    """``body`` with the guarded loop bodies versioned (see the module docstring)."""
+    return _Versioner().walk(body, [], {})[0]
+
+
+# ----------------------------------------------------------------------------- guards
+
+
+def _atoms(cond: E.PrimExpr) -> list[E.PrimExpr]:
+    """The conjuncts of ``cond``."""
+    if isinstance(cond, E.And):
+        return _atoms(cond.a) + _atoms(cond.b)
+    return [cond]
+
+
+def _conjunction(atoms: list[E.PrimExpr]) -> E.PrimExpr | None:
+    out: E.PrimExpr | None = None
+    for a in atoms:
+        out = a if out is None else E.And(out, a)
+    return out
+
+
+def _nonneg_form(atom: E.PrimExpr):
+    """The affine form ``d`` with ``atom`` equivalent to ``d >= 0``, or None."""
+    if not isinstance(atom, (E.LT, E.LE, E.GT, E.GE)):
+        return None
+    if not (is_int(atom.a.dtype) and is_int(atom.b.dtype)):
+        return None
+    a, b = affine(atom.a), affine(atom.b)
+    if isinstance(atom, E.GE):
+        return a - b
+    if isinstance(atom, E.GT):
+        return (a - b).offset(-1)
+    if isinstance(atom, E.LE):
+        return b - a
+    return (b - a).offset(-1)
+
+
+_INDEX_NODES = (E.Var, E.IntImm, E.Add, E.Sub, E.Mul, E.FloorDiv, E.FloorMod, E.Min, E.Max)
+
+
+def _index_of(e: E.PrimExpr, outer: set[E.Var]) -> bool:
+    """True if ``e`` is integer arithmetic of the ``outer`` loop variables only (a test
+    that may run ahead of the body: no loads, calls or other variables)."""
+    if isinstance(e, E.Var):
+        return e in outer
+    if isinstance(e, E.Cast):
+        return is_int(e.dtype) and _index_of(e.value, outer)
+    if not isinstance(e, _INDEX_NODES):
+        return False
+    if isinstance(e, E.BinaryOp):
+        return _index_of(e.a, outer) and _index_of(e.b, outer)
+    return True
+
+
+def _prove(atom: E.PrimExpr, inner: Ranges, outer: set[E.Var]) -> bool | Affine | None:
+    """When ``atom`` holds for every value of the ``inner`` loop variables: always (True),
+    when ``lo >= 0`` holds for the returned form ``lo`` of the ``outer`` loop variables, or
+    unknown (None)."""
+    form = _nonneg_form(atom)
+    if form is None:
+        return None
+    iv = bounds(form.to_expr(atom.a.dtype), inner)
+    if iv is None:
+        return None
+    lo = iv[0]
+    if lo.is_const():
+        return True if lo.const >= 0 else None
+    if not all(_index_of(a, outer) for _, a in lo.terms.values()):
+        return None
+    return lo
+
+
+def _terms_key(form: Affine) -> tuple:
+    return tuple(sorted((k, c) for k, (c, _) in form.terms.items()))
+
+
+def _test(lo: Affine, dtype: str) -> E.PrimExpr:
+    """``lo >= 0`` written as ``terms >= c``, or ``terms <= c`` when every coefficient is
+    negative."""
+    terms = Affine(lo.terms, 0)
+    if all(c < 0 for c, _ in lo.terms.values()):
+        return E.LE(terms.scale(-1).to_expr(dtype), E.const(lo.const, dtype))
+    return E.GE(terms.to_expr(dtype), E.const(-lo.const, dtype))
+
+
+@dataclass
+class _Proofs:
+    """The tests found in one body (the strongest ``lo >= 0`` per set of terms, with its
+    dtype), and how many guard evaluations the unguarded copy rids of their bounds
+    comparisons per execution of the body."""
+
+    tests: dict = field(default_factory=dict)
+    saved: int = 0
+    steps: int = 0  # stores run per execution of the body (a vector store counts once)
+
+    def add(self, lo: Affine, dtype: str) -> None:
+        key = _terms_key(lo)
+        old = self.tests.get(key)
+        if old is None or lo.const < old[0].const:
+            self.tests[key] = (lo, dtype)
+
+    def condition(self) -> E.PrimExpr | None:
+        return _conjunction([_test(lo, dtype) for lo, dtype in self.tests.values()])
+
+
+class _Unguard(Mutator):
+    """The unguarded copy of a body: proven comparisons dropped from its guards."""
+
+    def __init__(self, proofs: _Proofs, outer: set[E.Var]) -> None:
+        self.proofs, self.outer = proofs, outer
+        self.inner: dict[E.Var, tuple[E.PrimExpr, E.PrimExpr]] = {}
+        self.trips = 1  # executions per body execution at this point
+        self.in_update = False  # inside the value of a store that reads its own buffer
+
+    def _strip(self, cond: E.PrimExpr, counts: bool) -> tuple[E.PrimExpr | None, bool]:
+        """The comparisons of ``cond`` left after the proven ones (None: all proven), and
+        whether any was proven; ``counts``: the guard feeds an accumulation (a window's
+        loads), whose evaluations count towards :data:`MIN_GUARDS_PER_TEST`."""
+        kept: list[E.PrimExpr] = []
+        for atom in _atoms(cond):
+            proof = _prove(atom, self.inner, self.outer)
+            if proof is None:
+                kept.append(atom)
+            elif proof is not True:
+                self.proofs.add(proof, atom.a.dtype)
+        changed = len(kept) < len(_atoms(cond))
+        if counts and changed and all(_nonneg_form(a) is None for a in kept):
+            # no bounds test left (a deeper test could not remove more)
+            self.proofs.saved += self.trips
+        return _conjunction(kept), changed
+
+    def visit_For(self, loop: For) -> Stmt:
+        const = isinstance(loop.extent, E.IntImm)
+        saved = self.trips
+        if loop.kind is not ForKind.VECTORIZED:
+            self.trips *= loop.extent.value if const else 1 << 20
+        self.inner[loop.loop_var] = (loop.min, loop.extent)
+        try:
+            return self.generic_visit(loop)
+        finally:
+            del self.inner[loop.loop_var]
+            self.trips = saved
+
+    def visit_BufferStore(self, s: BufferStore) -> Stmt:
+        self.proofs.steps += self.trips
+        saved = self.in_update
+        self.in_update = _reads(s.value, s.buffer)
+        try:
+            return self.generic_visit(s)
+        finally:
+            self.in_update = saved
+
+    def visit_IfThenElse(self, s: IfThenElse) -> Stmt:
+        rest, changed = self._strip(s.condition, _has_update(s))
+        then_case = self.visit(s.then_case)
+        else_case = self.visit(s.else_case) if s.else_case is not None else None
+        if rest is None:
+            return then_case
+        cond = rest if changed else s.condition
+        if cond is s.condition and then_case is s.then_case and else_case is s.else_case:
+            return s
+        return IfThenElse(cond, then_case, else_case)
+
+    def visit_Select(self, e: E.Select) -> E.PrimExpr:
+        rest, changed = self._strip(e.condition, self.in_update)
+        t, f = self.visit(e.true_value), self.visit(e.false_value)
+        if rest is None:
+            return t
+        cond = rest if changed else e.condition
+        if cond is e.condition and t is e.true_value and f is e.false_value:
+            return e
+        return E.Select(cond, t, f)
+
+
+def _reads(e: E.PrimExpr, buf: Buffer) -> bool:
+    """True if ``e`` loads from ``buf``."""
+    hit = False
+
+    class _V(Visitor):
+        def visit_BufferLoad(self, load: E.BufferLoad) -> None:
+            nonlocal hit
+            hit = hit or load.buffer is buf
+            self.generic_visit(load)
+
+    _V().visit(e)
+    return hit
+
+
+def _has_update(s: Stmt) -> bool:
+    """True if ``s`` holds a store that reads its own buffer."""
+    hit = False
+
+    class _V(Visitor):
+        def visit_BufferStore(self, store: BufferStore) -> None:
+            nonlocal hit
+            hit = hit or _reads(store.value, store.buffer)
+
+    _V().visit(s)
+    return hit
+
+
+# ----------------------------------------------------------------------------- placement
+
+
+@dataclass(frozen=True)
+class _Update:
+    """A store that reads its own buffer (an accumulation) and the variables of its
+    indices."""
+
+    buffer: Buffer
+    index_vars: frozenset
+
+
+def _body_facts(body: Stmt) -> tuple[list[_Update], bool, int]:
+    """The updates in ``body``, whether it holds a parallel loop, and its node count."""
+    updates: list[_Update] = []
+    parallel = False
+    nodes = 0
+
+    class _V(Visitor):
+        def visit_For(self, loop: For) -> None:
+            nonlocal parallel, nodes
+            parallel = parallel or loop.kind is ForKind.PARALLEL
+            nodes += 1
+            self.visit(loop.body)
+
+        def visit_BufferStore(self, s: BufferStore) -> None:
+            nonlocal nodes
+            nodes += 1
+            if _reads(s.value, s.buffer):
+                idx: set[E.Var] = set()
+                for i in s.indices:
+                    idx |= collect_vars(i)
+                updates.append(_Update(s.buffer, frozenset(idx)))
+
+        def visit_IfThenElse(self, s: IfThenElse) -> None:
+            nonlocal nodes
+            nodes += 1
+            self.visit(s.then_case)
+            if s.else_case is not None:
+                self.visit(s.else_case)
+
+        def visit_Allocate(self, s: Allocate) -> None:
+            self.visit(s.body)
+
+        def visit_SeqStmt(self, s: SeqStmt) -> None:
+            for x in s.seq:
+                self.visit(x)
+
+    _V().visit(body)
+    return updates, parallel, nodes
+
+
+def _unit(loop: For) -> bool:
+    return isinstance(loop.extent, E.IntImm) and loop.extent.value == 1
+
+
+class _Versioner:
+    """The top-down walk: versions the deepest eligible loop on each path."""
+
+    def walk(self, s: Stmt, chain: list[For], alloc_depth: dict[Buffer, int]) -> tuple[Stmt, bool]:
+        if isinstance(s, SeqStmt):
+            out, changed = [], False
+            for x in s.seq:
+                y, c = self.walk(x, chain, alloc_depth)
+                out.append(y)
+                changed = changed or c
+            return (SeqStmt(tuple(out)) if changed else s), changed
+        if isinstance(s, Allocate):
+            inner = {**alloc_depth, s.buffer: len(chain)}
+            body, changed = self.walk(s.body, chain, inner)
+            return (Allocate(s.buffer, body) if changed else s), changed
+        if isinstance(s, IfThenElse):
+            then_case, c1 = self.walk(s.then_case, chain, alloc_depth)
+            else_case, c2 = (
+                self.walk(s.else_case, chain, alloc_depth) if s.else_case else (None, False)
+            )
+            if not (c1 or c2):
+                return s, False
+            return IfThenElse(s.condition, then_case, else_case), True
+        if isinstance(s, For) and s.kind is not ForKind.VECTORIZED:
+            return self._loop(s, chain, alloc_depth)
+        return s, False
+
+    def _loop(
+        self, loop: For, chain: list[For], alloc_depth: dict[Buffer, int]
+    ) -> tuple[Stmt, bool]:
+        body, changed = self.walk(loop.body, [*chain, loop], alloc_depth)
+        if changed:  # versioned deeper
+            return _with_body(loop, body), True
+        if not self._eligible(loop, chain, alloc_depth):
+            return loop, False
+        proofs = _Proofs()
+        fast = _Unguard(proofs, {f.loop_var for f in (*chain, loop)}).visit(loop.body)
+        if fast is loop.body or proofs.saved < MIN_GUARDS_PER_TEST:
+            return loop, False
+        if proofs.steps > MAX_BODY_STEPS:
+            return loop, False
+        test = proofs.condition()
+        if test is None:  # every guard holds everywhere: the unguarded body is the body
+            return _with_body(loop, fast), True
+        share = interior_share(test, [*chain, loop])
+        if share is not None and share < MIN_INTERIOR_SHARE:
+            return loop, False  # a copy that (almost) never runs
+        return _with_body(loop, IfThenElse(test, fast, loop.body)), True
+
+    @staticmethod
+    def _eligible(loop: For, chain: list[For], alloc_depth: dict[Buffer, int]) -> bool:
+        updates, parallel, nodes = _body_facts(loop.body)
+        if parallel or nodes > MAX_BODY_NODES:
+            return False
+        loops = [*chain, loop]
+        for u in updates:
+            for f in loops[alloc_depth.get(u.buffer, 0) :]:
+                if not _unit(f) and f.loop_var not in u.index_vars:
+                    return False  # the body is inside u's accumulation over f
+        return True
+
+
+def interior_share(test: E.PrimExpr, loops: list[For]) -> float | None:
+    """The share of the iterations of ``loops`` (outermost first) where ``test`` holds:
+    exact over up to :data:`SHARE_POINTS` points, else estimated from as many random
+    ones; None when a loop's range is not constant."""
+    sizes = []
+    for f in loops:
+        if not (isinstance(f.min, E.IntImm) and isinstance(f.extent, E.IntImm)):
+            return None
+        sizes.append(f.extent.value)
+    total = int(np.prod(sizes, dtype=np.int64)) if sizes else 1
+    if total <= SHARE_POINTS:
+        grids = np.meshgrid(*[np.arange(n, dtype=np.int64) for n in sizes], indexing="ij")
+        points = [g.ravel() for g in grids]
+    else:
+        rng = np.random.default_rng(0)
+        points = [rng.integers(0, n, SHARE_POINTS, dtype=np.int64) for n in sizes]
+    env = {f.loop_var: p + f.min.value for f, p in zip(loops, points)}
+    try:
+        held = _evaluate(test, env)
+    except _Opaque:
+        return None
+    return float(np.mean(np.broadcast_to(held, points[0].shape if points else ())))
+
+
+class _Opaque(Exception):
+    """An expression :func:`_evaluate` does not know."""
+
+
+def _evaluate(e: E.PrimExpr, env: dict) -> np.ndarray:
+    """``e`` at every point of ``env`` (variable -> values), with numpy."""
+    if isinstance(e, E.Var):
+        if e not in env:
+            raise _Opaque(e.name)
+        return env[e]
+    if isinstance(e, E.IntImm):
+        return np.int64(e.value)
+    if isinstance(e, E.Cast):
+        return _evaluate(e.value, env)
+    ops = {
+        E.Add: np.add,
+        E.Sub: np.subtract,
+        E.Mul: np.multiply,
+        E.FloorDiv: np.floor_divide,
+        E.FloorMod: np.mod,
+        E.Min: np.minimum,
+        E.Max: np.maximum,
+        E.LT: np.less,
+        E.LE: np.less_equal,
+        E.GT: np.greater,
+        E.GE: np.greater_equal,
+        E.And: np.logical_and,
+    }
+    fn = ops.get(type(e))
+    if fn is None:
+        raise _Opaque(type(e).__name__)
+    return fn(_evaluate(e.a, env), _evaluate(e.b, env))
+
+
+def _with_body(loop: For, body: Stmt) -> For:
+    return For(
+        loop.loop_var,
+        loop.min,
+        loop.extent,
+        loop.kind,
+        body,
+        loop.thread_binding,
+        loop.annotations,
+    )
