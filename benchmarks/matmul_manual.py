@@ -19,22 +19,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-def _cpu_ghz() -> tuple[float | None, str]:
-    """The nominal clock: cpufreq's maximum if exposed, else /proc/cpuinfo's 'cpu MHz'."""
-    try:
-        with open("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq") as f:
-            return int(f.read()) / 1e6, "cpufreq max"
-    except (OSError, ValueError):
-        pass
-    try:
-        with open("/proc/cpuinfo") as f:
-            mhz = [float(ln.split(":")[1]) for ln in f if ln.startswith("cpu MHz")]
-        if mhz:
-            return max(mhz) / 1e3, "/proc/cpuinfo cpu MHz"
-    except (OSError, ValueError):
-        pass
-    return None, "unknown"
+import common  # noqa: E402  (the benchmarks folder, not a package)
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -115,8 +102,10 @@ def main(argv: list[str] | None = None) -> int:
         for name, ts in (("metaschedule", ours), ("numpy", ref))
     }
     lanes = target.vector_lanes("float32")
-    ghz, ghz_source = _cpu_ghz()
-    peak = threads * ghz * lanes * 2 * 2 if ghz else None  # 2 FMA units, 2 flops per FMA
+    ghz, ghz_source = common.cpu_ghz()
+    peak, ghz_source = common.measured_fma_peak(threads, lanes), "measured"
+    if peak is None:
+        peak, ghz_source = common.fma_peak_gflops(threads, ghz, lanes), ghz_source
     tiles = matmul_tiles(
         target,
         n,
@@ -151,10 +140,12 @@ def main(argv: list[str] | None = None) -> int:
         if peak:
             row += f"{100 * best / peak:10.1f}%"
         print(row)
-    if peak:
+    if peak and ghz_source == "measured":
+        print(f"FMA peak {peak:.0f} GFLOPS, measured ({lanes}-lane FMA chains on {threads} cores)")
+    elif peak:
         print(
             f"FMA peak {peak:.0f} GFLOPS = {threads} cores x {ghz:.2f} GHz ({ghz_source}) x "
-            f"{lanes} lanes x 2 FMA units x 2"
+            f"{lanes} lanes x {common.fma_units(lanes)} FMA units x 2"
         )
 
     result = {
