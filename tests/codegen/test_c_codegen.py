@@ -37,9 +37,7 @@ needs_avx512 = pytest.mark.skipif(
 )
 
 
-@pytest.fixture(autouse=True)
-def _kernel_cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "cache"))
+pytestmark = pytest.mark.usefixtures("session_kernel_cache")
 
 
 # ----------------------------------------------------------------------------- helpers

@@ -25,9 +25,7 @@ P, S = ForKind.PARALLEL, ForKind.SERIAL
 RNG = np.random.default_rng(7)
 
 
-@pytest.fixture(autouse=True)
-def _kernel_cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "cache"))
+pytestmark = pytest.mark.usefixtures("session_kernel_cache")
 
 
 # ----------------------------------------------------------------------------- programs

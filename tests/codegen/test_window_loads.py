@@ -21,9 +21,7 @@ CPU = Target({"kind": "cpu", "num_cores": 2, "vector_width": 64})
 RNG = np.random.default_rng(11)
 
 
-@pytest.fixture(autouse=True)
-def _kernel_cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "cache"))
+pytestmark = pytest.mark.usefixtures("session_kernel_cache")
 
 
 def rand(*shape) -> np.ndarray:
