@@ -84,3 +84,11 @@ def _spatial_2d(ctx: _Ctx, x: str) -> None:
 
 def _channel(arr: np.ndarray, ndim: int) -> np.ndarray:
     return arr.reshape((1, -1) + (1,) * (ndim - 2))
+
+
+def _optional_const(ctx: _Ctx, ins: list, i: int, what: str) -> np.ndarray | None:
+    """Optional constant input ``i`` as a flat array; None when absent or empty."""
+    if len(ins) <= i or not ins[i]:
+        return None
+    arr = ctx.const(ins[i], what)
+    return None if arr.size == 0 else arr.reshape(-1)

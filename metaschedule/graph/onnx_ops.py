@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .onnx_convert import _CONVERTERS, _auto_pads, _channel, _conv, _spatial_2d
+from .onnx_convert import _CONVERTERS, _auto_pads, _channel, _conv, _optional_const, _spatial_2d
 
 
 # ----------------------------------------------------------------------------- nn
@@ -412,22 +412,25 @@ def _expand(ctx, ins, at):
     return ctx.call("broadcast_to", [ins[0]], shape=tuple(out))
 
 
+def _reduction(ctx, ins, at, op: str, axes_as_input: bool, **attrs):
+    """An ONNX ``Reduce*`` node as our ``op``: ``axes`` is an input (opset 18, ReduceSum
+    from 13) or an attribute; none with ``noop_with_empty_axes`` is the identity."""
+    x = ins[0]
+    if axes_as_input:
+        axes = _optional_const(ctx, ins, 1, "axes")  # empty: every axis, as absent
+        axes = None if axes is None else [int(a) for a in axes]
+    else:
+        axes = list(at["axes"]) if "axes" in at else None
+    if axes is None and at.get("noop_with_empty_axes", 0):
+        return x
+    axes = None if axes is None else tuple(a % len(ctx.shape(x)) for a in axes)
+    return ctx.call(op, [x], **attrs, axes=axes, keepdims=bool(at.get("keepdims", 1)))
+
+
 def _reduce(kind):
     def convert(ctx, ins, at):
-        x = ins[0]
-        if (kind == "sum" and ctx.opset >= 13) or ctx.opset >= 18:
-            axes = [int(a) for a in ctx.const(ins[1], "axes")] if len(ins) > 1 and ins[1] else None
-        else:
-            axes = list(at["axes"]) if "axes" in at else None
-        if axes is None and at.get("noop_with_empty_axes", 0):
-            return x
-        return ctx.call(
-            "reduce",
-            [x],
-            kind=kind,
-            axes=None if axes is None else tuple(a % len(ctx.shape(x)) for a in axes),
-            keepdims=bool(at.get("keepdims", 1)),
-        )
+        as_input = (kind == "sum" and ctx.opset >= 13) or ctx.opset >= 18
+        return _reduction(ctx, ins, at, "reduce", as_input, kind=kind)
 
     return convert
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .onnx_convert import _CONVERTERS, Converter, _conv, _spatial_2d
-from .onnx_ops import _reshape_to
+from .onnx_convert import _CONVERTERS, Converter, _conv, _optional_const, _spatial_2d
+from .onnx_ops import _reduction, _reshape_to
 
 # ----------------------------------------------------------------------------- more operators
 # (element-wise math and logic, Pad, Resize/Upsample, Tile, more reductions and norms)
@@ -213,13 +213,6 @@ def _resize_call(ctx, x, scales, sizes, at, cmode, nearest_mode):
     )
 
 
-def _optional_const(ctx, ins, i, what):
-    if len(ins) <= i or not ins[i]:
-        return None
-    arr = ctx.const(ins[i], what)
-    return None if arr.size == 0 else arr.reshape(-1)
-
-
 @_conv("Resize")
 def _resize(ctx, ins, at):
     if ctx.opset < 11:  # Resize-10: X, scales; asymmetric coordinates
@@ -281,20 +274,7 @@ def _instance_norm(ctx, ins, at):
 
 def _reduce_more(op):
     def convert(ctx, ins, at):
-        x = ins[0]
-        if ctx.opset >= 18:
-            axes = _optional_const(ctx, ins, 1, "axes")
-            axes = None if axes is None else [int(a) for a in axes]
-        else:
-            axes = list(at["axes"]) if "axes" in at else None
-        if axes is None and at.get("noop_with_empty_axes", 0):
-            return x
-        return ctx.call(
-            op,
-            [x],
-            axes=None if axes is None else tuple(a % len(ctx.shape(x)) for a in axes),
-            keepdims=bool(at.get("keepdims", 1)),
-        )
+        return _reduction(ctx, ins, at, op, ctx.opset >= 18)
 
     return convert
 

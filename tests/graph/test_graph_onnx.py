@@ -208,3 +208,26 @@ def test_tuned_cnn_takes_weights_packed_at_compile_time(tmp_path):
             assert j in t.mod["main"].attrs["layout_free_buffers"]
             assert arg.original_shape == tuple(int(s) for s in t.mod["main"].params[j].shape)
     np.testing.assert_allclose(exe(x=x), ref, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("axes", [[], [1], [-1, 0]])
+def test_reduce_sum_axes_input_empty_means_every_axis(axes):
+    """ReduceSum (opset 13) takes ``axes`` as an input; an empty one reduces every axis."""
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper, numpy_helper
+
+    x = np.random.default_rng(3).standard_normal((2, 3, 4)).astype("float32")
+    node = helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=0)
+    g = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.array(axes, np.int64), "axes")],
+    )
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    ref = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
+    out = graph.interpret(graph.from_onnx(model), x=x)
+    got = out[0] if isinstance(out, (list, tuple)) else out
+    assert np.shape(got) == ref.shape
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
