@@ -6,13 +6,29 @@ the best. :func:`select_best` takes the ``top_k`` records of a workload, builds 
 and times them again in ``rounds`` rounds, every candidate once per round, in an order
 that rotates (and reverses every other round) so that no candidate always runs first or
 right after the same neighbour. A candidate's score is the median of its rounds (a round
-is the median of the repeats its runner returned); the lowest median wins, ties going to
-the database's order. Failed re-measurements count as infinitely slow.
+is the median of the repeats its runner returned). Failed re-measurements count as
+infinitely slow.
+
+The winner: the database's first record keeps its place unless another is clearly faster
+(:func:`clearly_faster`: per round, the ratio of the two candidates' times, timed moments
+apart; its median must be below ``1 - MIN_GAIN`` and the challenger faster in so many
+rounds that chance explains it with probability at most ``SIGN_TEST_ALPHA``, or the median
+below ``1 - CLEAR_GAIN``); among clearly faster ones the lowest median wins, and the
+search goes on from it. Before the rule decides, the candidates measured at least
+``MIN_GAIN`` ahead of the database's first record are timed for as many rounds again,
+with that record, interleaved, so that a change of choice rests on more than the rounds
+that suggested it. Without such a rule, schedules a few percent apart or tied (several at
+the FMA peak are common) trade places from one selection to the next on noise alone.
+
+A candidate measured faster than the winner without being clearly faster is judged the
+same speed: the winner and such candidates are all given the median of their pooled
+rounds (:attr:`FinalSelection.estimates`, an order-restricted estimate), so the database
+ranks the winner first (equal times keep commit order, and the winner is committed first).
 
 Tuning runs it at its end (:func:`finalize`, the ``final_selection_top_k`` argument of
 ``tune_tir``/``tune_tasks``/``tune_relax``): each re-measurement is committed as a record
-of its schedule (``run_secs`` the median of its rounds), and a database ranks a schedule by
-its latest valid record (:mod:`metaschedule.database.base`), so ``compile_tir`` and
+of its schedule (``run_secs``: its estimate), and a database ranks a schedule by its
+latest valid record (:mod:`metaschedule.database.base`), so ``compile_tir`` and
 ``query_schedule`` see the re-measured winner. Since re-measuring removes the luck that
 put the top records on top, they tend to come out slower than they were first timed, and a
 schedule that was not re-measured may now rank first: :func:`finalize` then re-measures
@@ -58,6 +74,7 @@ if TYPE_CHECKING:
 __all__ = [
     "FinalSelection",
     "finalize",
+    "clearly_faster",
     "interleaved_order",
     "is_selected",
     "select_best",
@@ -68,6 +85,12 @@ __all__ = [
 DEFAULT_ROUNDS = 5
 #: how often :func:`finalize` re-measures a new top before it stops
 DEFAULT_MAX_PASSES = 3
+#: a challenger must be faster than the current choice by at least this fraction
+MIN_GAIN = 0.02
+#: ... in so many rounds that a sign test's one-sided p-value is at most this
+SIGN_TEST_ALPHA = 0.05
+#: ... or faster by at least this fraction (median of the per-round ratios)
+CLEAR_GAIN = 0.05
 
 
 @dataclass(frozen=True)
@@ -87,6 +110,18 @@ class FinalSelection:
     best_index: int
 
     @property
+    def estimates(self) -> tuple[float, ...]:
+        """Per record, the seconds a final selection commits for it: its median, except
+        that the winner and every record measured faster than it (not clearly faster, or
+        it would have won) share the median of their pooled rounds."""
+        best = self.best_index
+        tied = [i for i, m in enumerate(self.medians) if m < self.medians[best]] + [best]
+        if len(tied) == 1:
+            return self.medians
+        pooled = statistics.median(s for i in tied for s in self.round_secs[i])
+        return tuple(pooled if i in tied else m for i, m in enumerate(self.medians))
+
+    @property
     def best(self) -> TuningRecord:
         """The winner's record as the database holds it."""
         return self.records[self.best_index]
@@ -104,7 +139,9 @@ class FinalSelection:
         """``database`` with the winner answering first: queries (``compile_tir``) see the
         winner, re-measured; everything else comes from ``database``."""
         best = self.best
-        secs = [s for s in self.round_secs[self.best_index] if s != float("inf")]
+        secs = [self.estimates[self.best_index]]
+        if not math.isfinite(secs[0]):
+            secs = list(best.run_secs or ())
         front = MemoryDatabase()
         front.commit_tuning_record(
             TuningRecord(
@@ -116,6 +153,48 @@ class FinalSelection:
             )
         )
         return OrderedUnionDatabase(front, database)
+
+
+def clearly_faster(
+    challenger: list[float] | tuple[float, ...], current: list[float] | tuple[float, ...]
+) -> bool:
+    """Whether ``challenger`` is clearly faster than ``current``, given both candidates'
+    seconds in the same rounds (``inf``: failed): the median of the per-round ratios
+    (rounds where both ran) is below ``1 - MIN_GAIN``, and either the challenger was
+    faster in so many of those rounds that a one-sided sign test gives at most
+    ``SIGN_TEST_ALPHA``, or that median is below ``1 - CLEAR_GAIN``. A candidate whose
+    every round failed is never faster; one that ran beats one whose every round failed."""
+    if all(math.isinf(s) for s in challenger):
+        return False
+    if all(math.isinf(s) for s in current):
+        return True
+    ratios = [a / b for a, b in zip(challenger, current) if math.isfinite(a) and math.isfinite(b)]
+    if not ratios:
+        return False
+    median = statistics.median(ratios)
+    if median >= 1 - MIN_GAIN:
+        return False
+    wins, n = sum(r < 1 for r in ratios), len(ratios)
+    p_value = sum(math.comb(n, k) for k in range(wins, n + 1)) / 2**n
+    return p_value <= SIGN_TEST_ALPHA or median < 1 - CLEAR_GAIN
+
+
+def _winner(round_secs: list[list[float]], medians: tuple[float, ...]) -> int:
+    """The index :func:`select_best` picks: start from the database's first record and
+    move to the clearly faster challenger with the lowest median until none is left."""
+    best, seen = 0, {0}
+    while True:
+        faster = [
+            j
+            for j in range(len(round_secs))
+            if j != best and clearly_faster(round_secs[j], round_secs[best])
+        ]
+        if not faster:
+            return best
+        best = min(faster, key=lambda j: (medians[j], j))
+        if best in seen:  # a cycle cannot happen with these rules; stop on it regardless
+            return best
+        seen.add(best)
 
 
 def interleaved_order(num: int, round_index: int) -> list[int]:
@@ -150,7 +229,8 @@ def select_best(
         mod: the tuned function, or a module of that one function.
         target: the target it was tuned for.
         top_k: how many of the best records to re-measure.
-        rounds: how many times each is timed (one run per round).
+        rounds: how many times each is timed (one run per round); the database's first
+            record and the candidates measured ahead of it get as many rounds again.
         builder, runner: objects or kinds; kinds are created here and closed after.
 
     Returns:
@@ -248,7 +328,7 @@ def finalize(
 ) -> FinalSelection | None:
     """The final selection of a tuning run for the workload ``mod`` (a task's module):
     re-measure the ``top_k`` best records interleaved and commit each successful
-    re-measurement to ``database`` (``run_secs``: the median of its rounds), so that the
+    re-measurement to ``database`` (``run_secs``: :attr:`FinalSelection.estimates`), so that the
     database's best is the re-measured winner.
 
     When a record that was not re-measured ranks first afterwards (the re-measured ones
@@ -406,19 +486,37 @@ def _select(
     records: list[TuningRecord], target: Target, rounds: int, builder: Builder, runner: Runner
 ) -> FinalSelection:
     round_secs = _remeasure(records, target, rounds, builder, runner)
+    ahead = [j for j in range(1, len(records)) if _ahead(round_secs[j], round_secs[0])]
+    if ahead:  # a change of the database's choice is confirmed by rounds of its own
+        again = [0, *ahead]
+        more = _remeasure([records[i] for i in again], target, rounds, builder, runner)
+        for i, secs in zip(again, more):
+            round_secs[i] = round_secs[i] + secs
     medians = tuple(statistics.median(r) for r in round_secs)
-    best = min(range(len(records)), key=lambda i: (medians[i], i))
+    best = _winner(round_secs, medians)
     return FinalSelection(tuple(records), tuple(map(tuple, round_secs)), medians, best)
 
 
+def _ahead(challenger: list[float], current: list[float]) -> bool:
+    """Whether the median per-round ratio puts ``challenger`` at least ``MIN_GAIN`` ahead
+    of ``current`` (whether or not :func:`clearly_faster` holds)."""
+    ratios = [a / b for a, b in zip(challenger, current) if math.isfinite(a) and math.isfinite(b)]
+    return bool(ratios) and statistics.median(ratios) < 1 - MIN_GAIN
+
+
 def _commit(database: Database, selection: FinalSelection) -> set[str]:
-    """Commit the successful re-measurements; the measurement keys committed."""
+    """Commit the successful re-measurements (:attr:`FinalSelection.estimates`, the winner
+    first); the measurement keys committed."""
     committed = set()
-    for record, median in zip(selection.records, selection.medians):
-        if not math.isfinite(median):
+    estimates = selection.estimates
+    best = selection.best_index
+    order = [best] + [i for i in range(len(selection.records)) if i != best]  # ties: winner
+    for i in order:
+        record, secs = selection.records[i], estimates[i]
+        if not math.isfinite(secs):
             continue
         database.commit_tuning_record(
-            TuningRecord(record.trace, record.workload, [median], record.target, record.args_info)
+            TuningRecord(record.trace, record.workload, [secs], record.target, record.args_info)
         )
         committed.add(measurement_key(record))
     return committed

@@ -12,7 +12,15 @@ import pytest
 from metaschedule import te
 from metaschedule.database import JSONDatabase, MemoryDatabase, TuningRecord
 from metaschedule.database.base import latest_per_schedule, measurement_key
-from metaschedule.final_selection import interleaved_order, is_selected, select_best
+from metaschedule.final_selection import (
+    CLEAR_GAIN,
+    MIN_GAIN,
+    clearly_faster,
+    finalize,
+    interleaved_order,
+    is_selected,
+    select_best,
+)
 from metaschedule.schedule import Schedule
 from metaschedule.target import Target
 from metaschedule.testing.dummy_object import DummyBuilder, DummyRunner, dummy_run_secs
@@ -70,7 +78,8 @@ def test_remeasurement_picks_the_truly_faster_of_two_swapped_kernels():
     )
     assert selection is not None and selection.changed
     assert selection.best.trace is fast.trace
-    assert len(selection.round_secs[0]) == 7 and selection.medians[1] < selection.medians[0]
+    assert len(selection.round_secs[0]) == 14  # a change of choice is confirmed: 7 more
+    assert selection.medians[1] < selection.medians[0]
     assert order[0] != order[2]  # interleaved: rounds alternate who runs first
     best = selection.database(db).query_tuning_record(IRModule({"main": func}))
     assert best.trace is fast.trace  # compile_tir through it builds the winner
@@ -125,6 +134,89 @@ def test_repeated_selections_agree():
         )
         winners.append(str(sel.best.trace))
     assert winners.count(str(schs[1].trace)) >= 9
+
+
+def test_clearly_faster_needs_a_gain_and_evidence():
+    # faster in every one of 5 rounds by 3%: a sign test gives 1/32
+    assert clearly_faster([0.97] * 5, [1.0] * 5)
+    # faster by less than MIN_GAIN, however often: a tie
+    assert not clearly_faster([1.0 - MIN_GAIN / 2] * 9, [1.0] * 9)
+    # 3% ahead in the median but behind in two of five rounds: not clear
+    assert not clearly_faster([0.97, 0.96, 0.97, 1.02, 1.03], [1.0] * 5)
+    # the same mixed rounds with a gain beyond CLEAR_GAIN in the median: clear
+    g = 1 - 2 * CLEAR_GAIN
+    assert clearly_faster([g, g, g, 1.02, 1.03], [1.0] * 5)
+    # failures: a kernel that never ran is never faster; one that ran beats it
+    inf = float("inf")
+    assert not clearly_faster([inf] * 3, [1.0] * 3)
+    assert clearly_faster([2.0] * 3, [inf] * 3)
+    # rounds where either failed do not count
+    assert clearly_faster([0.9, inf, 0.9, 0.9, 0.9, 0.9], [1.0, 0.5, 1.0, 1.0, 1.0, 1.0])
+
+
+def tied_database(func, luck=(1.0, 1.2, 1.4)):
+    """Three schedules committed with tuning times in the order of ``luck``."""
+    db = MemoryDatabase()
+    wl = db.commit_workload(IRModule({"main": func}))
+    schs = [split_schedule(func, f) for f in (2, 4, 8)]
+    for sch, secs in zip(schs, luck):
+        db.commit_tuning_record(TuningRecord(sch.trace, wl, [1e-3 * secs], Target("llvm")))
+    return db, schs
+
+
+def test_tied_kernels_keep_the_database_choice():
+    """Equally fast kernels under 5% noise: every selection keeps the database's first,
+    where the lowest median would change hands from one selection to the next."""
+    func = workload()
+    db, schs = tied_database(func)
+    by_path = {f"dummy://{structural_hash(s.mod)}": 1e-3 for s in schs}
+    winners, lowest = [], []
+    for seed in range(10):
+        rng = np.random.default_rng(seed)
+
+        def noisy(path: str, rng=rng) -> list[float]:
+            return [by_path[path] * rng.uniform(0.95, 1.05)]
+
+        sel = select_best(db, func, "llvm", builder=DummyBuilder(), runner=DummyRunner(noisy))
+        winners.append(sel.best_index)
+        lowest.append(min(range(3), key=lambda i: sel.medians[i]))
+    assert winners == [0] * 10
+    assert len(set(lowest)) > 1  # the noise alone would have changed the winner
+
+
+def test_a_close_challenger_gets_more_rounds_and_the_commits_rank_the_winner_first():
+    func = workload()
+    db, schs = tied_database(func)
+    # the second schedule is 3% faster; the noise (10%) hides it in 5 rounds
+    true = {f"dummy://{structural_hash(s.mod)}": t for s, t in zip(schs, (1.0, 0.97, 1.3))}
+    rng = np.random.default_rng(3)
+
+    def noisy(path: str) -> list[float]:
+        return [1e-3 * true[path] * rng.uniform(0.9, 1.1)]
+
+    sel = finalize(
+        db,
+        IRModule({"main": func}),
+        "llvm",
+        rounds=5,
+        builder=DummyBuilder(),
+        runner=DummyRunner(noisy),
+    )
+    assert sel is not None
+    lengths = [len(r) for r in sel.round_secs]
+    assert lengths[2] == 5  # the clearly slower one was not timed again
+    if lengths[1] == 10:  # measured ahead of the database's first: both timed again
+        assert lengths[0] == 10
+    # whoever won, the database now ranks it first (ties: the winner was committed first)
+    best = db.get_top_k(db.commit_workload(IRModule({"main": func})), 1)[0]
+    assert measurement_key(best) == measurement_key(sel.best)
+    est = sel.estimates
+    assert est[sel.best_index] == min(est)
+    assert all(
+        e == est[sel.best_index]
+        for e, m in zip(est, sel.medians)
+        if m < sel.medians[sel.best_index]
+    )
 
 
 # ---------------------------------------------------------------- wired into tuning
