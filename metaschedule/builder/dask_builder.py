@@ -138,7 +138,9 @@ class DaskBuilder(PyBuilder):
             )
         if status != "ok":
             return BuilderResult(None, value)
-        folder = tempfile.mkdtemp(prefix="metaschedule-build-")
+        # named after this process, as LocalBuilder's: a killed tuner's folders are found
+        # and removed by the next builder (local_builder.remove_stale_build_dirs)
+        folder = tempfile.mkdtemp(prefix=f"metaschedule-build-{os.getpid()}-")
         path = os.path.join(folder, "artifact.so")
         with open(path, "wb") as f:
             f.write(value)

@@ -8,6 +8,7 @@ import pytest
 pytest.importorskip("distributed")
 
 from metaschedule.builder import Builder, BuilderInput, DaskBuilder
+from metaschedule.builder.base import remove_artifact
 from metaschedule.runtime import load_module
 from metaschedule.target import Target
 from metaschedule.testing import dask_cluster
@@ -34,13 +35,17 @@ def test_builds_on_the_cluster_into_local_artifacts(config):
             ]
         )
     assert ok.error_msg is None and os.path.isfile(ok.artifact_path)
-    assert os.path.basename(os.path.dirname(ok.artifact_path)).startswith("metaschedule-build-")
+    # named after this process, so a killed tuner's folders are found and removed later
+    folder = os.path.basename(os.path.dirname(ok.artifact_path))
+    assert folder.startswith(f"metaschedule-build-{os.getpid()}-")
     rng = np.random.default_rng(0)
     a, b = rng.random((16, 16), dtype=np.float32), rng.random((16, 16), dtype=np.float32)
     c = np.zeros((16, 16), np.float32)
     load_module(ok.artifact_path)(a, b, c)
     np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
     assert bad.artifact_path is None and bad.error_msg.startswith("DaskBuilder: build failed")
+    remove_artifact(ok.artifact_path)
+    assert not os.path.exists(os.path.dirname(ok.artifact_path))
 
 
 def test_a_build_that_crashes_or_hangs_fails_alone(config):
@@ -50,10 +55,11 @@ def test_a_build_that_crashes_or_hangs_fails_alone(config):
         BuilderInput(with_fault(matmul(8), "hang"), Target("cpu")),
         BuilderInput(matmul(8), Target("cpu")),
     ]
-    with DaskBuilder(config, timeout_sec=1, f_build=fault) as builder:
+    # 4 s: the good build must finish within it on a loaded machine too
+    with DaskBuilder(config, timeout_sec=4, f_build=fault) as builder:
         crashed, hung, ok = builder.build(inputs)
     assert "crashed" in crashed.error_msg and "SIGSEGV" in crashed.error_msg
-    assert "timed out after 1" in hung.error_msg
+    assert "timed out after 4" in hung.error_msg
     assert ok.error_msg is None
 
 
