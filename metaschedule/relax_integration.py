@@ -39,6 +39,7 @@ from .graph.default_times import (
     default_times_path,
     load_default_times,
     load_default_versus,
+    load_default_versus_secs,
     measure_default_schedules,
     save_default_times,
     workload_key,
@@ -367,10 +368,10 @@ def _time_defaults_against_best(
     """The last step of the final selection: time each task's default schedule and its
     best tuned schedule together, interleaved, so that the choice :func:`compile_relax`
     makes between them compares times of the same moments (a default timed once before
-    tuning, against a record timed later under another load, decides by luck). The tuned
-    schedule's median is committed as its record, the default's goes to the
-    default-times file with the schedule it was timed against; a pair timed already is
-    not timed again. Best effort: a failure is logged and changes nothing."""
+    tuning, against a record timed later under another load, decides by luck). Both medians
+    go to the default-times file, with the schedule the default was timed against; the
+    database is left as the final selection ranked it. A pair timed already is not timed
+    again. Best effort: a failure is logged and changes nothing."""
     path = os.path.join(os.fspath(work_dir), DEFAULT_SCHEDULES_FILE)
     versus = load_default_versus(path)
     times: dict = {}
@@ -395,16 +396,10 @@ def _time_defaults_against_best(
             )
             continue
         tuned_sec, default_sec = (statistics.median(s) for s in secs)
-        if math.isfinite(tuned_sec):
-            database.commit_tuning_record(
-                TuningRecord(
-                    record.trace, record.workload, [tuned_sec], record.target, record.args_info
-                )
-            )
         if math.isfinite(default_sec):
             times[key], names[key] = default_sec, t.task_name
             if math.isfinite(tuned_sec):
-                against[key] = measurement_key(record)
+                against[key] = (measurement_key(record), tuned_sec)
         logger.info(
             "tune_relax: %s: best tuned %s, default schedule %s (medians of %d interleaved rounds)",
             t.task_name,
@@ -434,7 +429,9 @@ def compile_relax(
     parallel, vectorized; see :mod:`metaschedule.graph.default_schedule`). So does a
     function whose best record is not faster than its default schedule's time as
     :func:`tune_relax` measured it (``default_schedules.json`` beside the files of a
-    JSON or SQLite database; without a time for a function its record is used).
+    JSON or SQLite database; without a time for a function its record is used). Where
+    the default was timed against that very record, interleaved, the record's time from
+    those rounds is the one compared.
     ``enable_warning`` logs, per function, which schedule it got and why. Nothing is
     measured; kernels already in the kernel cache are not compiled again.
     ``desired_layouts``: as :func:`extract_tasks` (the value tuning used).
@@ -444,16 +441,22 @@ def compile_relax(
     """
     target = target if isinstance(target, Target) else Target(target)
     model = _lower(mod, params, target, desired_layouts)
-    default_times = load_default_times(default_times_path(database))
+    times_path = default_times_path(database)
+    default_times = load_default_times(times_path)
+    versus_secs = load_default_versus_secs(times_path)
     scheduled: dict[str, PrimFunc] = {}
     sources: dict[str, str] = {}
     for name, func in model.funcs.items():
         wl = _workload(func)
         record = None if database is None else database.query_tuning_record(wl, target, "main")
-        default_sec = default_times.get(workload_key(wl, target))
+        key = workload_key(wl, target)
+        default_sec = default_times.get(key)
         sch, why = None, f"no tuning record of {name} in {database!r}"
         if record is not None:
             tuned_sec = record.mean_run_sec
+            pair = versus_secs.get(key)
+            if pair is not None and pair[0] == measurement_key(record):
+                tuned_sec = pair[1]  # timed with the default, the same moments
             if default_sec is not None and not tuned_sec < default_sec:
                 why = (
                     f"{name}: the best record ({_ms(tuned_sec)}) is not faster than the "

@@ -397,3 +397,48 @@ def test_tune_relax_ends_timing_each_default_against_the_best(tmp_path):
     n = len(runner.inputs)
     ri.tune_relax(f, None, "llvm", work, **kw, **_quick(builder=DummyBuilder(), runner=runner))
     assert len(runner.inputs) == n
+
+
+@pytest.mark.compiler
+def test_timing_the_defaults_leaves_the_final_selection_standing(tmp_path):
+    """The default-vs-best timing at the end of tune_relax does not re-rank the database:
+    a best record timed slower in those rounds stays the database's best (the final
+    selection's choice), compile_relax compares the times of the same rounds, and tuning
+    again re-measures nothing."""
+    from metaschedule.database.base import measurement_key  # local: the record's key
+    from metaschedule.graph.default_times import load_default_versus_secs  # local: the file
+    from metaschedule.testing.dummy_object import DummyBuilder, DummyRunner
+
+    f, _ = _mlp()
+    tasks = ri.extract_tasks(f, "llvm")
+    calls: list[str] = []
+    defaults: set[str] = set()
+
+    def secs(path):
+        calls.append(path)
+        if len(calls) <= len(tasks):
+            defaults.add(path)
+            return [1e-3]
+        if path in defaults:  # the default, timed again with the best
+            return [3e-3]
+        # tuned: once the defaults are timed again, every tuned kernel looks 2x slower
+        slow = 2.0 if any(p in defaults for p in calls[len(tasks) :]) else 1.0
+        return [slow * (2e-3 + 1e-6 * (hash(path) % 100))]
+
+    runner = DummyRunner(secs)
+    work = str(tmp_path / "work")
+    kw = {"max_trials_global": 4, "max_trials_per_task": 2}
+    db = ri.tune_relax(f, None, "llvm", work, **kw, **_quick(builder=DummyBuilder(), runner=runner))
+    pairs = load_default_versus_secs(str(tmp_path / "work" / DEFAULT_SCHEDULES_FILE))
+    target = ms.Target("llvm")
+    for t in tasks:
+        best = db.query_tuning_record(t.mod, t.target)
+        assert best.mean_run_sec == pytest.approx(2e-3, rel=0.06), t.task_name  # unchanged
+        key, tuned_sec = pairs[workload_key(t.mod, target)]
+        assert key == measurement_key(best) and tuned_sec > 3e-3, t.task_name
+    exe = ri.compile_relax(db, f, "llvm", None)
+    # the same rounds decide: the default's 3 ms against the best's ~4.1 (not its 2 ms record)
+    assert set(exe.sources.values()) == {"default"}
+    n = len(runner.inputs)
+    ri.tune_relax(f, None, "llvm", work, **kw, **_quick(builder=DummyBuilder(), runner=runner))
+    assert len(runner.inputs) == n

@@ -11,15 +11,16 @@ The file is one JSON object::
     {"format": "metaschedule-default-schedules", "version": 1,
      "entries": [{"shash": "<structural hash of the workload>", "target": "<str(target)>",
                   "task_name": "fused_conv2d_add_relu", "run_sec": 0.00123,
-                  "versus": "<measurement key>"}, ...]}
+                  "versus": "<measurement key>", "versus_sec": 0.00098}, ...]}
 
 ``run_sec`` is the mean of the runner's run times, in seconds. ``versus`` (optional) names
 the tuned schedule (:func:`metaschedule.database.base.measurement_key`) the default was
 timed against, interleaved, at the end of tuning: ``run_sec`` is then the median of those
-rounds, and the record of that schedule committed with them is comparable with it. The
-file is written atomically (a temporary file renamed over it), merged with what is there.
-A missing file means no default times; a malformed file or entry is reported with a
-``RuntimeWarning`` and skipped, never fatal.
+rounds, and ``versus_sec`` the tuned schedule's median of the same rounds, the time to
+compare it with (the database is not changed by that timing: its ranking is the final
+selection's). The file is written atomically (a temporary file renamed over it), merged
+with what is there. A missing file means no default times; a malformed file or entry is
+reported with a ``RuntimeWarning`` and skipped, never fatal.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ __all__ = [
     "default_times_path",
     "load_default_times",
     "load_default_versus",
+    "load_default_versus_secs",
     "measure_default_schedules",
     "save_default_times",
     "workload_key",
@@ -86,7 +88,14 @@ def load_default_versus(path: str | None) -> dict[Key, str]:
     return {k: v[2] for k, v in _load(path).items() if v[2]}
 
 
-def _load(path: str | None) -> dict[Key, tuple[float, str, str]]:
+def load_default_versus_secs(path: str | None) -> dict[Key, tuple[str, float]]:
+    """Per workload timed against a tuned schedule: that schedule's measurement key and its
+    time in the same interleaved rounds (files written before that time was kept lack
+    it, and their workloads are absent)."""
+    return {k: (v[2], v[3]) for k, v in _load(path).items() if v[2] and v[3] is not None}
+
+
+def _load(path: str | None) -> dict[Key, tuple[float, str, str, float | None]]:
     if path is None or not os.path.exists(path):
         return {}
     try:
@@ -109,7 +118,7 @@ def _load(path: str | None) -> dict[Key, tuple[float, str, str]]:
             stacklevel=3,
         )
         return {}
-    times: dict[Key, tuple[float, str, str]] = {}
+    times: dict[Key, tuple[float, str, str, float | None]] = {}
     bad: list[int] = []
     for i, e in enumerate(entries):
         try:
@@ -117,7 +126,12 @@ def _load(path: str | None) -> dict[Key, tuple[float, str, str]]:
             if not (math.isfinite(sec) and sec >= 0):
                 raise ValueError(f"run_sec {sec}")
             key = (str(e["shash"]), str(e["target"]))
-            times[key] = (sec, str(e.get("task_name", "")), str(e.get("versus") or ""))
+            against = e.get("versus_sec")
+            if against is not None:
+                against = float(against)
+                if not (math.isfinite(against) and against >= 0):
+                    raise ValueError(f"versus_sec {against}")
+            times[key] = (sec, str(e.get("task_name", "")), str(e.get("versus") or ""), against)
         except (TypeError, KeyError, ValueError):
             bad.append(i)
     if bad:
@@ -133,17 +147,24 @@ def save_default_times(
     path: str,
     times: dict[Key, float],
     names: dict[Key, str],
-    versus: dict[Key, str] | None = None,
+    versus: dict[Key, tuple[str, float]] | None = None,
 ) -> None:
     """Merge ``times`` into the file at ``path`` and write it atomically; ``versus``: per
-    key, the tuned schedule the time was measured against (see the module docstring)."""
+    key, the tuned schedule the time was measured against and that schedule's time in the
+    same rounds (see the module docstring)."""
     merged = _load(path)
     versus = versus or {}
-    merged.update({k: (v, names.get(k, ""), versus.get(k, "")) for k, v in times.items()})
+    merged.update(
+        {
+            k: (v, names.get(k, ""), *(versus[k] if k in versus else ("", None)))
+            for k, v in times.items()
+        }
+    )
     entries = [
         {"shash": k[0], "target": k[1], "task_name": name, "run_sec": sec}
         | ({"versus": against} if against else {})
-        for k, (sec, name, against) in sorted(merged.items())
+        | ({"versus_sec": against_sec} if against and against_sec is not None else {})
+        for k, (sec, name, against, against_sec) in sorted(merged.items())
     ]
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
