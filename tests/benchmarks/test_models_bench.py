@@ -1,6 +1,5 @@
 """benchmarks/models.py: the interleaved timing protocol and the per-task gap table."""
 
-import itertools
 import os
 import sys
 import time
@@ -25,26 +24,28 @@ def _args(**kw):
     return SimpleNamespace(**base)
 
 
-def test_interleaved_timing_rotates_and_reports_every_round():
+def test_interleaved_timing_rotates_and_reports_every_round(monkeypatch):
     order = []
+    walls = {"a": iter([1.0, 1.2, 0.9]), "b": iter([3.0, 3.3, 2.9])}
 
-    def runner(name, secs):
-        def fn():
-            order.append(name)
-            time.sleep(secs)
+    def one_round(fn, min_round_ms):  # no clock: each framework's rounds are given
+        name = fn()
+        order.append(name)
+        wall = next(walls[name])
+        return wall, 2 * wall
 
-        return fn
-
-    t = models.time_frameworks({"a": runner("a", 0.001), "b": runner("b", 0.003)}, _args())
+    monkeypatch.setattr(models, "_one_round", one_round)
+    t = models.time_frameworks({"a": lambda: "a", "b": lambda: "b"}, _args())
     assert set(t) == {"a", "b"}
     for name in "ab":
         assert len(t[name]["wall"]) == 3 and len(t[name]["cpu"]) == 3
         assert t[name]["best_ms"] == min(t[name]["wall"]) <= t[name]["median_ms"]
-    assert t["b"]["best_ms"] > t["a"]["best_ms"]  # sleeping 3 ms against 1 ms
-    assert all(r > 1.5 for r in models.round_ratios(t, "b", "a"))
+    assert t["a"]["wall"] == [1.0, 1.2, 0.9] and t["b"]["cpu"] == [6.0, 6.6, 5.8]
+    assert t["a"]["median_ms"] == 1.0 and t["b"]["best_ms"] == 2.9
+    # the ratios pair each round's timings
+    assert models.round_ratios(t, "b", "a") == pytest.approx([3.0, 2.75, 2.9 / 0.9])
     # round 0 runs a then b, round 1 b then a, round 2 a then b (the order rotates)
-    blocks = [k for k, _ in itertools.groupby(order)]
-    assert blocks == ["a", "b", "a", "b"]
+    assert order == ["a", "b", "b", "a", "a", "b"]
 
 
 def test_sequential_timing_keeps_the_old_protocol():
