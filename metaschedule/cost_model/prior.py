@@ -17,11 +17,14 @@ with a few facts about a CPU and our C code generator, and no table per operator
   :data:`~metaschedule.codegen.c_accumulate.MAX_ACCUMULATORS` vectors. Then the
   accumulator costs nothing per update, operand loads are shared by the tile's points
   (distinct elements per sweep of the tile), and the FMA latency needs enough independent
-  accumulators (``fma_latency x fma_ports``). Operand lines the tile reaches with a
+  accumulators (``fma_latency x fma_ports``). A tile of more vectors than the register
+  file (32 on AVX-512) spills: every update reloads and stores its accumulator, several
+  times over (:data:`SPILLED_UPDATE_SLOWDOWN`), which ranks such tiles below any that
+  fit. Operand lines the tile reaches with a
   stride of a multiple of the L1 way size (the rows of a 1024-wide float matrix) share one
   cache set; more of them than the set has ways are fetched from L2 on every sweep.
   Without a register tile, a reduction whose innermost loop does not move the stored
-  element waits on a memory round trip per update; tiles beyond the register file spill;
+  element waits on a memory round trip per update;
 * **caches**: for each cache level, the outermost loop whose sweep fits (the footprints
   of all buffers of the store) decides the bytes brought in from the next level, over
   its bandwidth; a buffer that the loop right outside does not move stays cached across
@@ -85,6 +88,12 @@ _OP_CYCLES = {
     _BOOL: 0.5,
     _SELECT: 0.5,
 }
+
+#: a register tile of more vectors than the machine has registers: each update of a
+#: spilled accumulator costs this many reloads and stores of it (measured on a 1x1
+#: convolution with a 49-vector tile of 16 lanes and 32 registers: 9.6x slower than the
+#: same schedule with the tile left in memory, 1.20 vs 0.125 ms)
+SPILLED_UPDATE_SLOWDOWN = 4.0
 
 
 @dataclass(frozen=True)
@@ -334,8 +343,22 @@ def _store_cycles(st: Store, m: Machine, tiles: list[float] | None = None) -> fl
         l1 = sweeps * load_cycles
         latency = sweeps * m.fma_latency  # one update of every accumulator per sweep
         compute = max(compute, latency, sweeps * tile_vectors / m.fma_ports)
-        spill = max(0.0, tile_vectors - (m.vector_registers - 4))
-        l1 += sweeps * spill * 2.0 / m.loads_per_cycle
+        # registers the tile takes: a scalar tile along a contiguous innermost loop is
+        # vectorized by the C compiler (per_elem below 1 there too)
+        registers = tile_points * per_elem if inner in tile else tile_vectors
+        if registers > m.vector_registers:
+            # beyond the register file the C compiler spills the whole tile: every
+            # update reloads and stores its accumulator (slower than a tile kept in
+            # memory, whose stores the compiler can forward)
+            l1 += (
+                sweeps
+                * tile_vectors
+                * SPILLED_UPDATE_SLOWDOWN
+                * (1.0 / m.loads_per_cycle + 1.0 / m.stores_per_cycle)
+            )
+        else:  # a few spills where the operands need registers too
+            spill = max(0.0, registers - (m.vector_registers - 4))
+            l1 += sweeps * spill * 2.0 / m.loads_per_cycle
         # the tile is loaded before and stored after the region, once per entry into it
         entries = float(math.prod(ext[:start]))
         l1 += entries * tile_vectors * (1.0 / m.loads_per_cycle + 1.0 / m.stores_per_cycle)

@@ -12,7 +12,9 @@
    the tile accumulates in a local buffer whose write-back applies the epilogue
    (bias, residual, activation), and the init is hoisted out of the reduction.
 4. An element-wise block whose inner extent the postprocessor's fuse-and-split would
-   not divide is vectorized by a divisor of that extent.
+   not divide is vectorized by a divisor of that extent; one that gathers along a
+   loop too short for a vector (an image's 3 channels in an NCHW -> NHWC transpose)
+   unrolls it, and the C compiler vectorizes the loop around it.
 5. Annotate the root with parallel/vectorize limits and let the
    ``RewriteParallelVectorizeUnroll`` postprocessor fuse and parallelise the outer
    spatial loops and vectorize the inner ones left, as tuned schedules do.
@@ -34,7 +36,7 @@ from ..postproc.rewrite_parallel_vectorize_unroll import (
 from ..schedule import Schedule, ScheduleError
 from ..schedule_rule.analysis import realize_of
 from ..target import Target
-from ..tir import IterType
+from ..tir import ForKind, IterType
 from ..tir.expr import Var
 from ..tir.function import PrimFunc
 from ..tir.functor import Visitor, collect_vars
@@ -236,6 +238,35 @@ def _vectorize_spatial(sch: Schedule, block, lanes: int) -> None:
     sch.vectorize(inner)
 
 
+#: an innermost spatial loop this short is unrolled, not vectorized (see _unroll_short_inner)
+SHORT_INNER = 3
+
+
+def _unroll_short_inner(sch: Schedule, block) -> None:
+    """Unroll the innermost loop of an element-wise block that gathers along it (a read
+    steps by more than one element) when it is too short for a vector (at most
+    :data:`SHORT_INNER`: the 3 channels of an NHWC image). The postprocessor cannot fuse
+    it with the loops outside (the gather is not contiguous), so vectorized it would be a
+    2-lane vector and a scalar per point; unrolled, the C compiler vectorizes the loop
+    around it (an image row), interleaving the channels with permutes: a 1x3x224x224
+    NCHW -> NHWC transpose runs 1.7x faster."""
+    _, realize = realize_of(sch, block)
+    blk = realize.block
+    if not all(iv.iter_type == IterType.DATA_PAR for iv in blk.iter_vars):
+        return
+    loops = sch.get_loops(block)
+    if len(loops) < 2:
+        return
+    inner = sch.get(loops[-1])
+    extent = int(inner.extent.value)
+    if not 1 < extent <= SHORT_INNER or inner.kind != ForKind.SERIAL:
+        return
+    v = blk.iter_vars[-1].var
+    if all(_only_last_index(v, [r]) for r in blk.reads if v in _region_vars(r)):
+        return  # contiguous: the postprocessor fuses it with the loops outside
+    sch.unroll(loops[-1])
+
+
 def default_schedule(
     func: PrimFunc, target: Target | str = "cpu", layout_free: Collection[int] | None = None
 ) -> Schedule:
@@ -265,6 +296,7 @@ def default_schedule(
     for block in sch.get_child_blocks(root):
         try:
             _vectorize_spatial(sch, block, lanes)
+            _unroll_short_inner(sch, block)
         except ScheduleError:
             pass
     sch.annotate(root, PARALLEL, cores * 16)

@@ -271,3 +271,34 @@ def test_a_packed_panel_ranks_above_rows_4_kib_apart():
         matmul_schedule(sch, target, block="C", pack_b=pack)
         scores.append(AnalyticPrior().score_mod(sch.mod, machine))
     assert scores[0] > 1.2 * scores[1]
+
+
+def test_a_register_tile_beyond_the_register_file_ranks_below_one_that_fits():
+    """A sampled SSRSRS matmul schedule whose tile is 12 rows x 4 vectors: the C code
+    generator keeps 48 accumulators, more than the 32 vector registers, and the C
+    compiler spills them (measured on a 1x1 convolution with a 49-vector tile: 9.6x
+    slower than the same schedule with its tile in memory). The same work in a
+    6 x 4 tile (24 accumulators) must rank far above it."""
+    import re
+
+    from metaschedule.codegen.c_codegen import codegen_c
+    from metaschedule.cost_model.prior import register_tiles
+    from metaschedule.target import Target
+    from metaschedule.tir.function import IRModule
+    from metaschedule.tir.transform import lower
+
+    target = Target({**Target("cpu").as_json(), "num_cores": 2, "vector_width": 64})
+    machine = Machine(lanes=16, cores=2, vector_registers=32)
+    j_tiles, k_tiles = [8, 2, 4, 16], [64, 4]
+    spilled = _with_decisions(matmul(96, 1024, 256), [[2, 4, 3, 4], j_tiles, k_tiles, 0])
+    fits = _with_decisions(matmul(96, 1024, 256), [[2, 8, 3, 2], j_tiles, k_tiles, 0])
+    for sch, vectors in ((spilled, 48), (fits, 24)):
+        assert register_tiles(sch.mod, machine) == [vectors]
+        lowered = IRModule({name: lower(f) for name, f in sch.mod.items()})
+        code = codegen_c(lowered, target).code
+        assert re.findall(r"kept in (\d+) accumulators of 16 lanes", code) == [str(vectors)]
+    prior = AnalyticPrior()
+    assert prior.score_mod(fits.mod, machine) > 2.0 * prior.score_mod(spilled.mod, machine)
+    # with registers enough for both tiles, the bigger one loses nothing
+    roomy = Machine(lanes=16, cores=2, vector_registers=64)
+    assert prior.score_mod(spilled.mod, roomy) > 0.8 * prior.score_mod(fits.mod, roomy)

@@ -244,3 +244,30 @@ def test_conv_weight_given_at_run_time_is_not_packed():
     wv = rng.standard_normal((2 * LANES, 4, 3, 3)).astype("float32")
     exe = ri.compile_relax(None, func, "llvm", None)
     np.testing.assert_allclose(exe(xv, wv), graph.interpret(func, xv, wv)[0], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.compiler
+def test_transpose_to_few_channels_last_unrolls_the_channels_and_vectorizes_nothing():
+    # an image NCHW -> NHWC: the 3 channels are too few for a vector; unrolled, the C
+    # compiler vectorizes the row loop around them
+    func, x = _unary_graph((1, 3, 8, 40), "transpose", axes=(0, 2, 3, 1))
+    sch = graph.default_schedule(_only_func(func), "llvm")
+    (block,) = [
+        b for b in sch.get_child_blocks(sch.get_block("root")) if sch.get(b).name_hint != "root"
+    ]
+    kinds = [sch.get(lp).kind for lp in sch.get_loops(block)]
+    assert kinds[0] == ForKind.PARALLEL and kinds[-1] == ForKind.UNROLLED
+    assert ForKind.VECTORIZED not in kinds
+    exe = _check(func, x)
+    np.testing.assert_array_equal(exe(x), x.transpose(0, 2, 3, 1))
+
+
+@pytest.mark.compiler
+def test_short_contiguous_inner_loop_is_fused_into_a_vector_not_unrolled():
+    # element-wise over 3 channels: contiguous, the postprocessor fuses the loops
+    func, x = _unary_graph((1, 2, 40, 3), "relu")
+    sch = graph.default_schedule(_only_func(func), "llvm")
+    (block,) = list(sch.get_child_blocks(sch.get_block("root")))
+    kinds = [sch.get(lp).kind for lp in sch.get_loops(block)]
+    assert ForKind.UNROLLED not in kinds and kinds[-1] == ForKind.VECTORIZED
+    _check(func, x)
