@@ -33,6 +33,21 @@ up one by one after the loop. Such a loop is written as vector code here
 (:func:`.c_vector.emit_lane_sums`): a vector of partial sums per accumulator, added up
 pairwise after the loop. Only this loop's sum is reordered (as LLVM's fast-math flags
 allow TVM); no compiler flag changes the rest of the program.
+
+A reduction block decomposed by ``RewriteReductionBlock`` leaves its init as a loop nest
+just before the reduction nest: the tile is stored (zeros) and loaded back into the
+accumulators right away. When the init nest writes exactly the tile's elements (its
+loops matched one for one with the spatial loops above the tile, unit loops as
+constants), the accumulators start from the init value instead and the init nest is not
+emitted (:func:`plan_init_fusion`): each element is stored once, after its last update,
+as LLVM's store forwarding and dead-store elimination give TVM once the nest is
+unrolled::
+
+    for xx_1:                                 for xx_1:
+      for xx_3_init: for f_init: B[..] = 0      { acc0 = bcast(0); ... acc7 = bcast(0);
+      { acc0 = load(&B[..]); ...        ->        for ry, rx: acc0 += ...; ...
+        for ry, rx: acc0 += ...; ...              store(&B[..], acc0); ... }
+        store(&B[..], acc0); ... }
 """
 
 from __future__ import annotations
@@ -43,7 +58,7 @@ from typing import TYPE_CHECKING
 from ..tir import expr as E
 from ..tir.buffer import Buffer
 from ..tir.dtype import c_type, nbytes
-from ..tir.functor import Visitor, substitute
+from ..tir.functor import Visitor, collect_vars, substitute
 from ..tir.stmt import BufferStore, For, ForKind, IfThenElse, SeqStmt, Stmt
 from ..tir.transform.affine import Affine, affine
 from .c_expr import linear_index
@@ -73,11 +88,20 @@ MAX_STRAIGHT_ACCUMULATORS = 28
 MIN_STRAIGHT_LANES = 4
 #: ... and when two steps read the same input vector (see :func:`straight_line`).
 
+#: Whether an init nest is folded into the accumulators it starts (see plan_init_fusion).
+FUSE_INIT = True
+#: Most elements of an init nest compared element by element with a tile.
+MAX_INIT_ELEMENTS = 4096
+
 __all__ = [
     "MAX_ACCUMULATORS",
     "AccumulatorPlan",
+    "InitFusion",
+    "InitNotTaken",
     "emit_accumulated",
+    "emit_fused_init",
     "plan_accumulators",
+    "plan_init_fusion",
     "simd_reduction_loop",
     "straight_line",
 ]
@@ -385,9 +409,13 @@ def _first_lane(point: Stmt) -> tuple[E.PrimExpr, ...]:
     return store.indices
 
 
-def emit_accumulated(fw: FunctionWriter, plan: AccumulatorPlan) -> bool:
+def emit_accumulated(
+    fw: FunctionWriter, plan: AccumulatorPlan, init: E.PrimExpr | None = None
+) -> bool:
     """Emit the plan; False (nothing emitted) if a point cannot be written as planned
-    (its vector code would fall back to scalar code)."""
+    (its vector code would fall back to scalar code). ``init``: the value every
+    accumulator starts from (a fused init nest, see :func:`plan_init_fusion`) instead of
+    the tile's contents in memory."""
     from .c_vector import NotVectorizable
 
     buf, lanes = plan.buffer, plan.lanes
@@ -406,11 +434,20 @@ def emit_accumulated(fw: FunctionWriter, plan: AccumulatorPlan) -> bool:
         fw.indent += 1
         vload = fw.helpers.vload(buf.dtype, lanes) if lanes > 1 else ""
         vt = fw.helpers.vtype(buf.dtype, lanes) if lanes > 1 else t
+        start = None
+        if init is not None:
+            value = fw.expr(init)
+            start = f"{fw.helpers.vbroadcast(buf.dtype, lanes)}({value})" if lanes > 1 else value
         for point in plan.points:
             name = fw.names.fresh(f"{buf.name}_acc")
             names.append(name)
             elem = f"{fw.buf_names[buf]}[{fw.index(buf, _first_lane(point))}]"
-            fw.line(f"{vt} {name} = {vload}(&{elem});" if lanes > 1 else f"{t} {name} = {elem};")
+            if start is not None:
+                fw.line(f"{vt} {name} = {start};")
+            else:
+                fw.line(
+                    f"{vt} {name} = {vload}(&{elem});" if lanes > 1 else f"{t} {name} = {elem};"
+                )
             fw.accumulators[access_key(buf, _store_of(point).indices)] = name
         simd = simd_reduction_loop(plan)
         if simd is not None:
@@ -455,3 +492,127 @@ def emit_accumulated(fw: FunctionWriter, plan: AccumulatorPlan) -> bool:
         fw.shared_loads, fw.shared_decls = None, []
     fw.lines.extend(emitted)
     return True
+
+
+# ----------------------------------------------------------------------------- fused init
+class InitNotTaken(Exception):
+    """The planned loop of a fused init was emitted without it (see emit_fused_init)."""
+
+
+@dataclass(frozen=True)
+class InitFusion:
+    """An init nest folded into the accumulators of the reduction nest after it.
+
+    Attributes:
+        root: the loop of the reduction nest where the accumulator plan starts.
+        value: the value the init stores (into every element of the tile).
+    """
+
+    root: For
+    value: E.PrimExpr
+
+
+def _has_load(e: E.PrimExpr) -> bool:
+    found: list[E.BufferLoad] = []
+
+    class _V(Visitor):
+        def visit_BufferLoad(self, load: E.BufferLoad) -> None:
+            found.append(load)
+
+    _V().visit(e)
+    return bool(found)
+
+
+def plan_init_fusion(fw: FunctionWriter, init: Stmt, red: Stmt) -> InitFusion | None:
+    """Whether the init nest ``init`` (run just before ``red``) can start ``red``'s
+    accumulators instead of being stored: ``init`` is a perfect nest storing one
+    load-free value into buffer ``B``; ``red`` descends through serial loops (each
+    non-unit one matched with the next non-unit loop of ``init``, same extent) to a
+    loop where :func:`plan_accumulators` keeps a tile of ``B`` in variables; and the
+    rest of ``init`` stores exactly that tile's elements. None otherwise."""
+    if not FUSE_INIT or not isinstance(init, For) or not isinstance(red, For):
+        return None
+    ichain, ibody = _chain(init)
+    if not isinstance(ibody, BufferStore):
+        return None
+    if any(
+        _const_extent(lp) is None
+        or lp.kind not in (ForKind.SERIAL, ForKind.UNROLLED, ForKind.VECTORIZED)
+        for lp in ichain
+    ):
+        return None
+    ivars = {lp.loop_var for lp in ichain}
+    if _has_load(ibody.value) or collect_vars(ibody.value) & ivars:
+        return None
+    subst: dict[E.Var, E.PrimExpr] = {}  # init loop -> red loop, or its constant
+    red_consts: dict[E.Var, E.PrimExpr] = {}  # unit red loops above the tile
+    k, cur = 0, red
+    plan = None
+    while plan is None:
+        if not isinstance(cur, For):
+            return None
+        plan = plan_accumulators(fw, cur)
+        if plan is not None:
+            break
+        ext = _const_extent(cur)
+        if ext is None or cur.kind not in (ForKind.SERIAL, ForKind.UNROLLED):
+            return None
+        if ext == 1:
+            red_consts[cur.loop_var] = cur.min
+        else:
+            while k < len(ichain) and _const_extent(ichain[k]) == 1:
+                subst[ichain[k].loop_var] = ichain[k].min
+                k += 1
+            if k == len(ichain):
+                return None
+            ilp = ichain[k]
+            same = _const_extent(ilp) == ext and ilp.min.value == cur.min.value
+            if not same or ilp.kind is ForKind.VECTORIZED:
+                return None
+            subst[ilp.loop_var] = cur.loop_var
+            k += 1
+        cur = cur.body
+    if plan.buffer is not ibody.buffer:
+        return None
+    buf, rest = plan.buffer, ichain[k:]
+    n = 1
+    for lp in rest:
+        n *= lp.extent.value
+    if n > MAX_INIT_ELEMENTS:
+        return None
+    combos: list[dict[E.Var, E.PrimExpr]] = [subst]
+    for lp in rest:
+        lo, dt = lp.min.value, lp.loop_var.dtype
+        combos = [
+            {**c, lp.loop_var: E.const(lo + i, dt)} for c in combos for i in range(lp.extent.value)
+        ]
+    init_keys = {access_key(buf, [substitute(i, c) for i in ibody.indices]) for c in combos}
+    tile_keys = set()
+    for point in plan.points:
+        bid, terms, const = access_key(buf, [substitute(i, red_consts) for i in _first_lane(point)])
+        tile_keys.update((bid, terms, const + lane) for lane in range(plan.lanes))
+    if init_keys != tile_keys:
+        return None
+    return InitFusion(cur, ibody.value)
+
+
+def emit_fused_init(fw: FunctionWriter, init: Stmt, red: Stmt) -> bool:
+    """Emit ``red`` with ``init`` folded into its accumulators (see
+    :func:`plan_init_fusion`); False (nothing emitted) when it does not apply."""
+    fusion = plan_init_fusion(fw, init, red)
+    if fusion is None:
+        return False
+    snap, n_lines, indent = fw.helpers.snapshot(), len(fw.lines), fw.indent
+    fw.pending_init, fw.init_uses = fusion, 0
+    try:
+        fw.stmt(red)
+        taken = fw.init_uses > 0
+    except InitNotTaken:
+        taken = False
+    finally:
+        fw.pending_init = None
+    if not taken:  # e.g. the tile's vector code fell back to scalar code
+        del fw.lines[n_lines:]
+        fw.helpers.restore(snap)
+        fw.indent = indent
+    return taken
