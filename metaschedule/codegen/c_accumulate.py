@@ -504,11 +504,12 @@ class InitFusion:
     """An init nest folded into the accumulators of the reduction nest after it.
 
     Attributes:
-        root: the loop of the reduction nest where the accumulator plan starts.
+        roots: the loops of the reduction nest where accumulator plans start (one, or
+            one per copy of a versioned body).
         value: the value the init stores (into every element of the tile).
     """
 
-    root: For
+    roots: tuple[For, ...]
     value: E.PrimExpr
 
 
@@ -544,42 +545,71 @@ def plan_init_fusion(fw: FunctionWriter, init: Stmt, red: Stmt) -> InitFusion | 
     ivars = {lp.loop_var for lp in ichain}
     if _has_load(ibody.value) or collect_vars(ibody.value) & ivars:
         return None
-    subst: dict[E.Var, E.PrimExpr] = {}  # init loop -> red loop, or its constant
-    red_consts: dict[E.Var, E.PrimExpr] = {}  # unit red loops above the tile
-    k, cur = 0, red
-    plan = None
-    while plan is None:
-        if not isinstance(cur, For):
+    roots = _fused_roots(fw, ichain, ibody, 0, {}, {}, red)
+    return InitFusion(tuple(roots), ibody.value) if roots else None
+
+
+def _fused_roots(
+    fw: FunctionWriter,
+    ichain: list[For],
+    ibody: BufferStore,
+    k: int,
+    subst: dict[E.Var, E.PrimExpr],
+    red_consts: dict[E.Var, E.PrimExpr],
+    cur: Stmt,
+) -> list[For] | None:
+    """The planned loops below ``cur`` whose tiles are what the init nest from
+    ``ichain[k]`` on writes (``subst``: init loops already matched; ``red_consts``: unit
+    loops of the reduction nest), or None. Both copies of a versioned body
+    (:mod:`.c_versioning`) must take the init."""
+    if isinstance(cur, IfThenElse):
+        if cur.else_case is None:
             return None
-        plan = plan_accumulators(fw, cur)
-        if plan is not None:
-            break
-        ext = _const_extent(cur)
-        if ext is None or cur.kind not in (ForKind.SERIAL, ForKind.UNROLLED):
-            return None
-        if ext == 1:
-            red_consts[cur.loop_var] = cur.min
-        else:
-            while k < len(ichain) and _const_extent(ichain[k]) == 1:
-                subst[ichain[k].loop_var] = ichain[k].min
-                k += 1
-            if k == len(ichain):
-                return None
-            ilp = ichain[k]
-            same = _const_extent(ilp) == ext and ilp.min.value == cur.min.value
-            if not same or ilp.kind is ForKind.VECTORIZED:
-                return None
-            subst[ilp.loop_var] = cur.loop_var
-            k += 1
-        cur = cur.body
-    if plan.buffer is not ibody.buffer:
+        then = _fused_roots(fw, ichain, ibody, k, subst, red_consts, cur.then_case)
+        other = _fused_roots(fw, ichain, ibody, k, subst, red_consts, cur.else_case)
+        return then + other if then and other else None
+    if not isinstance(cur, For):
         return None
-    buf, rest = plan.buffer, ichain[k:]
+    plan = plan_accumulators(fw, cur)
+    if plan is not None:
+        return [cur] if _covers(ichain[k:], ibody, subst, red_consts, plan) else None
+    ext = _const_extent(cur)
+    if ext is None or cur.kind not in (ForKind.SERIAL, ForKind.UNROLLED):
+        return None
+    if ext == 1:
+        red_consts = {**red_consts, cur.loop_var: cur.min}
+    else:
+        subst = dict(subst)
+        while k < len(ichain) and _const_extent(ichain[k]) == 1:
+            subst[ichain[k].loop_var] = ichain[k].min
+            k += 1
+        if k == len(ichain):
+            return None
+        ilp = ichain[k]
+        same = _const_extent(ilp) == ext and ilp.min.value == cur.min.value
+        if not same or ilp.kind is ForKind.VECTORIZED:
+            return None
+        subst[ilp.loop_var] = cur.loop_var
+        k += 1
+    return _fused_roots(fw, ichain, ibody, k, subst, red_consts, cur.body)
+
+
+def _covers(
+    rest: list[For],
+    ibody: BufferStore,
+    subst: dict[E.Var, E.PrimExpr],
+    red_consts: dict[E.Var, E.PrimExpr],
+    plan: AccumulatorPlan,
+) -> bool:
+    """Whether the init loops ``rest`` store exactly the elements of ``plan``'s tile."""
+    buf = plan.buffer
+    if buf is not ibody.buffer:
+        return False
     n = 1
     for lp in rest:
         n *= lp.extent.value
     if n > MAX_INIT_ELEMENTS:
-        return None
+        return False
     combos: list[dict[E.Var, E.PrimExpr]] = [subst]
     for lp in rest:
         lo, dt = lp.min.value, lp.loop_var.dtype
@@ -591,9 +621,7 @@ def plan_init_fusion(fw: FunctionWriter, init: Stmt, red: Stmt) -> InitFusion | 
     for point in plan.points:
         bid, terms, const = access_key(buf, [substitute(i, red_consts) for i in _first_lane(point)])
         tile_keys.update((bid, terms, const + lane) for lane in range(plan.lanes))
-    if init_keys != tile_keys:
-        return None
-    return InitFusion(cur, ibody.value)
+    return init_keys == tile_keys
 
 
 def emit_fused_init(fw: FunctionWriter, init: Stmt, red: Stmt) -> bool:
@@ -603,10 +631,10 @@ def emit_fused_init(fw: FunctionWriter, init: Stmt, red: Stmt) -> bool:
     if fusion is None:
         return False
     snap, n_lines, indent = fw.helpers.snapshot(), len(fw.lines), fw.indent
-    fw.pending_init, fw.init_uses = fusion, 0
+    fw.pending_init, fw.init_uses = fusion, set()
     try:
         fw.stmt(red)
-        taken = fw.init_uses > 0
+        taken = fw.init_uses == {id(r) for r in fusion.roots}
     except InitNotTaken:
         taken = False
     finally:

@@ -300,7 +300,7 @@ class FunctionWriter(ExprWriter):
         self.shared_decls: list[tuple[str, str]] = []
         # an init nest folded into the accumulators of a planned loop (c_accumulate)
         self.pending_init: InitFusion | None = None
-        self.init_uses = 0
+        self.init_uses: set[int] = set()  # the roots of pending_init emitted so far
         self.symbol = ""
         self.omp_region: Worksharing | None = None  # set: a loop of a shared region (c_parallel)
         self.version = VERSION_GUARDS  # an unguarded copy of guarded loop bodies (c_versioning)
@@ -484,10 +484,10 @@ class FunctionWriter(ExprWriter):
             if cpu and self.accumulated is None:
                 plan = plan_accumulators(self, loop)
                 init = self.pending_init
-                if init is not None and init.root is loop:
+                if init is not None and any(r is loop for r in init.roots):
                     if plan is None or not emit_accumulated(self, plan, init.value):
                         raise InitNotTaken(loop.loop_var.name)
-                    self.init_uses += 1
+                    self.init_uses.add(id(loop))
                     return
                 if plan is not None and emit_accumulated(self, plan):
                     return
