@@ -74,6 +74,15 @@ MAX_ACCUMULATORS = 64
 #: Whether a reduction loop among the tile loops joins the region (see plan_accumulators).
 HOIST_INNER_REDUCTIONS = True
 
+#: Whether a tile of more than MAX_ACCUMULATORS points, with no smaller tile planned
+#: deeper in its nest, has its outermost tile loops moved outside the reduction loops
+#: (each of their iterations then keeps its own part of the tile in variables; legal as
+#: hoisting is: distinct tile points update distinct elements).
+SPLIT_LARGE_TILES = True
+#: ... when at least this many accumulators stay (independent chains of updates that
+#: hide the latency of a multiply-add).
+MIN_SPLIT_ACCUMULATORS = 8
+
 #: Shortest loop worth a SIMD reduction (below, the final horizontal sum costs more).
 MIN_SIMD_REDUCTION = 4
 
@@ -118,12 +127,15 @@ class AccumulatorPlan:
             ``lanes`` iterations when ``lanes > 1``).
         buffer: the accumulated buffer.
         lanes: lanes per accumulator (1: scalars).
+        outer: tile loops moved outside the region (a tile too large for the register
+            budget, see :data:`SPLIT_LARGE_TILES`), outermost first.
     """
 
     region: tuple[For, ...]
     points: tuple[Stmt, ...]
     buffer: Buffer
     lanes: int
+    outer: tuple[For, ...] = ()
 
 
 def _form_key(buf: Buffer, form: Affine) -> tuple:
@@ -199,9 +211,10 @@ def _lanes(fw: FunctionWriter, vec: For, dtype: str) -> int | None:
     return None
 
 
-def plan_accumulators(fw: FunctionWriter, loop: For) -> AccumulatorPlan | None:
+def plan_accumulators(fw: FunctionWriter, loop: For, split: bool = True) -> AccumulatorPlan | None:
     """The plan for keeping a tile in variables from ``loop`` on, or None (see the module
-    docstring for when it applies)."""
+    docstring for when it applies). ``split``: a tile too large may be split (see
+    :data:`SPLIT_LARGE_TILES`)."""
     if loop.kind not in (ForKind.SERIAL, ForKind.UNROLLED) or not _const_extent(loop):
         return None
     chain, body = _chain(loop)
@@ -268,8 +281,15 @@ def plan_accumulators(fw: FunctionWriter, loop: For) -> AccumulatorPlan | None:
     for lp in scalar_loops:
         n_points *= lp.extent.value
     chunks = vec.extent.value // lanes if vec is not None else 1
+    outer: list[For] = []
     if n_points * chunks > MAX_ACCUMULATORS:
-        return None
+        if not (split and SPLIT_LARGE_TILES) or _planned_deeper(fw, chain):
+            return None
+        while scalar_loops and n_points * chunks > MAX_ACCUMULATORS:
+            outer.append(scalar_loops.pop(0))
+            n_points //= outer[-1].extent.value
+        if not MIN_SPLIT_ACCUMULATORS <= n_points * chunks <= MAX_ACCUMULATORS:
+            return None
     # points: every combination of the tile's scalar loops and vector chunks
     combos: list[dict[E.Var, E.PrimExpr]] = [consts]
     for lp in scalar_loops:
@@ -296,7 +316,12 @@ def plan_accumulators(fw: FunctionWriter, loop: For) -> AccumulatorPlan | None:
     ordered = sorted(offsets)
     if any(b - a < lanes for a, b in zip(ordered, ordered[1:])):
         return None
-    return AccumulatorPlan(tuple(region), tuple(points), buf, lanes)
+    return AccumulatorPlan(tuple(region), tuple(points), buf, lanes, tuple(outer))
+
+
+def _planned_deeper(fw: FunctionWriter, chain: list[For]) -> bool:
+    """Whether a loop below ``chain[0]`` starts a tile that fits as it is."""
+    return any(plan_accumulators(fw, lp, split=False) is not None for lp in chain[1:])
 
 
 def simd_reduction_loop(plan: AccumulatorPlan) -> For | None:
@@ -425,6 +450,12 @@ def emit_accumulated(
     names: list[str] = []
     fw.accumulated = buf
     try:
+        for lp in plan.outer:  # a split tile: its outer loops around the region
+            name = fw.var_names.get(lp.loop_var) or fw.names.fresh(lp.loop_var.name)
+            fw.var_names[lp.loop_var] = name
+            fw.ranges[lp.loop_var] = (lp.min, lp.extent)
+            fw.for_header(lp, name)
+            fw.indent += 1
         loops = ", ".join(lp.loop_var.name for lp in plan.region)
         n = len(plan.points)
         what = f"{n} accumulator{'s' if n > 1 else ''}" + (
@@ -479,12 +510,17 @@ def emit_accumulated(
             fw.line(f"{vstore}(&{elem}, {name});" if lanes > 1 else f"{elem} = {name};")
         fw.indent -= 1
         fw.line("}")
+        for _ in plan.outer:
+            fw.indent -= 1
+            fw.line("}")
         emitted = fw.lines
     except NotVectorizable:
         fw.helpers.restore(snap)
         fw.indent = saved_indent
         return False
     finally:
+        for lp in plan.outer:
+            fw.ranges.pop(lp.loop_var, None)
         fw.lines = saved_lines
         fw.accumulators.clear()
         fw.accumulated = None
