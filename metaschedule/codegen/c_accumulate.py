@@ -33,6 +33,21 @@ up one by one after the loop. Such a loop is written as vector code here
 (:func:`.c_vector.emit_lane_sums`): a vector of partial sums per accumulator, added up
 pairwise after the loop. Only this loop's sum is reordered (as LLVM's fast-math flags
 allow TVM); no compiler flag changes the rest of the program.
+
+A reduction block decomposed by ``RewriteReductionBlock`` leaves its init as a loop nest
+just before the reduction nest: the tile is stored (zeros) and loaded back into the
+accumulators right away. When the init nest writes exactly the tile's elements (its
+loops matched one for one with the spatial loops above the tile, unit loops as
+constants), the accumulators start from the init value instead and the init nest is not
+emitted (:func:`plan_init_fusion`): each element is stored once, after its last update,
+as LLVM's store forwarding and dead-store elimination give TVM once the nest is
+unrolled::
+
+    for xx_1:                                 for xx_1:
+      for xx_3_init: for f_init: B[..] = 0      { acc0 = bcast(0); ... acc7 = bcast(0);
+      { acc0 = load(&B[..]); ...        ->        for ry, rx: acc0 += ...; ...
+        for ry, rx: acc0 += ...; ...              store(&B[..], acc0); ... }
+        store(&B[..], acc0); ... }
 """
 
 from __future__ import annotations
@@ -43,7 +58,7 @@ from typing import TYPE_CHECKING
 from ..tir import expr as E
 from ..tir.buffer import Buffer
 from ..tir.dtype import c_type, nbytes
-from ..tir.functor import Visitor, substitute
+from ..tir.functor import Visitor, collect_vars, substitute
 from ..tir.stmt import BufferStore, For, ForKind, IfThenElse, SeqStmt, Stmt
 from ..tir.transform.affine import Affine, affine
 from .c_expr import linear_index
@@ -59,6 +74,15 @@ MAX_ACCUMULATORS = 64
 #: Whether a reduction loop among the tile loops joins the region (see plan_accumulators).
 HOIST_INNER_REDUCTIONS = True
 
+#: Whether a tile of more than MAX_ACCUMULATORS points, with no smaller tile planned
+#: deeper in its nest, has its outermost tile loops moved outside the reduction loops
+#: (each of their iterations then keeps its own part of the tile in variables; legal as
+#: hoisting is: distinct tile points update distinct elements).
+SPLIT_LARGE_TILES = True
+#: ... when at least this many accumulators stay (independent chains of updates that
+#: hide the latency of a multiply-add).
+MIN_SPLIT_ACCUMULATORS = 8
+
 #: Shortest loop worth a SIMD reduction (below, the final horizontal sum costs more).
 MIN_SIMD_REDUCTION = 4
 
@@ -73,11 +97,20 @@ MAX_STRAIGHT_ACCUMULATORS = 28
 MIN_STRAIGHT_LANES = 4
 #: ... and when two steps read the same input vector (see :func:`straight_line`).
 
+#: Whether an init nest is folded into the accumulators it starts (see plan_init_fusion).
+FUSE_INIT = True
+#: Most elements of an init nest compared element by element with a tile.
+MAX_INIT_ELEMENTS = 4096
+
 __all__ = [
     "MAX_ACCUMULATORS",
     "AccumulatorPlan",
+    "InitFusion",
+    "InitNotTaken",
     "emit_accumulated",
+    "emit_fused_init",
     "plan_accumulators",
+    "plan_init_fusion",
     "simd_reduction_loop",
     "straight_line",
 ]
@@ -94,12 +127,15 @@ class AccumulatorPlan:
             ``lanes`` iterations when ``lanes > 1``).
         buffer: the accumulated buffer.
         lanes: lanes per accumulator (1: scalars).
+        outer: tile loops moved outside the region (a tile too large for the register
+            budget, see :data:`SPLIT_LARGE_TILES`), outermost first.
     """
 
     region: tuple[For, ...]
     points: tuple[Stmt, ...]
     buffer: Buffer
     lanes: int
+    outer: tuple[For, ...] = ()
 
 
 def _form_key(buf: Buffer, form: Affine) -> tuple:
@@ -175,9 +211,10 @@ def _lanes(fw: FunctionWriter, vec: For, dtype: str) -> int | None:
     return None
 
 
-def plan_accumulators(fw: FunctionWriter, loop: For) -> AccumulatorPlan | None:
+def plan_accumulators(fw: FunctionWriter, loop: For, split: bool = True) -> AccumulatorPlan | None:
     """The plan for keeping a tile in variables from ``loop`` on, or None (see the module
-    docstring for when it applies)."""
+    docstring for when it applies). ``split``: a tile too large may be split (see
+    :data:`SPLIT_LARGE_TILES`)."""
     if loop.kind not in (ForKind.SERIAL, ForKind.UNROLLED) or not _const_extent(loop):
         return None
     chain, body = _chain(loop)
@@ -244,8 +281,15 @@ def plan_accumulators(fw: FunctionWriter, loop: For) -> AccumulatorPlan | None:
     for lp in scalar_loops:
         n_points *= lp.extent.value
     chunks = vec.extent.value // lanes if vec is not None else 1
+    outer: list[For] = []
     if n_points * chunks > MAX_ACCUMULATORS:
-        return None
+        if not (split and SPLIT_LARGE_TILES) or _planned_deeper(fw, chain):
+            return None
+        while scalar_loops and n_points * chunks > MAX_ACCUMULATORS:
+            outer.append(scalar_loops.pop(0))
+            n_points //= outer[-1].extent.value
+        if not MIN_SPLIT_ACCUMULATORS <= n_points * chunks <= MAX_ACCUMULATORS:
+            return None
     # points: every combination of the tile's scalar loops and vector chunks
     combos: list[dict[E.Var, E.PrimExpr]] = [consts]
     for lp in scalar_loops:
@@ -272,7 +316,12 @@ def plan_accumulators(fw: FunctionWriter, loop: For) -> AccumulatorPlan | None:
     ordered = sorted(offsets)
     if any(b - a < lanes for a, b in zip(ordered, ordered[1:])):
         return None
-    return AccumulatorPlan(tuple(region), tuple(points), buf, lanes)
+    return AccumulatorPlan(tuple(region), tuple(points), buf, lanes, tuple(outer))
+
+
+def _planned_deeper(fw: FunctionWriter, chain: list[For]) -> bool:
+    """Whether a loop below ``chain[0]`` starts a tile that fits as it is."""
+    return any(plan_accumulators(fw, lp, split=False) is not None for lp in chain[1:])
 
 
 def simd_reduction_loop(plan: AccumulatorPlan) -> For | None:
@@ -385,9 +434,13 @@ def _first_lane(point: Stmt) -> tuple[E.PrimExpr, ...]:
     return store.indices
 
 
-def emit_accumulated(fw: FunctionWriter, plan: AccumulatorPlan) -> bool:
+def emit_accumulated(
+    fw: FunctionWriter, plan: AccumulatorPlan, init: E.PrimExpr | None = None
+) -> bool:
     """Emit the plan; False (nothing emitted) if a point cannot be written as planned
-    (its vector code would fall back to scalar code)."""
+    (its vector code would fall back to scalar code). ``init``: the value every
+    accumulator starts from (a fused init nest, see :func:`plan_init_fusion`) instead of
+    the tile's contents in memory."""
     from .c_vector import NotVectorizable
 
     buf, lanes = plan.buffer, plan.lanes
@@ -397,6 +450,12 @@ def emit_accumulated(fw: FunctionWriter, plan: AccumulatorPlan) -> bool:
     names: list[str] = []
     fw.accumulated = buf
     try:
+        for lp in plan.outer:  # a split tile: its outer loops around the region
+            name = fw.var_names.get(lp.loop_var) or fw.names.fresh(lp.loop_var.name)
+            fw.var_names[lp.loop_var] = name
+            fw.ranges[lp.loop_var] = (lp.min, lp.extent)
+            fw.for_header(lp, name)
+            fw.indent += 1
         loops = ", ".join(lp.loop_var.name for lp in plan.region)
         n = len(plan.points)
         what = f"{n} accumulator{'s' if n > 1 else ''}" + (
@@ -406,11 +465,20 @@ def emit_accumulated(fw: FunctionWriter, plan: AccumulatorPlan) -> bool:
         fw.indent += 1
         vload = fw.helpers.vload(buf.dtype, lanes) if lanes > 1 else ""
         vt = fw.helpers.vtype(buf.dtype, lanes) if lanes > 1 else t
+        start = None
+        if init is not None:
+            value = fw.expr(init)
+            start = f"{fw.helpers.vbroadcast(buf.dtype, lanes)}({value})" if lanes > 1 else value
         for point in plan.points:
             name = fw.names.fresh(f"{buf.name}_acc")
             names.append(name)
             elem = f"{fw.buf_names[buf]}[{fw.index(buf, _first_lane(point))}]"
-            fw.line(f"{vt} {name} = {vload}(&{elem});" if lanes > 1 else f"{t} {name} = {elem};")
+            if start is not None:
+                fw.line(f"{vt} {name} = {start};")
+            else:
+                fw.line(
+                    f"{vt} {name} = {vload}(&{elem});" if lanes > 1 else f"{t} {name} = {elem};"
+                )
             fw.accumulators[access_key(buf, _store_of(point).indices)] = name
         simd = simd_reduction_loop(plan)
         if simd is not None:
@@ -442,12 +510,17 @@ def emit_accumulated(fw: FunctionWriter, plan: AccumulatorPlan) -> bool:
             fw.line(f"{vstore}(&{elem}, {name});" if lanes > 1 else f"{elem} = {name};")
         fw.indent -= 1
         fw.line("}")
+        for _ in plan.outer:
+            fw.indent -= 1
+            fw.line("}")
         emitted = fw.lines
     except NotVectorizable:
         fw.helpers.restore(snap)
         fw.indent = saved_indent
         return False
     finally:
+        for lp in plan.outer:
+            fw.ranges.pop(lp.loop_var, None)
         fw.lines = saved_lines
         fw.accumulators.clear()
         fw.accumulated = None
@@ -455,3 +528,155 @@ def emit_accumulated(fw: FunctionWriter, plan: AccumulatorPlan) -> bool:
         fw.shared_loads, fw.shared_decls = None, []
     fw.lines.extend(emitted)
     return True
+
+
+# ----------------------------------------------------------------------------- fused init
+class InitNotTaken(Exception):
+    """The planned loop of a fused init was emitted without it (see emit_fused_init)."""
+
+
+@dataclass(frozen=True)
+class InitFusion:
+    """An init nest folded into the accumulators of the reduction nest after it.
+
+    Attributes:
+        roots: the loops of the reduction nest where accumulator plans start (one, or
+            one per copy of a versioned body).
+        value: the value the init stores (into every element of the tile).
+    """
+
+    roots: tuple[For, ...]
+    value: E.PrimExpr
+
+
+def _has_load(e: E.PrimExpr) -> bool:
+    found: list[E.BufferLoad] = []
+
+    class _V(Visitor):
+        def visit_BufferLoad(self, load: E.BufferLoad) -> None:
+            found.append(load)
+
+    _V().visit(e)
+    return bool(found)
+
+
+def plan_init_fusion(fw: FunctionWriter, init: Stmt, red: Stmt) -> InitFusion | None:
+    """Whether the init nest ``init`` (run just before ``red``) can start ``red``'s
+    accumulators instead of being stored: ``init`` is a perfect nest storing one
+    load-free value into buffer ``B``; ``red`` descends through serial loops (each
+    non-unit one matched with the next non-unit loop of ``init``, same extent) to a
+    loop where :func:`plan_accumulators` keeps a tile of ``B`` in variables; and the
+    rest of ``init`` stores exactly that tile's elements. None otherwise."""
+    if not FUSE_INIT or not isinstance(init, For) or not isinstance(red, For):
+        return None
+    ichain, ibody = _chain(init)
+    if not isinstance(ibody, BufferStore):
+        return None
+    if any(
+        _const_extent(lp) is None
+        or lp.kind not in (ForKind.SERIAL, ForKind.UNROLLED, ForKind.VECTORIZED)
+        for lp in ichain
+    ):
+        return None
+    ivars = {lp.loop_var for lp in ichain}
+    if _has_load(ibody.value) or collect_vars(ibody.value) & ivars:
+        return None
+    roots = _fused_roots(fw, ichain, ibody, 0, {}, {}, red)
+    return InitFusion(tuple(roots), ibody.value) if roots else None
+
+
+def _fused_roots(
+    fw: FunctionWriter,
+    ichain: list[For],
+    ibody: BufferStore,
+    k: int,
+    subst: dict[E.Var, E.PrimExpr],
+    red_consts: dict[E.Var, E.PrimExpr],
+    cur: Stmt,
+) -> list[For] | None:
+    """The planned loops below ``cur`` whose tiles are what the init nest from
+    ``ichain[k]`` on writes (``subst``: init loops already matched; ``red_consts``: unit
+    loops of the reduction nest), or None. Both copies of a versioned body
+    (:mod:`.c_versioning`) must take the init."""
+    if isinstance(cur, IfThenElse):
+        if cur.else_case is None:
+            return None
+        then = _fused_roots(fw, ichain, ibody, k, subst, red_consts, cur.then_case)
+        other = _fused_roots(fw, ichain, ibody, k, subst, red_consts, cur.else_case)
+        return then + other if then and other else None
+    if not isinstance(cur, For):
+        return None
+    plan = plan_accumulators(fw, cur)
+    if plan is not None:
+        return [cur] if _covers(ichain[k:], ibody, subst, red_consts, plan) else None
+    ext = _const_extent(cur)
+    if ext is None or cur.kind not in (ForKind.SERIAL, ForKind.UNROLLED):
+        return None
+    if ext == 1:
+        red_consts = {**red_consts, cur.loop_var: cur.min}
+    else:
+        subst = dict(subst)
+        while k < len(ichain) and _const_extent(ichain[k]) == 1:
+            subst[ichain[k].loop_var] = ichain[k].min
+            k += 1
+        if k == len(ichain):
+            return None
+        ilp = ichain[k]
+        same = _const_extent(ilp) == ext and ilp.min.value == cur.min.value
+        if not same or ilp.kind is ForKind.VECTORIZED:
+            return None
+        subst[ilp.loop_var] = cur.loop_var
+        k += 1
+    return _fused_roots(fw, ichain, ibody, k, subst, red_consts, cur.body)
+
+
+def _covers(
+    rest: list[For],
+    ibody: BufferStore,
+    subst: dict[E.Var, E.PrimExpr],
+    red_consts: dict[E.Var, E.PrimExpr],
+    plan: AccumulatorPlan,
+) -> bool:
+    """Whether the init loops ``rest`` store exactly the elements of ``plan``'s tile."""
+    buf = plan.buffer
+    if buf is not ibody.buffer:
+        return False
+    n = 1
+    for lp in rest:
+        n *= lp.extent.value
+    if n > MAX_INIT_ELEMENTS:
+        return False
+    combos: list[dict[E.Var, E.PrimExpr]] = [subst]
+    for lp in rest:
+        lo, dt = lp.min.value, lp.loop_var.dtype
+        combos = [
+            {**c, lp.loop_var: E.const(lo + i, dt)} for c in combos for i in range(lp.extent.value)
+        ]
+    init_keys = {access_key(buf, [substitute(i, c) for i in ibody.indices]) for c in combos}
+    tile_keys = set()
+    for point in plan.points:
+        bid, terms, const = access_key(buf, [substitute(i, red_consts) for i in _first_lane(point)])
+        tile_keys.update((bid, terms, const + lane) for lane in range(plan.lanes))
+    return init_keys == tile_keys
+
+
+def emit_fused_init(fw: FunctionWriter, init: Stmt, red: Stmt) -> bool:
+    """Emit ``red`` with ``init`` folded into its accumulators (see
+    :func:`plan_init_fusion`); False (nothing emitted) when it does not apply."""
+    fusion = plan_init_fusion(fw, init, red)
+    if fusion is None:
+        return False
+    snap, n_lines, indent = fw.helpers.snapshot(), len(fw.lines), fw.indent
+    fw.pending_init, fw.init_uses = fusion, set()
+    try:
+        fw.stmt(red)
+        taken = fw.init_uses == {id(r) for r in fusion.roots}
+    except InitNotTaken:
+        taken = False
+    finally:
+        fw.pending_init = None
+    if not taken:  # e.g. the tile's vector code fell back to scalar code
+        del fw.lines[n_lines:]
+        fw.helpers.restore(snap)
+        fw.indent = indent
+    return taken

@@ -65,7 +65,14 @@ from ..tir.stmt import (
     Stmt,
 )
 from ..tir.transform.affine import affine
-from .c_accumulate import access_key, emit_accumulated, plan_accumulators
+from .c_accumulate import (
+    InitFusion,
+    InitNotTaken,
+    access_key,
+    emit_accumulated,
+    emit_fused_init,
+    plan_accumulators,
+)
 from .c_expr import CodegenError, ExprWriter, linear_index, strip_parens
 from .c_helpers import HEADER, Helpers
 from .c_parallel import Worksharing, emit_body
@@ -291,6 +298,9 @@ class FunctionWriter(ExprWriter):
         # element key -> variable, and the (type, name) declarations to place before them
         self.shared_loads: dict[tuple, str] | None = None
         self.shared_decls: list[tuple[str, str]] = []
+        # an init nest folded into the accumulators of a planned loop (c_accumulate)
+        self.pending_init: InitFusion | None = None
+        self.init_uses: set[int] = set()  # the roots of pending_init emitted so far
         self.symbol = ""
         self.omp_region: Worksharing | None = None  # set: a loop of a shared region (c_parallel)
         self.version = VERSION_GUARDS  # an unguarded copy of guarded loop bodies (c_versioning)
@@ -395,8 +405,13 @@ class FunctionWriter(ExprWriter):
     # statements -----------------------------------------------------------------------
     def stmt(self, s: Stmt) -> None:
         if isinstance(s, SeqStmt):
-            for x in s.seq:
-                self.stmt(x)
+            i, seq = 0, s.seq
+            while i < len(seq):
+                if i + 1 < len(seq) and self.fused_init(seq[i], seq[i + 1]):
+                    i += 2  # an init nest and the reduction nest it starts (c_accumulate)
+                    continue
+                self.stmt(seq[i])
+                i += 1
         elif isinstance(s, BufferStore):
             acc = self.accumulator(s.buffer, s.indices)
             if acc is not None:
@@ -425,6 +440,15 @@ class FunctionWriter(ExprWriter):
             )
         else:
             raise CodegenError(f"cannot generate C for statement {type(s).__name__}")
+
+    def fused_init(self, init: Stmt, red: Stmt) -> bool:
+        """Emit a reduction nest with the init nest before it folded into its register
+        accumulators (:func:`.c_accumulate.emit_fused_init`); False if that does not apply."""
+        if self.target.kind != "cpu" or self.debug is not None or self.accumulated is not None:
+            return False
+        if self.pending_init is not None:
+            return False
+        return emit_fused_init(self, init, red)
 
     def block(self, s: Stmt) -> None:
         self.indent += 1
@@ -459,6 +483,12 @@ class FunctionWriter(ExprWriter):
             cpu = self.target.kind == "cpu" and self.debug is None
             if cpu and self.accumulated is None:
                 plan = plan_accumulators(self, loop)
+                init = self.pending_init
+                if init is not None and any(r is loop for r in init.roots):
+                    if plan is None or not emit_accumulated(self, plan, init.value):
+                        raise InitNotTaken(loop.loop_var.name)
+                    self.init_uses.add(id(loop))
+                    return
                 if plan is not None and emit_accumulated(self, plan):
                     return
             self._loop(loop)

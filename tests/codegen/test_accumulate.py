@@ -10,7 +10,11 @@ from hypothesis import strategies as st
 
 from metaschedule import te, tir
 from metaschedule.codegen import build
-from metaschedule.codegen.c_accumulate import MAX_ACCUMULATORS, plan_accumulators
+from metaschedule.codegen.c_accumulate import (
+    MAX_ACCUMULATORS,
+    MIN_SPLIT_ACCUMULATORS,
+    plan_accumulators,
+)
 from metaschedule.codegen.c_codegen import FunctionWriter
 from metaschedule.codegen.c_helpers import Helpers
 from metaschedule.target import Target
@@ -185,6 +189,22 @@ def test_plan_refuses_a_tile_larger_than_the_register_budget():
     assert plan_accumulators(_writer(), nest) is None
 
 
+def test_plan_splits_a_tile_too_large_at_its_outer_loop():
+    # for k in 4: for o in 9: for i in 8: B[8o + i] += ...: 72 points; o moves outside k
+    a, b = Buffer("A", (72, 4)), Buffer("B", (72,))
+    k, o, i = Var("k", "int32"), Var("o", "int32"), Var("i", "int32")
+    e = o * 8 + i
+    body = BufferStore(b, BufferLoad(b, (e,)) + BufferLoad(a, (e, k)), (e,))
+    nest = For(i, const(0), const(8), ForKind.SERIAL, body)
+    nest = For(
+        k, const(0), const(4), ForKind.SERIAL, For(o, const(0), const(9), ForKind.SERIAL, nest)
+    )
+    plan = plan_accumulators(_writer(), nest)
+    assert plan is not None and len(plan.points) == 8
+    assert [lp.loop_var.name for lp in plan.outer] == ["o"]
+    assert plan_accumulators(_writer(), nest, split=False) is None
+
+
 def test_plan_does_not_start_at_a_loop_the_offset_uses():
     nest = _nest(lambda b, a, i, k, r: _acc(b, a, i, k, 0))
     assert plan_accumulators(_writer(), nest.body) is None  # the i loop
@@ -230,10 +250,30 @@ def test_tiled_matmuls_compute_the_numpy_result(ti, tj, tk, vectorize, unroll, c
     src, (_, _, c) = _run(sch.mod, a, b, np.zeros((6, 96), "float32"))
     np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
     if vectorize:  # whole vectors of 16 lanes, or one vector of a power-of-two width
-        applies, n_vars = tj % 16 == 0 or tj in (2, 4, 8), ti * max(1, tj // 16)
+        applies, n_vars, inner = tj % 16 == 0 or tj in (2, 4, 8), ti * max(1, tj // 16), 1
     else:
-        applies, n_vars = True, ti * tj
-    assert ("accumulator" in src) == (applies and n_vars <= MAX_ACCUMULATORS)
+        applies, n_vars, inner = True, ti * tj, tj
+    # a tile too large is split: the i1 loop outside k0, k1, the j1 tile in variables
+    fits = n_vars <= MAX_ACCUMULATORS or MIN_SPLIT_ACCUMULATORS <= inner <= MAX_ACCUMULATORS
+    assert ("accumulator" in src) == (applies and fits)
+
+
+@pytest.mark.compiler
+def test_a_tile_too_large_keeps_a_part_in_vector_variables_per_outer_iteration():
+    # k | i1 (16) j1 (128, vectorized): 128 vectors; i1 goes outside k, 8 vectors inside
+    sch = _matmul(16, 128, 12)
+    block = sch.get_block("T_matmul_NN")
+    i, j, k = sch.get_loops(block)
+    sch.reorder(k, i, j)
+    sch.decompose_reduction(block, k)
+    sch.vectorize(j)
+    a, b = rand(16, 12), rand(12, 128)
+    src, (_, _, c) = _run(sch.mod, a, b, np.zeros((16, 128), "float32"))
+    assert "T_matmul_NN kept in 8 accumulators of 16 lanes across loops k" in src
+    k_loop = src[src.index("for (int32_t k = 0;") :]
+    k_loop = k_loop[: k_loop.index("ms_store_f32x16(&T_matmul_NN[")]
+    assert "T_matmul_NN[" not in k_loop
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.compiler

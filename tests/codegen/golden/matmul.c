@@ -38,20 +38,15 @@ int32_t main_kernel(void** args) {
         for (int32_t i_1 = 0; i_1 < 4; ++i_1) {
           {
             float T_matmul_NN_local[64] __attribute__((aligned(64)));
-            for (int32_t i_2_init = 0; i_2_init < 4; ++i_2_init) {
-              for (int32_t j_2_init = 0; j_2_init < 16; ++j_2_init) {
-                T_matmul_NN_local[i_2_init * 16 + j_2_init] = 0.0f;
-              }
-            }
             { // T_matmul_NN_local kept in 8 accumulators of 8 lanes across loops k
-              ms_f32x8 T_matmul_NN_local_acc = ms_load_f32x8(&T_matmul_NN_local[0]);
-              ms_f32x8 T_matmul_NN_local_acc_1 = ms_load_f32x8(&T_matmul_NN_local[8]);
-              ms_f32x8 T_matmul_NN_local_acc_2 = ms_load_f32x8(&T_matmul_NN_local[16]);
-              ms_f32x8 T_matmul_NN_local_acc_3 = ms_load_f32x8(&T_matmul_NN_local[24]);
-              ms_f32x8 T_matmul_NN_local_acc_4 = ms_load_f32x8(&T_matmul_NN_local[32]);
-              ms_f32x8 T_matmul_NN_local_acc_5 = ms_load_f32x8(&T_matmul_NN_local[40]);
-              ms_f32x8 T_matmul_NN_local_acc_6 = ms_load_f32x8(&T_matmul_NN_local[48]);
-              ms_f32x8 T_matmul_NN_local_acc_7 = ms_load_f32x8(&T_matmul_NN_local[56]);
+              ms_f32x8 T_matmul_NN_local_acc = ms_bcast_f32x8(0.0f);
+              ms_f32x8 T_matmul_NN_local_acc_1 = ms_bcast_f32x8(0.0f);
+              ms_f32x8 T_matmul_NN_local_acc_2 = ms_bcast_f32x8(0.0f);
+              ms_f32x8 T_matmul_NN_local_acc_3 = ms_bcast_f32x8(0.0f);
+              ms_f32x8 T_matmul_NN_local_acc_4 = ms_bcast_f32x8(0.0f);
+              ms_f32x8 T_matmul_NN_local_acc_5 = ms_bcast_f32x8(0.0f);
+              ms_f32x8 T_matmul_NN_local_acc_6 = ms_bcast_f32x8(0.0f);
+              ms_f32x8 T_matmul_NN_local_acc_7 = ms_bcast_f32x8(0.0f);
               for (int32_t k = 0; k < 64; ++k) {
                 { const int32_t j_2_1 = 0;
                   T_matmul_NN_local_acc = (T_matmul_NN_local_acc + (ms_bcast_f32x8(A[(i_0_j_0_fused / 2) * 1024 + i_1 * 256 + k]) * ms_load_f32x8(&B_global[k * 16 + j_2_1])));
