@@ -55,7 +55,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..codegen.c_accumulate import HOIST_INNER_REDUCTIONS, MAX_ACCUMULATORS
+from ..codegen.c_accumulate import (
+    HOIST_INNER_REDUCTIONS,
+    MAX_ACCUMULATORS,
+    MIN_SPLIT_ACCUMULATORS,
+    SPLIT_LARGE_TILES,
+)
 from ..feature_extractor.features.buffers import BufferStats
 from ..feature_extractor.features.linear import LinearForm
 from ..feature_extractor.features.loop_nest import LoopNestWalker, Store, const_int
@@ -438,11 +443,41 @@ def _register_tile(
     not move the stored element) that heads a perfect nest whose tile (the loops below it
     that move the element, the reduction loops among them hoisted into the region when
     :data:`~metaschedule.codegen.c_accumulate.HOIST_INNER_REDUCTIONS`) holds at most
-    :data:`~metaschedule.codegen.c_accumulate.MAX_ACCUMULATORS` vectors.
+    :data:`~metaschedule.codegen.c_accumulate.MAX_ACCUMULATORS` vectors. A larger tile
+    with no fitting one deeper is split
+    (:data:`~metaschedule.codegen.c_accumulate.SPLIT_LARGE_TILES`): its outermost scalar
+    tile loops leave the tile until it fits, if at least
+    :data:`~metaschedule.codegen.c_accumulate.MIN_SPLIT_ACCUMULATORS` vectors stay.
     """
+    found = _tile_candidates(st, store_lin, store_loops, vec_loop, per_elem)
+    for i, (start, tile, vectors) in enumerate(found):
+        if vectors <= MAX_ACCUMULATORS:
+            return start, tile
+        if not SPLIT_LARGE_TILES or any(v <= MAX_ACCUMULATORS for _, _, v in found[i + 1 :]):
+            continue
+        scalar = [j for j in tile if j != vec_loop]
+        while scalar and vectors > MAX_ACCUMULATORS:
+            vectors /= st.extents[scalar.pop(0)]
+        if MIN_SPLIT_ACCUMULATORS <= vectors <= MAX_ACCUMULATORS:
+            kept = [j for j in tile if j in scalar or j == vec_loop]
+            return start, kept
+        return None
+    return None
+
+
+def _tile_candidates(
+    st: Store,
+    store_lin: list[LinearForm],
+    store_loops: set[int],
+    vec_loop: int,
+    per_elem: float,
+) -> list[tuple[int, list[int], float]]:
+    """Every loop that could head a register tile, outermost first: ``(start, tile,
+    vectors)`` (see :func:`_register_tile`)."""
     ext, loops = st.extents, st.loops
     n = len(ext)
     serial = (ForKind.SERIAL, ForKind.UNROLLED)
+    found: list[tuple[int, list[int], float]] = []
     for start in range(n):
         if ext[start] == 1 or start in store_loops or loops[start].kind not in serial:
             continue
@@ -463,9 +498,8 @@ def _register_tile(
         if not all(_affine_in(store_lin, j) for j in tile):
             continue
         vectors = math.prod(ext[j] for j in tile) * (per_elem if vec_loop in tile else 1.0)
-        if vectors <= MAX_ACCUMULATORS:
-            return start, tile
-    return None
+        found.append((start, tile, vectors))
+    return found
 
 
 def _lins_of(

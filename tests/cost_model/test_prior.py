@@ -200,7 +200,7 @@ def test_the_register_tiles_are_the_code_generators():
     machine = Machine.of_target(target)
     hoisted = 0
     for func in (matmul(64), conv()):
-        for sch in _space_samples(func, 10):
+        for sch in _space_samples(func, 20):
             lowered = IRModule({name: lower(f) for name, f in sch.mod.items()})
             code = codegen_c(lowered, target).code
             emitted = sorted(int(x) for x in re.findall(r"kept in (\d+) accumulator", code))
