@@ -10,7 +10,11 @@
    a matmul), split to at most ``2 * vector lanes`` and vectorized, with a register
    tile of a few rows (``i1``, unrolled) that keeps enough parallel work outside it;
    the tile accumulates in a local buffer whose write-back applies the epilogue
-   (bias, residual, activation), and the init is hoisted out of the reduction.
+   (bias, residual, activation), and the init is hoisted out of the reduction. Matmuls
+   take 8 rows, and a constant weight ``W[k, j]`` is taken in column panels
+   ``[j0, k, j1]`` (packed at compile time, as ``RewriteLayout`` does for tuned
+   schedules). A reduction along its input's innermost axis (softmax, layer norm) that
+   this does not apply to gets its init hoisted, so that it runs in vector lanes.
 4. An element-wise block whose inner extent the postprocessor's fuse-and-split would
    not divide is vectorized by a divisor of that extent.
 5. Annotate the root with parallel/vectorize limits and let the
