@@ -209,7 +209,9 @@ def test_matmul_with_a_weight_bigger_than_the_cache_sweeps_rows_inside_columns()
     mod = build(sch.mod["main"], small)
     xv = rng.standard_normal((16, 32)).astype("float32")
     out = np.empty((16, 4 * LANES), "float32")
-    mod["main"](xv, func.constants["w"], out)
+    # the weight is taken in column panels (see test_matmul_weight_is_packed_in_panels)
+    args = mod.pack_weights(xv, func.constants["w"], out)
+    mod["main"](*args)
     np.testing.assert_allclose(out, np.maximum(xv @ func.constants["w"], 0), rtol=1e-4, atol=1e-4)
 
 
@@ -270,4 +272,53 @@ def test_short_contiguous_inner_loop_is_fused_into_a_vector_not_unrolled():
     (block,) = list(sch.get_child_blocks(sch.get_block("root")))
     kinds = [sch.get(lp).kind for lp in sch.get_loops(block)]
     assert ForKind.UNROLLED not in kinds and kinds[-1] == ForKind.VECTORIZED
+    _check(func, x)
+
+
+@pytest.mark.compiler
+def test_matmul_weight_is_packed_in_column_panels_with_an_8_row_tile():
+    """A constant matmul weight ``W[k, j]`` is taken as ``[j0, k, j1]``: the panel of one
+    column block contiguous (rows 4 KiB apart would share L1 sets), the register tile 8
+    rows by the vector block; numerics through compile_relax (which packs the weight)."""
+    rng = np.random.default_rng(8)
+    b = GraphBuilder()
+    x = b.input("x", (16, 24))
+    w = b.const(rng.standard_normal((24, 4 * LANES)).astype("float32"), "w")
+    bias = b.const(rng.standard_normal((4 * LANES,)).astype("float32"), "bias")
+    func = b.finish([b.call("add", [b.call("matmul", [x, w]), bias])])
+    prim = _only_func(func)
+    sch = graph.default_schedule(prim, "llvm")
+    main = sch.mod["main"]
+    packed = main.attrs["prepacked_args"]
+    assert list(packed) == [1]  # the weight; the 1-D bias keeps its layout
+    assert tuple(int(s) for s in main.params[1].shape) == (2, 24, 2 * LANES)
+    loops = sch.get_loops(sch.get_block("T_matmul"))
+    assert [int(sch.get(lp).extent.value) for lp in loops[-2:]] == [8, 2 * LANES]
+    from metaschedule.codegen.build import build
+
+    # the C reads the packed weight with plain vector loads (no per-lane gather) into 16
+    # register accumulators
+    src = build(main, "llvm").get_source()
+    weight = main.params[1].name
+    assert f"_load_f32x{LANES}(&{weight}[" in src and "const float* ms_p" not in src
+    assert "kept in 16 accumulators" in src
+    _check(func, rng.standard_normal((16, 24)).astype("float32"))
+    # given at run time, the weight keeps its layout
+    b2 = GraphBuilder()
+    x2, w2 = b2.input("x", (16, 24)), b2.input("w", (24, 4 * LANES))
+    runtime = _only_func(b2.finish([b2.call("matmul", [x2, w2])]))
+    assert "prepacked_args" not in graph.default_schedule(runtime, "llvm", set()).mod["main"].attrs
+
+
+@pytest.mark.compiler
+def test_softmax_row_sums_run_in_vector_lanes():
+    """Softmax's sum of exponentials (and layer norm's sums) get their init hoisted out
+    of the reduction loop, so the loop is vector code (vector exp, partial sums in
+    lanes), not a scalar ``expf`` per element."""
+    from metaschedule.codegen.build import build
+
+    func, x = _unary_graph((2, 3, 64), "softmax", axis=-1)
+    sch = graph.default_schedule(_only_func(func), "llvm")
+    src = build(sch.mod["main"], "llvm").get_source()
+    assert "summed in vector lanes" in src and "expf(" not in src
     _check(func, x)
