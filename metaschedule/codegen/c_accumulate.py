@@ -175,6 +175,22 @@ def _accesses(body: Stmt) -> tuple[list[BufferStore], list[E.BufferLoad]] | None
     return (stores, loads) if walk(body) else None
 
 
+def _guarded_by(body: Stmt, loop_vars: set[E.Var]) -> bool:
+    """Whether a condition in ``body`` uses one of ``loop_vars`` (a tile loop of an
+    imperfect split guards its points: the accumulators, loaded before and stored after
+    the region unconditionally, would touch elements outside the buffer)."""
+    found = []
+
+    class _V(Visitor):
+        def visit_IfThenElse(self, s: IfThenElse) -> None:
+            if collect_vars(s.condition) & loop_vars:
+                found.append(s)
+            self.generic_visit(s)
+
+    _V().visit(body)
+    return bool(found)
+
+
 def _const_extent(loop: For) -> int | None:
     if isinstance(loop.extent, E.IntImm) and isinstance(loop.min, E.IntImm):
         return loop.extent.value
@@ -268,6 +284,8 @@ def plan_accumulators(fw: FunctionWriter, loop: For, split: bool = True) -> Accu
         ):
             return None  # the tile loop must move the offset by a constant stride
     tile = [lp for lp in tile if all(lp is not r for r in region)]
+    if _guarded_by(body, {lp.loop_var for lp in tile}):
+        return None  # an imperfect tile: some points do not exist, yet would be stored
     lanes = 1
     if vec is not None:
         lanes_or_none = _lanes(fw, vec, buf.dtype)

@@ -5,7 +5,9 @@
    inlining the remaining spatial epilogues into their producers.
 2. A dense NCHW or NHWC convolution is vectorized over output channels with its weight packed
    at compile time (:mod:`.schedule_conv`).
-3. Another reduction block: the innermost spatial loop moves inside the reduction loops
+3. A pooling window (:mod:`..schedule_rule.window_tiling`): two output rows by a channel
+   vector in registers across the window, its padding inlined as guarded loads.
+4. Another reduction block: the innermost spatial loop moves inside the reduction loops
    when its accesses are contiguous along it (``i, j, k`` -> ``i0, j0, k, i1, j1`` for
    a matmul), split to at most ``2 * vector lanes`` and vectorized, with a register
    tile of a few rows (``i1``, unrolled) that keeps enough parallel work outside it;
@@ -15,11 +17,11 @@
    ``[j0, k, j1]`` (packed at compile time, as ``RewriteLayout`` does for tuned
    schedules). A reduction along its input's innermost axis (softmax, layer norm) that
    this does not apply to gets its init hoisted, so that it runs in vector lanes.
-4. An element-wise block whose inner extent the postprocessor's fuse-and-split would
+5. An element-wise block whose inner extent the postprocessor's fuse-and-split would
    not divide is vectorized by a divisor of that extent; one that gathers along a
    loop too short for a vector (an image's 3 channels in an NCHW -> NHWC transpose)
    unrolls it, and the C compiler vectorizes the loop around it.
-5. Annotate the root with parallel/vectorize limits and let the
+6. Annotate the root with parallel/vectorize limits and let the
    ``RewriteParallelVectorizeUnroll`` postprocessor fuse and parallelise the outer
    spatial loops and vectorize the inner ones left, as tuned schedules do.
 
@@ -41,6 +43,7 @@ from ..postproc.rewrite_parallel_vectorize_unroll import (
 from ..schedule import Schedule, ScheduleError
 from ..schedule.prepacked import layout_free_params, prepacked_args
 from ..schedule_rule.analysis import realize_of
+from ..schedule_rule.window_tiling import plan_window, tile_window
 from ..target import Target
 from ..tir import ForKind, IterType
 from ..tir.expr import Var
@@ -120,10 +123,21 @@ def _has_select(sch: Schedule, block) -> bool:
     return bool(found)
 
 
-def _inline(sch: Schedule, root) -> None:
+#: output rows per register tile of a pooling window (see :mod:`..schedule_rule.window_tiling`)
+WINDOW_ROWS = 2
+
+
+def _pads_a_window(sch: Schedule, block, lanes: int) -> bool:
+    """Whether every consumer of ``block`` is a pooling window (padding read there is a
+    guarded load, which the code generator versions away in the interior)."""
+    consumers = sch.get_consumers(block)
+    return bool(consumers) and all(plan_window(sch, c, lanes) is not None for c in consumers)
+
+
+def _inline(sch: Schedule, root, lanes: int) -> None:
     for block in reversed(sch.get_child_blocks(root)):
-        if _has_select(sch, block):  # padding: a conditional in the consumer's inner loop
-            continue
+        if _has_select(sch, block) and not _pads_a_window(sch, block, lanes):
+            continue  # padding: a conditional in the consumer's inner loop
         try:
             sch.compute_inline(block)
         except ScheduleError:
@@ -244,6 +258,17 @@ def _register_rows(blk) -> int:
     return MATMUL_REGISTER_ROWS if blk.annotations.get("tag") in MATMUL_TAGS else REGISTER_ROWS
 
 
+def _tile_window(sch: Schedule, block, plan) -> None:
+    """A pooling window: ``WINDOW_ROWS`` output rows by a channel vector kept in registers
+    across the window (the tuned space's WindowTiling sketch), the init outside it."""
+    rows = int(sch.get(sch.get_loops(block)[plan.row]).extent.value)
+    row_inner, _ = tile_window(sch, block, plan, min(WINDOW_ROWS, rows))
+    sch.unroll(row_inner)
+    loops = sch.get_loops(block)
+    first_window = len(loops) - 2 - len(plan.reductions)
+    sch.decompose_reduction(block, loops[first_window])
+
+
 def _vectorize_spatial(sch: Schedule, block, lanes: int) -> None:
     """Vectorize the innermost loop of a plain element-wise block by a divisor of its
     extent when the postprocessor's fuse-and-split by ``2 * lanes`` would not divide it
@@ -316,11 +341,14 @@ def default_schedule(
     l2_bytes = int(target.attrs.get("l2_cache_bytes") or 1 << 20)
     sch = Schedule(func)
     root = sch.get_block("root")
-    _inline(sch, root)
+    _inline(sch, root, lanes)
     for block in sch.get_child_blocks(root):
         try:
+            window = plan_window(sch, block, lanes)
             if sch.get(block).name_hint in convs:
                 schedule_conv(sch, block, convs[sch.get(block).name_hint], lanes)
+            elif window is not None:
+                _tile_window(sch, block, window)
             else:
                 _reorder_reduction(sch, block, lanes, cores, l2_bytes)
                 _hoist_row_reduction_init(sch, block)

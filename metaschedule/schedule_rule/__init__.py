@@ -11,6 +11,7 @@ from .multi_level_tiling import MultiLevelTiling, ReuseType
 from .pack_panel import PackPanel
 from .parallel_vectorize_unroll import ParallelizeVectorizeUnroll
 from .random_compute_location import RandomComputeLocation
+from .window_tiling import WindowTiling
 
 __all__ = [
     "RULE_KINDS",
@@ -31,4 +32,5 @@ __all__ = [
     "llvm_rules",
     "register_custom_rule",
     "register_default_rules",
+    "WindowTiling",
 ]

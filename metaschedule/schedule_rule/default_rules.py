@@ -13,6 +13,7 @@ from .multi_level_tiling import MultiLevelTiling, ReuseType
 from .pack_panel import PackPanel
 from .parallel_vectorize_unroll import ParallelizeVectorizeUnroll
 from .random_compute_location import RandomComputeLocation
+from .window_tiling import WindowTiling
 
 __all__ = ["cuda_rules", "llvm_rules"]
 
@@ -20,7 +21,8 @@ __all__ = ["cuda_rules", "llvm_rules"]
 @register("schedule_rule", "llvm", aliases=("cpu",))
 def llvm_rules() -> list[ScheduleRule]:
     """TVM's DefaultLLVM list (less InlineConstantScalars, whose job AutoInline's
-    ``inline_const_tensor`` does here), plus :class:`PackPanel` after the tiling."""
+    ``inline_const_tensor`` does here), plus :class:`WindowTiling` for pooling and
+    :class:`PackPanel` after the tiling."""
     return [
         ApplyCustomRule(),
         AutoInline(
@@ -32,6 +34,7 @@ def llvm_rules() -> list[ScheduleRule]:
             require_ordered=True,
             disallow_op=["tir.exp"],
         ),
+        WindowTiling(row_tiles=[1, 2, 4], max_window=64),
         AddRFactor(max_jobs_per_core=16, max_innermost_factor=64),
         MultiLevelTiling(
             structure="SSRSRS",

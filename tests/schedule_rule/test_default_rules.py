@@ -19,6 +19,7 @@ from metaschedule.schedule_rule import (
     RandomComputeLocation,
     ReuseType,
     ScheduleRule,
+    WindowTiling,
 )
 from metaschedule.space_generator import PostOrderApply
 from metaschedule.tir.structural import structural_equal
@@ -30,18 +31,21 @@ def llvm_spaces(ck, func, rand_state=0):
 
 
 def test_create_llvm_gives_tvms_default_list():
-    """TVM's list, plus PackPanel after the tiling (ours: see its module)."""
+    """TVM's list, plus WindowTiling for pooling and PackPanel after the tiling (ours: see
+    their modules)."""
     rules = ScheduleRule.create("llvm")
     assert [type(r) for r in rules] == [
         ApplyCustomRule,
         AutoInline,
+        WindowTiling,
         AddRFactor,
         MultiLevelTiling,
         PackPanel,
         ParallelizeVectorizeUnroll,
         RandomComputeLocation,
     ]
-    inline, rfactor, mlt, pvu = (*rules[1:4], rules[5])
+    inline, window, rfactor, mlt, pvu = (*rules[1:5], rules[6])
+    assert (window.row_tiles, window.max_window) == ([1, 2, 4], 64)
     assert (inline.into_producer, inline.into_consumer, inline.disallow_op) == (
         False,
         True,

@@ -13,7 +13,13 @@ static inline ms_f32x8 ms_select_f32x8(ms_i32x8 m, ms_f32x8 t, ms_f32x8 f) {
   return (ms_f32x8)((m & (ms_i32x8)t) | (~m & (ms_i32x8)f));
 }
 
-static inline ms_f32x8 ms_max_f32x8(ms_f32x8 a, ms_f32x8 b) { return ms_select_f32x8(a > b, a, b); }
+static inline ms_f32x8 ms_max_f32x8(ms_f32x8 a, ms_f32x8 b) {
+#if defined(__AVX__)
+  return __builtin_ia32_maxps256(a, b);
+#else
+  return ms_select_f32x8(a > b, a, b);
+#endif
+}
 
 static inline ms_f32x8 ms_load_f32x8(const float* p) {
   ms_f32x8 r;
