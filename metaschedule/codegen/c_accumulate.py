@@ -227,6 +227,18 @@ def _lanes(fw: FunctionWriter, vec: For, dtype: str) -> int | None:
     return None
 
 
+def _loop_points(loops: list[For], base: dict[E.Var, E.PrimExpr]) -> list[dict]:
+    """Every assignment of constant-extent ``loops``' variables to their values (the first
+    loop outermost), each on top of ``base``."""
+    combos: list[dict[E.Var, E.PrimExpr]] = [base]
+    for lp in loops:
+        lo, dt = lp.min.value, lp.loop_var.dtype
+        combos = [
+            {**c, lp.loop_var: E.const(lo + k, dt)} for c in combos for k in range(lp.extent.value)
+        ]
+    return combos
+
+
 def plan_accumulators(fw: FunctionWriter, loop: For, split: bool = True) -> AccumulatorPlan | None:
     """The plan for keeping a tile in variables from ``loop`` on, or None (see the module
     docstring for when it applies). ``split``: a tile too large may be split (see
@@ -309,12 +321,7 @@ def plan_accumulators(fw: FunctionWriter, loop: For, split: bool = True) -> Accu
         if not MIN_SPLIT_ACCUMULATORS <= n_points * chunks <= MAX_ACCUMULATORS:
             return None
     # points: every combination of the tile's scalar loops and vector chunks
-    combos: list[dict[E.Var, E.PrimExpr]] = [consts]
-    for lp in scalar_loops:
-        lo, dt = lp.min.value, lp.loop_var.dtype
-        combos = [
-            {**c, lp.loop_var: E.const(lo + k, dt)} for c in combos for k in range(lp.extent.value)
-        ]
+    combos = _loop_points(scalar_loops, consts)
     points: list[Stmt] = []
     offsets: list[int] = []
     lane = E.Var(vec.loop_var.name, vec.loop_var.dtype) if vec is not None else None
@@ -664,12 +671,7 @@ def _covers(
         n *= lp.extent.value
     if n > MAX_INIT_ELEMENTS:
         return False
-    combos: list[dict[E.Var, E.PrimExpr]] = [subst]
-    for lp in rest:
-        lo, dt = lp.min.value, lp.loop_var.dtype
-        combos = [
-            {**c, lp.loop_var: E.const(lo + i, dt)} for c in combos for i in range(lp.extent.value)
-        ]
+    combos = _loop_points(rest, subst)
     init_keys = {access_key(buf, [substitute(i, c) for i in ibody.indices]) for c in combos}
     tile_keys = set()
     for point in plan.points:
