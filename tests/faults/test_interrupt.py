@@ -115,12 +115,18 @@ def test_kill_9_at_random_moments_then_resume(tmp_path):
 @pytest.mark.slow
 def test_ctrl_c_stops_within_seconds_saves_and_says_how_to_resume(tmp_path):
     rng = random.Random(3)
-    work_dir, tmp = tmp_path / "work", tmp_path / "tmp"
+    tmp = tmp_path / "tmp"
     tmp.mkdir()
-    proc = start(work_dir, tmp)
-    assert signal_mid_tuning(proc, work_dir, signal.SIGINT, rng)
-    sent = time.monotonic()
-    _, err = proc.communicate(timeout=60)
+    for attempt in range(3):  # again if the tuner finished before the signal reached it
+        work_dir = tmp_path / f"work{attempt}"
+        proc = start(work_dir, tmp)
+        signalled = signal_mid_tuning(proc, work_dir, signal.SIGINT, rng)
+        sent = time.monotonic()
+        out, err = proc.communicate(timeout=60)
+        if signalled and "TUNING-DONE" not in out:
+            break
+    else:
+        pytest.fail("the tuner finished before the signal, three times")
     assert time.monotonic() - sent < 5  # within a second or two; slack for a loaded CI
     assert proc.returncode != 0
     assert "run the same call again with the same work_dir" in err
