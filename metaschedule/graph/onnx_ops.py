@@ -130,13 +130,21 @@ def _gap(ctx, ins, at):
     return ctx.call("global_avg_pool2d", [ins[0]])
 
 
-@_conv("Softmax")
-def _softmax(ctx, ins, at):
-    nd = len(ctx.shape(ins[0]))
-    axis = int(at.get("axis", -1 if ctx.opset >= 13 else 1)) % nd
-    if ctx.opset < 13 and axis != nd - 1:
-        raise ctx.fail(f"axis {axis} before opset 13 (flattening semantics)")
-    return ctx.call("softmax", [ins[0]], axis=axis)
+def _softmax_like(op: str):
+    """Softmax and LogSoftmax: ``axis`` (default 1 before opset 13, -1 since); before 13
+    only the last axis, since the old semantics flatten the axes from ``axis`` on."""
+
+    def convert(ctx, ins, at):
+        nd = len(ctx.shape(ins[0]))
+        axis = int(at.get("axis", -1 if ctx.opset >= 13 else 1)) % nd
+        if ctx.opset < 13 and axis != nd - 1:
+            raise ctx.fail(f"axis {axis} before opset 13 (flattening semantics)")
+        return ctx.call(op, [ins[0]], axis=axis)
+
+    return convert
+
+
+_softmax = _conv("Softmax")(_softmax_like("softmax"))
 
 
 @_conv("LayerNormalization")

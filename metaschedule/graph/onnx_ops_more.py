@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .onnx_convert import _CONVERTERS, Converter, _conv, _optional_const, _spatial_2d
-from .onnx_ops import _reduction, _reshape_to
+from .onnx_ops import _reduction, _reshape_to, _softmax_like
 
 # ----------------------------------------------------------------------------- more operators
 # (element-wise math and logic, Pad, Resize/Upsample, Tile, more reductions and norms)
@@ -253,13 +253,7 @@ def _global_max_pool(ctx, ins, at):
     return ctx.call("reduce", [ins[0]], kind="max", axes=tuple(range(2, nd)), keepdims=True)
 
 
-@_conv("LogSoftmax")
-def _log_softmax(ctx, ins, at):
-    nd = len(ctx.shape(ins[0]))
-    axis = int(at.get("axis", -1 if ctx.opset >= 13 else 1)) % nd
-    if ctx.opset < 13 and axis != nd - 1:
-        raise ctx.fail(f"axis {axis} before opset 13 (flattening semantics)")
-    return ctx.call("log_softmax", [ins[0]], axis=axis)
+_log_softmax = _conv("LogSoftmax")(_softmax_like("log_softmax"))
 
 
 @_conv("InstanceNormalization")
