@@ -10,7 +10,9 @@ The protocol (TVM's ``time_evaluator``, made robust for a shared machine):
   cold page, does not decide it), capped so that the expected total fits ``max_total_ms``;
 * ``repeat`` repeats of ``number`` calls; a repeat's result is its mean seconds per
   call. A repeat shorter than ``min_repeat_ms`` (the kernel sped up after the probes)
-  grows ``number`` (at least by 1.618) and runs again; the grown ``number`` carries over;
+  goes on with as many more calls as its rate so far says it needs (the calls already
+  timed count: none is timed in vain), and its count of calls carries over as
+  ``number``;
 * the bound: with ``max_total_ms > 0``, once the timed part has lasted that long the
   current repeat ends after the call in flight (its mean is over the calls made) and no
   more repeats start; at least one call is always timed. A kernel whose speed swings can
@@ -239,22 +241,24 @@ int32_t __ms_time(int32_t func_index, void** args, int32_t number, int32_t repea
   }
   int32_t done = 0;
   for (int32_t r = 0; r < repeat; ++r) {
-    double elapsed;
+    double elapsed = 0.0;
+    int32_t total = 0, batch = number, cut = 0;
     for (;;) {
-      elapsed = ms_batch(f, args, number, flush_bytes, deadline, &calls, &status);
+      elapsed += ms_batch(f, args, batch, flush_bytes, deadline, &calls, &status);
+      total += calls;
       if (status != 0) return status;
-      if (calls < number) break;  // out of budget: keep what was timed
+      if (calls < batch) { cut = 1; break; }  // out of budget: keep what was timed
       if (elapsed >= min_secs) break;
-      if (deadline > 0.0 && ms_now() > deadline) break;
-      // Shorter than min_repeat_ms (the kernel sped up since the probes): grow, redo.
-      double need = elapsed > 0.0 ? min_secs / (elapsed / number) + 1.0 : number * 2.0;
-      double grow = number * 1.618;
-      double next = need > grow ? need : grow;
-      number = next > 1e9 ? 1000000000 : (int32_t)next;
+      if (deadline > 0.0 && ms_now() > deadline) { cut = 1; break; }
+      // Shorter than min_repeat_ms so far (the kernel sped up since the probes): time
+      // more calls into the same repeat, as many as the rate so far says it needs.
+      double need = elapsed > 0.0 ? (min_secs - elapsed) / (elapsed / total) + 1.0 : total;
+      batch = need > 1e9 ? 1000000000 : (int32_t)need;
     }
-    out[r] = elapsed / (calls > 0 ? calls : 1);
+    out[r] = elapsed / (total > 0 ? total : 1);
     done = r + 1;
-    if (calls < number || (deadline > 0.0 && ms_now() > deadline)) break;
+    if (total > number) number = total;  // a repeat that needed more calls: carries over
+    if (cut || (deadline > 0.0 && ms_now() > deadline)) break;
   }
   info[0] = number;
   info[1] = done;

@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from metaschedule import runtime, te
+from metaschedule import runtime, te, tir
 from metaschedule.codegen import build
 from metaschedule.runtime import BenchmarkResult, load_module
 
@@ -155,6 +155,25 @@ def test_min_repeat_ms_grows_number(lib):
     elapsed = time.perf_counter() - start
     assert elapsed >= 0.06  # each repeat ran until it lasted 30 ms
     assert res.max < 0.001  # ... yet reports the mean time of one call
+
+
+def test_a_short_repeat_goes_on_instead_of_starting_again(tmp_path):
+    """Every call made for a repeat is timed in it: a repeat that falls short of
+    ``min_repeat_ms`` continues rather than being thrown away and redone, so the calls
+    made (counted by the kernel itself) are exactly the calls the result reports."""
+    C = tir.Buffer("C", (1,))
+    counter = build(
+        tir.PrimFunc((C,), tir.BufferStore(C, C[0] + 1.0, (tir.const(0),))),
+        cache_dir=str(tmp_path),
+    )
+    for warmup, probes in ((0, 0), (2, 3)):
+        count = np.zeros(1, "float32")  # stays exact: a few ms of calls is < 2**24 of them
+        res = counter.time_evaluator(
+            "main", number=1, repeat=1, min_repeat_ms=5, warmup=warmup, num_probes=probes
+        )(count)
+        # number=1 (or the probes' estimate) falls short of 5 ms: the repeat went on
+        assert res.number > 1000
+        assert count[0] == warmup + probes + res.number
 
 
 def test_cache_flush_times_each_call_alone(lib):
