@@ -9,7 +9,8 @@ No overlap: the timed part of a measurement holds an exclusive lock on a host-wi
 file (``fcntl.flock``), so measurements never overlap, not even those of two tuners on
 the same machine. The kernel releases the lock when its holder dies, so a crashed or
 killed measurement cannot leave it held. Two workers let the next candidate load its
-library and allocate its arguments while the current one is timed; a candidate that
+library and allocate its arguments while the current one is timed (the default
+arguments are generated once per worker and workload, then copied); a candidate that
 fails before it is timed (e.g. its library does not load) finishes without waiting.
 
 OpenMP: each pool of workers measures under one wait policy chosen from the host's load
@@ -26,6 +27,7 @@ of a C call that never returns to Python.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import tempfile
@@ -110,6 +112,30 @@ def default_alloc_argument(
                 args.append(np.zeros(info.shape, dtype=dtype))
         repeated.append(args)
     return repeated
+
+
+#: argument sets a worker keeps, pristine, by their description (see _default_arguments)
+_ARGUMENT_CACHE_SIZE = 4
+_argument_cache: dict[str, list[T_ARGUMENT_LIST]] = {}
+
+
+def _default_arguments(
+    device: str, args_info: T_ARG_INFO_JSON_OBJ_LIST, alloc_repeat: int
+) -> list[T_ARGUMENT_LIST]:
+    """:func:`default_alloc_argument`'s arrays, generated once per worker for each
+    description and copied for every measurement: the candidates of a workload share
+    their arguments, and generating them (tens of ms for a few MB) would otherwise run
+    on one core while the other worker's kernel is timed on both. A copy, not the
+    cached arrays themselves, so a kernel that writes where it should not cannot change
+    the inputs of the next one."""
+    key = json.dumps([device, args_info, alloc_repeat], sort_keys=True, default=str)
+    pristine = _argument_cache.pop(key, None)
+    if pristine is None:
+        pristine = default_alloc_argument(device, args_info, alloc_repeat)
+    _argument_cache[key] = pristine  # most recently used last
+    while len(_argument_cache) > _ARGUMENT_CACHE_SIZE:
+        del _argument_cache[next(iter(_argument_cache))]
+    return [[a.copy() for a in args] for args in pristine]
 
 
 def default_run_evaluator(
@@ -238,7 +264,10 @@ def _worker_run(
         stage = f"loading the artifact {artifact_path}"
         rt_mod = _default_load(artifact_path)
         stage = "allocating the arguments"
-        repeated_args = alloc(device_type, args_info, alloc_repeat)
+        if alloc is default_alloc_argument:
+            repeated_args = _default_arguments(device_type, args_info, alloc_repeat)
+        else:
+            repeated_args = alloc(device_type, args_info, alloc_repeat)
         deadline.pause()
         with host_measurement_lock():
             if cooldown_sec > 0:

@@ -143,6 +143,31 @@ def test_default_alloc_argument():
     np.testing.assert_array_equal(default_alloc_argument("cpu", infos, 1)[0][0], f)  # seeded
 
 
+def test_a_worker_generates_default_arguments_once_and_hands_out_copies(monkeypatch):
+    from metaschedule.runner import local_runner  # local: its private cache is under test
+
+    calls = []
+
+    def counting(device, infos, repeat):
+        calls.append(len(infos))
+        return default_alloc_argument(device, infos, repeat)
+
+    monkeypatch.setattr(local_runner, "default_alloc_argument", counting)
+    monkeypatch.setattr(local_runner, "_argument_cache", {})
+    infos = [["TENSOR", "float32", [3, 4]], ["TENSOR", "float32", [2]]]
+    first = local_runner._default_arguments("cpu", infos, 1)
+    first[0][0][:] = -1.0  # a kernel writing where it should not
+    second = local_runner._default_arguments("cpu", infos, 1)
+    assert calls == [2]  # generated once
+    assert second[0][0] is not first[0][0] and ((0 <= second[0][0]) & (second[0][0] < 1)).all()
+    np.testing.assert_array_equal(second[0][0], default_alloc_argument("cpu", infos, 1)[0][0])
+    for n in range(2, 2 + local_runner._ARGUMENT_CACHE_SIZE):  # other workloads evict it
+        local_runner._default_arguments("cpu", [["TENSOR", "float32", [n]]], 1)
+    local_runner._default_arguments("cpu", infos, 1)
+    assert calls.count(2) == 2
+    assert len(local_runner._argument_cache) == local_runner._ARGUMENT_CACHE_SIZE
+
+
 def test_evaluator_config():
     assert EvaluatorConfig()[:4] == (3, 1, 100, False)  # TVM's fields first
     assert EvaluatorConfig()[4:] == (1, 3, 2000)  # ours: warmup, num_probes, max_total_ms
