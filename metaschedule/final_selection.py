@@ -32,8 +32,9 @@ latest valid record (:mod:`metaschedule.database.base`), so ``compile_tir`` and
 ``query_schedule`` see the re-measured winner. Since re-measuring removes the luck that
 put the top records on top, they tend to come out slower than they were first timed, and a
 schedule that was not re-measured may now rank first: :func:`finalize` then re-measures
-the new top ``top_k`` (up to ``max_passes`` times) until the best record is one it
-re-measured. Each pass, and each finished selection, is a line of a journal
+the records that rank above its choice now, interleaved with that choice (which keeps
+its place unless one is clearly faster), up to ``max_passes`` times, until the best
+record is one it re-measured. Each pass, and each finished selection, is a line of a journal
 (``work_dir/logs/final_selection.jsonl`` in tuning); tuning again does not repeat a
 selection the journal says is done, unless new schedules were measured since.
 
@@ -332,8 +333,10 @@ def finalize(
     database's best is the re-measured winner.
 
     When a record that was not re-measured ranks first afterwards (the re-measured ones
-    came out slower than their single timing), the new top ``top_k`` is re-measured, up
-    to ``max_passes`` passes in all. Failed re-measurements are not committed: a record
+    came out slower than their single timing), the records not re-measured that now rank
+    first (up to ``top_k - 1``) are re-measured with the choice so far, which stands
+    unless one of them is clearly faster (the same rule, in the same rounds), up to
+    ``max_passes`` passes in all. Failed re-measurements are not committed: a record
     keeps its tuning measurement. Does nothing with fewer than two valid records, or
     when ``journal`` (a JSON-lines file, one line per pass: the schedules re-measured,
     their rounds and medians, the winner) says the selection is done already
@@ -371,11 +374,18 @@ def finalize(
             top = database.get_top_k(workload, top_k)
             if measurement_key(top[0]) in remeasured:
                 break
+            assert selection is not None  # set by the pass before
+            choice = measurement_key(selection.best)
+            above = top[
+                : next((i for i, r in enumerate(top) if measurement_key(r) == choice), None)
+            ]
+            newcomers = [r for r in above if measurement_key(r) not in remeasured]
+            top = [selection.best, *newcomers[: top_k - 1]]
             logger.info(
                 "Final selection: a record not re-measured ranks first now (%s, timed once); "
-                "re-measuring the new top %d",
-                _us(top[0].mean_run_sec),
-                len(top),
+                "re-measuring the %d that rank above the choice so far, with it",
+                _us(newcomers[0].mean_run_sec),
+                len(top) - 1,
             )
         selection = _select(top, target, rounds, builder, runner)
         committed = _commit(database, selection)
@@ -406,6 +416,8 @@ def finalize(
                 max_passes,
                 _us(top[0].mean_run_sec),
             )
+    if selection is not None and len(remeasured) > len(selection.records):
+        _rank_choice_first(database, workload, selection, remeasured)
     final = database.get_top_k(workload, 1)
     if final and measurement_key(final[0]) in remeasured:
         _append_journal(
@@ -441,6 +453,27 @@ def _entry(workload: Workload, n: int, selection: FinalSelection, committed: set
         "best_index": selection.best_index,
         "committed": len(committed),
     }
+
+
+def _rank_choice_first(
+    database: Database, workload: Workload, selection: FinalSelection, remeasured: set[str]
+) -> None:
+    """After several passes: a schedule re-measured in an earlier pass that ranks above
+    the final choice was not clearly faster than the choice of its pass (which the final
+    choice kept, or beat clearly); its time and the choice's differ by the noise between
+    passes. It is committed again with the choice's time, after it, so the database
+    ranks the choice first (equal times keep commit order)."""
+    choice = measurement_key(selection.best)
+    ranked = database.get_top_k(workload, len(remeasured) + len(selection.records))
+    position = next((i for i, r in enumerate(ranked) if measurement_key(r) == choice), None)
+    if position is None:
+        return
+    secs = ranked[position].mean_run_sec
+    for record in ranked[:position]:
+        if measurement_key(record) in remeasured:
+            database.commit_tuning_record(
+                TuningRecord(record.trace, record.workload, [secs], record.target, record.args_info)
+            )
 
 
 def _check_args(top_k: int, rounds: int) -> None:
