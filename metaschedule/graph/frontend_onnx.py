@@ -100,23 +100,23 @@ def from_onnx(
             dims = [int(s) for s in shape_dict[inp.name]]
         dtype = str(np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)))
         env[inp.name] = b.input(inp.name, tuple(dims), dtype)
-    for node in graph.node:
-        ctx = _Ctx(b, opset, node)
+    for index, node in enumerate(graph.node):
+        ctx = _Ctx(b, opset, node, index)
         if node.domain not in ("", "ai.onnx"):
             raise UnsupportedOperatorError(
                 f"ONNX operator {node.domain}.{node.op_type} "
-                f"(node {node.name!r}, opset {opset}) is not "
+                f"(node {ctx.label}, opset {opset}) is not "
                 "supported: only the default domain is"
             )
         fn = _CONVERTERS.get(node.op_type)
         if fn is None:
             raise UnsupportedOperatorError(
-                f"ONNX operator {node.op_type} (node {node.name!r}, opset {opset}) is not "
+                f"ONNX operator {node.op_type} (node {ctx.label}, opset {opset}) is not "
                 f"supported; supported operators: {', '.join(supported_ops())}"
             )
         missing = [i for i in node.input if i and i not in env]
         if missing:
-            raise ValueError(f"ONNX node {node.name!r} reads undefined {missing}")
+            raise ValueError(f"ONNX node {ctx.label} reads undefined {missing}")
         ins = [env[i] if i else None for i in node.input]
         out = fn(ctx, ins, _attrs(node))
         outs = out if isinstance(out, list) else [out]

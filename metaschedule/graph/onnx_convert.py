@@ -16,12 +16,22 @@ class UnsupportedOperatorError(NotImplementedError):
     """An ONNX operator (or a use of one) the importer does not handle."""
 
 
+def node_label(node: Any, index: int) -> str:
+    """How messages name an ONNX node: its name, or (exporters often leave it empty)
+    its position in the graph and its first output."""
+    if node.name:
+        return repr(node.name)
+    first = next((o for o in node.output if o), None)
+    return f"#{index}" + (f" writing {first!r}" if first else "")
+
+
 class _Ctx:
-    def __init__(self, b: GraphBuilder, opset: int, node: Any) -> None:
+    def __init__(self, b: GraphBuilder, opset: int, node: Any, index: int = 0) -> None:
         self.b, self.opset, self.node = b, opset, node
+        self.label = node_label(node, index)
 
     def where(self) -> str:
-        return f"{self.node.op_type} (node {self.node.name!r}, opset {self.opset})"
+        return f"{self.node.op_type} (node {self.label}, opset {self.opset})"
 
     def fail(self, what: str) -> UnsupportedOperatorError:
         return UnsupportedOperatorError(f"ONNX {self.where()}: {what}")

@@ -80,6 +80,15 @@ def test_unsupported_operator_names_op_node_and_opset(tmp_path):
         UnsupportedOperatorError, match=r"Hardmax \(node 'the_hardmax', opset 15\) is not supported"
     ):
         graph.from_onnx(str(path))
+    # exporters often leave names empty: the message says where the node is instead
+    relu = helper.make_node("Relu", ["x"], ["r"])
+    unnamed = helper.make_node("Hardmax", ["r"], ["y"])
+    g = helper.make_graph([relu, unnamed], "g", list(g.input), list(g.output))
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 15)]), path)
+    with pytest.raises(
+        UnsupportedOperatorError, match=r"Hardmax \(node #1 writing 'y', opset 15\) is not"
+    ):
+        graph.from_onnx(str(path))
 
 
 def _zoo():
