@@ -136,7 +136,7 @@ class TraceReplayer:
     prefix is the same as a replay from scratch: same module, same trace.
     """
 
-    #: deterministic trace prefixes kept (a bound on memory)
+    #: deterministic trace prefixes kept (a bound on memory; 0 replays every trace whole)
     max_prefixes: int = 64
 
     def __init__(self, mod: IRModule, postprocs: list[Postproc]):
@@ -165,7 +165,7 @@ class TraceReplayer:
         seeded with ``seed`` (``ValueError`` when it does not fit)."""
         insts = trace._kept(remove_postproc=True)
         cut = next((i for i, inst in enumerate(insts) if inst.kind.has_decision), len(insts))
-        hit = self._prefix(trace, insts[:cut]) if cut else None
+        hit = self._prefix(trace, insts[:cut]) if cut and self.max_prefixes > 0 else None
         if hit is None:
             sch = Schedule(self.mod, seed=seed, error_render_level="none")
             trace.apply_insts_to_schedule(sch, insts, {})
