@@ -180,17 +180,17 @@ class TraceReplayer:
         variables, or None for a prefix that draws random numbers (never kept)."""
         key = tuple(map(id, prefix))
         if key not in self._prefixes:
-            sch = Schedule(self.mod, seed=0, error_render_level="none")
-            before = sch._rand_state
+            fresh = Schedule(self.mod, seed=0, error_render_level="none")
+            before = fresh._rand_state
             rv_map: dict[int, Any] = {}
-            trace.apply_insts_to_schedule(sch, prefix, rv_map)
+            trace.apply_insts_to_schedule(fresh, prefix, rv_map)
             if len(self._prefixes) >= self.max_prefixes:
                 self._prefixes.clear()
             # a user-defined kind may draw without a decision: such a prefix is not kept
-            drew = sch._rand_state != before
-            self._prefixes[key] = (prefix, None if drew else sch, rv_map)  # keeps ids alive
-        _, sch, rv_map = self._prefixes[key]
-        return None if sch is None else (sch.copy(), dict(rv_map))
+            drew = fresh._rand_state != before
+            self._prefixes[key] = (prefix, None if drew else fresh, rv_map)  # keeps ids alive
+        _, kept, rv_map = self._prefixes[key]
+        return None if kept is None else (kept.copy(), dict(rv_map))
 
     def apply_postprocs(self, sch: Schedule) -> bool:
         """Enter post-processing on ``sch`` and run every postprocessor; False on failure."""
