@@ -19,7 +19,20 @@ import numpy as np
 from ..tir import Buffer, BufferLoad, BufferRegion, BufferStore, Range, Var
 from ..tir.arith import Analyzer
 from ..tir.arith.iter_map import detect_iter_map
-from ..tir.expr import IntImm, Node, PrimExpr, const, convert
+from ..tir.expr import (
+    Add,
+    FloorDiv,
+    FloorMod,
+    IntImm,
+    Max,
+    Min,
+    Mul,
+    Node,
+    PrimExpr,
+    Sub,
+    const,
+    convert,
+)
 from ..tir.functor import Mutator, substitute
 from ..tir.serialize import from_json_dict, register_node, to_json_dict
 from .error import IndexMapError
@@ -178,7 +191,59 @@ class LayoutRewriter(Mutator):
         return BufferRegion(self.new, tuple(ranges))
 
 
+#: shapes :func:`new_shape` gave, by :func:`_shape_key` (the search re-lays out the same
+#: weights with the same maps in many schedules, each time checking the map bijective)
+_SHAPES: dict[tuple, tuple[PrimExpr, ...]] = {}
+_MAX_SHAPES = 4096
+_KEYED = {Add: "+", Sub: "-", Mul: "*", FloorDiv: "//", FloorMod: "%", Min: "min", Max: "max"}
+
+
+def _shape_key(buf: Buffer, imap: IndexMap) -> tuple | None:
+    """What :func:`new_shape` depends on, spelled with the map's variables by position:
+    the buffer's constant shape and the map's integer arithmetic (None for anything else,
+    e.g. a symbolic shape or a variable that is not one of the map's indices)."""
+    if not all(isinstance(s, IntImm) for s in buf.shape):
+        return None
+    pos = {v: k for k, v in enumerate(imap.initial_indices)}
+
+    def key(e: PrimExpr) -> Any:
+        kind = type(e)
+        if kind is IntImm:
+            return (e.dtype, e.value)
+        if kind is Var:
+            k = pos.get(e)
+            if k is None:
+                raise KeyError(e)
+            return k
+        op = _KEYED.get(kind)
+        if op is None:
+            raise KeyError(e)
+        return (op, e.dtype, key(e.a), key(e.b))
+
+    try:
+        final = tuple(key(e) for e in imap.final_indices)
+    except KeyError:
+        return None
+    shape = tuple((s.dtype, s.value) for s in buf.shape)
+    return shape, tuple(v.dtype for v in imap.initial_indices), final
+
+
 def new_shape(buf: Buffer, imap: IndexMap) -> tuple[PrimExpr, ...]:
+    """The shape of ``buf`` in the layout ``imap`` (checked: a bijective affine map whose
+    new indices start at 0; ``IndexMapError`` otherwise)."""
+    key = _shape_key(buf, imap)
+    hit = _SHAPES.get(key) if key is not None else None
+    if hit is not None:
+        return hit
+    shape = _new_shape(buf, imap)
+    if key is not None and all(isinstance(s, IntImm) for s in shape):
+        if len(_SHAPES) >= _MAX_SHAPES:
+            _SHAPES.clear()
+        _SHAPES[key] = shape
+    return shape
+
+
+def _new_shape(buf: Buffer, imap: IndexMap) -> tuple[PrimExpr, ...]:
     dom = {v: Range(const(0, s.dtype), s) for v, s in zip(imap.initial_indices, buf.shape)}
     res = detect_iter_map(imap.final_indices, dom, check_level="bijective")
     if not res.success:

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 
 from ..tir import Add, IntImm, Mul, PrimExpr, Range, Sub, Var
 from ..tir.arith import Analyzer
+from ..tir.arith.expr_key import free_vars
 from ..tir.expr import const
 
 
@@ -47,8 +48,10 @@ def relax_linear(
 ) -> Range | None:
     """The relaxed range ``[lo_e, lo_e + extent)`` when ``lo_e`` is linear with constant
     coefficients, ``extent`` is constant and the relaxed loops have constant bounds (the
-    common case of tiled loops): each relaxed term moves to its lowest and highest value,
-    the rest stays symbolic and cancels from the extent. None when that does not apply."""
+    common case of tiled loops) or are single points (a variable bound to one symbolic
+    value, as an inlined producer's indices are): each relaxed term moves to its lowest
+    and highest value, the rest stays symbolic and cancels from the extent. None when
+    that does not apply."""
     if not isinstance(extent, IntImm):
         return None
     lin = linear_terms(lo_e)
@@ -63,6 +66,15 @@ def relax_linear(
         r = dom.get(v)
         if r is None:
             term = v if k == 1 else v * k
+            rest = term if rest is None else rest + term
+            continue
+        if (
+            isinstance(r.extent, IntImm)
+            and r.extent.value == 1
+            and not isinstance(r.min, IntImm)
+            and not any(u in dom for u in free_vars(r.min))  # relaxed itself: not a point
+        ):
+            term = r.min if k == 1 else r.min * k  # a point: the variable is its minimum
             rest = term if rest is None else rest + term
             continue
         if not (isinstance(r.min, IntImm) and isinstance(r.extent, IntImm)):

@@ -67,8 +67,24 @@ def layout_free_params(func: PrimFunc) -> list[int]:
     return sorted(int(j) for j in func.attrs.get(LAYOUT_FREE_BUFFERS) or ())
 
 
-def written_buffers(func: PrimFunc) -> set[Buffer]:
+#: ``written_buffers`` of recent functions: id(func) -> (func, buffers); functions are
+#: immutable, and the layout rewrite asks about the same function several times
+_WRITTEN: dict[int, tuple[PrimFunc, frozenset[Buffer]]] = {}
+
+
+def written_buffers(func: PrimFunc) -> frozenset[Buffer]:
     """The buffers some statement of ``func`` stores to."""
+    hit = _WRITTEN.get(id(func))
+    if hit is not None and hit[0] is func:
+        return hit[1]
+    found = _written_buffers(func)
+    if len(_WRITTEN) >= 16:
+        _WRITTEN.clear()
+    _WRITTEN[id(func)] = (func, found)
+    return found
+
+
+def _written_buffers(func: PrimFunc) -> frozenset[Buffer]:
     found: set[Buffer] = set()
 
     class _Stores(Visitor):
@@ -77,7 +93,7 @@ def written_buffers(func: PrimFunc) -> set[Buffer]:
             self.generic_visit(node)
 
     _Stores().visit(func.body)
-    return found
+    return frozenset(found)
 
 
 def rewrite_param_layout(func: PrimFunc, index: int, index_map: IndexMap | object) -> PrimFunc:

@@ -9,7 +9,7 @@ design space.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -96,8 +96,21 @@ class Trace:
         decision_provider: DecisionProvider | None = None,
     ) -> None:
         """Replay the trace on ``sch``, optionally changing decisions on the way."""
-        rv_map: dict[int, Any] = {}
-        for inst in self._kept(remove_postproc):
+        self.apply_insts_to_schedule(sch, self._kept(remove_postproc), {}, decision_provider)
+
+    def apply_insts_to_schedule(
+        self,
+        sch: Schedule,
+        insts: Sequence[Instruction],
+        rv_map: dict[int, Any],
+        decision_provider: DecisionProvider | None = None,
+    ) -> None:
+        """Replay ``insts`` (some of this trace's instructions, in order) on ``sch``.
+
+        ``rv_map`` maps ``id`` of the trace's random variables to ``sch``'s, for those
+        made by instructions replayed before (it is extended in place): replaying a trace
+        in pieces is the same as replaying it whole."""
+        for inst in insts:
             inputs = [rv_map[id(x)] if isinstance(x, RV) else x for x in inst.inputs]
             attrs = list(inst.attrs)
             decision = self.decisions.get(inst)

@@ -128,26 +128,69 @@ class TraceReplayer:
     A replay that raises ``ValueError`` (``ScheduleError`` included: a decision that does
     not fit) or a postprocessor that returns False or raises ``ScheduleError`` is a
     failure: the result is None and ``failures`` counts it by cause.
+
+    The instructions of a trace before its first sampling instruction use no randomness
+    and decide nothing, so every replay of the same design space repeats them on the
+    same module: the schedule they make is kept (by the identity of those instructions,
+    at most ``max_prefixes`` of them) and copied by later replays. A replay from a kept
+    prefix is the same as a replay from scratch: same module, same trace.
     """
+
+    #: deterministic trace prefixes kept (a bound on memory; 0 replays every trace whole)
+    max_prefixes: int = 64
 
     def __init__(self, mod: IRModule, postprocs: list[Postproc]):
         self.mod = mod
         self.postprocs = list(postprocs)
         self.failures: Counter[str] = Counter()
+        # ids of a prefix's instructions -> (those instructions, the schedule after them,
+        # the map of the prefix's random variables to the schedule's)
+        self._prefixes: dict[tuple[int, ...], tuple[tuple, Schedule | None, dict[int, Any]]] = {}
 
     def __call__(self, trace: Trace, seed: int) -> Schedule | None:
         """``trace`` replayed (post-processing removed; missing decisions sampled with
         ``seed``) on a fresh schedule of the workload, then post-processed."""
-        sch = Schedule(self.mod, seed=seed, error_render_level="none")
         try:
             with Profiler.timeit("Search/TraceReplay"):
-                trace.apply_to_schedule(sch, remove_postproc=True)
+                sch = self.replay(trace, seed)
         except ValueError as err:
             self.failures[f"replay: {type(err).__name__}"] += 1
             return None
         with Profiler.timeit("Search/Postproc"):
             ok = self.apply_postprocs(sch)
         return sch if ok else None
+
+    def replay(self, trace: Trace, seed: int) -> Schedule:
+        """``trace`` without post-processing replayed on a fresh schedule of the workload
+        seeded with ``seed`` (``ValueError`` when it does not fit)."""
+        insts = trace._kept(remove_postproc=True)
+        cut = next((i for i, inst in enumerate(insts) if inst.kind.has_decision), len(insts))
+        hit = self._prefix(trace, insts[:cut]) if cut and self.max_prefixes > 0 else None
+        if hit is None:
+            sch = Schedule(self.mod, seed=seed, error_render_level="none")
+            trace.apply_insts_to_schedule(sch, insts, {})
+            return sch
+        sch, rv_map = hit
+        sch.seed(seed)
+        trace.apply_insts_to_schedule(sch, insts[cut:], rv_map)
+        return sch
+
+    def _prefix(self, trace: Trace, prefix: tuple) -> tuple[Schedule, dict[int, Any]] | None:
+        """A copy of the schedule made by replaying ``prefix`` and the map of its random
+        variables, or None for a prefix that draws random numbers (never kept)."""
+        key = tuple(map(id, prefix))
+        if key not in self._prefixes:
+            fresh = Schedule(self.mod, seed=0, error_render_level="none")
+            before = fresh._rand_state
+            rv_map: dict[int, Any] = {}
+            trace.apply_insts_to_schedule(fresh, prefix, rv_map)
+            if len(self._prefixes) >= self.max_prefixes:
+                self._prefixes.clear()
+            # a user-defined kind may draw without a decision: such a prefix is not kept
+            drew = fresh._rand_state != before
+            self._prefixes[key] = (prefix, None if drew else fresh, rv_map)  # keeps ids alive
+        _, kept, rv_map = self._prefixes[key]
+        return None if kept is None else (kept.copy(), dict(rv_map))
 
     def apply_postprocs(self, sch: Schedule) -> bool:
         """Enter post-processing on ``sch`` and run every postprocessor; False on failure."""

@@ -108,6 +108,10 @@ def _plan_for(cls: type) -> list[tuple[int, str]]:
     return plan
 
 
+#: node class (not a Var or Buffer) -> (its token, its plan reversed), for _value_fast
+_RPLANS: dict[type, tuple[str, tuple[tuple[int, str], ...]]] = {}
+
+
 def _type_name(cls: type) -> str:
     return _ALIASES.get(cls) or cls.__name__
 
@@ -159,10 +163,11 @@ class _Canon:
     # -- main loop
     def run(self, root: Any) -> _Canon:
         stack: list[tuple[int, Any, Any]] = [(_VALUE, root, "root" if self.track else None)]
+        value = self._value if self.track else self._value_fast
         while stack:
             op, x, path = stack.pop()
             if op == _VALUE:
-                self._value(x, path, stack)
+                value(x, path, stack)
             elif op == _PUSH:
                 self.marks.append(len(self.undo))
             elif op == _POP:
@@ -222,6 +227,25 @@ class _Canon:
         self._emit(f"def {type(b).__name__} {b.dtype} {b.scope!r}", path, b)
         self._bind(b, "buffer")
         stack.append((_VALUE, b.shape, self._step(path, ".shape")))
+
+    def _value_fast(self, x: Any, path: Any, stack: list) -> None:
+        """:meth:`_value` without tracking paths (the same tokens), for hashing and
+        equality, which the search calls on every schedule it makes."""
+        cls = type(x)
+        rplan = _RPLANS.get(cls)
+        if rplan is not None:  # a node class seen before, not a Var or Buffer
+            self.tokens.append(rplan[0])
+            for op, name in rplan[1]:
+                stack.append((op, getattr(x, name) if name else None, None))
+            return
+        if cls is int or cls is str or x is None or cls is bool:
+            self.tokens.append(repr(x))
+            return
+        if isinstance(x, Node) and not isinstance(x, (Var, Buffer)):
+            _RPLANS[cls] = (_type_name(cls), tuple(reversed(_plan_for(cls))))
+            self._value_fast(x, path, stack)
+            return
+        self._value(x, path, stack)
 
     def _value(self, x: Any, path: Any, stack: list) -> None:
         if isinstance(x, Node):

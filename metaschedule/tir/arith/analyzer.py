@@ -34,6 +34,7 @@ class Analyzer:
         self._ranges: dict[E.Var, Range] = {}
         self._values: dict[E.Var, E.PrimExpr] = {}
         self._bounds: dict[E.Var, Bound] = {}
+        self._symbolic: set[E.Var] = set()  # the variables of _ranges with symbolic ranges
         self._proving = False
 
     def copy(self) -> Analyzer:
@@ -41,6 +42,7 @@ class Analyzer:
         out._ranges = dict(self._ranges)
         out._values = dict(self._values)
         out._bounds = dict(self._bounds)
+        out._symbolic = set(self._symbolic)
         out._proving = self._proving  # a copy made inside a proof must not start another
         return out
 
@@ -69,11 +71,13 @@ class Analyzer:
             )
         self._ranges.pop(var, None)
         self._values.pop(var, None)
+        self._symbolic.discard(var)
         if isinstance(new, Range):
             self._ranges[var] = new
             if isinstance(new.min, E.IntImm) and isinstance(new.extent, E.IntImm):
                 lo, hi = new.min.value, new.min.value + new.extent.value - 1
             else:
+                self._symbolic.add(var)
                 lo = self._bound(new.min)[0]
                 hi = self._bound(self.simplify(new.min + new.extent - 1))[1]
             self._bounds[var] = (lo, hi)
@@ -131,14 +135,16 @@ class Analyzer:
     # queries --------------------------------------------------------------------------
     def simplify(self, expr: ExprLike) -> E.PrimExpr:
         """An expression equal to ``expr`` under the known facts, in canonical form."""
+        kind = type(expr)
+        if kind is E.IntImm:  # what the simplifier returns for leaves, without building it
+            return expr
+        if kind is E.Var:
+            return self._values.get(expr, expr)
         prover = self._prove_by_intervals if self._symbolic_ranges() else None
         return Simplifier(self._bounds, self._values, prover).visit(E.convert(expr))
 
     def _symbolic_ranges(self) -> bool:
-        return not self._proving and any(
-            not (isinstance(r.min, E.IntImm) and isinstance(r.extent, E.IntImm))
-            for r in self._ranges.values()
-        )
+        return not self._proving and bool(self._symbolic)
 
     def _bound(self, expr: E.PrimExpr) -> Bound:
         return ConstIntBoundAnalyzer(self._bounds).bound(expr)

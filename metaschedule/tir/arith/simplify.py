@@ -55,6 +55,19 @@ _DISPATCH = {
     E.Call: "_call",
     **dict.fromkeys((E.EQ, E.NE, E.LT, E.LE, E.GT, E.GE, E.EqualOp, E.NotEqualOp), "_compare"),
 }
+_TABLES: dict[type, dict[type, Callable]] = {}
+
+
+def _dispatch_table(cls: type) -> dict[type, Callable]:
+    """The node class -> rule function table of a simplifier class (made once per class;
+    one Simplifier lives for one ``simplify`` call, so binding methods per instance
+    would cost more than most calls)."""
+    table = _TABLES.get(cls)
+    if table is None:
+        table = _TABLES[cls] = {k: getattr(cls, name) for k, name in _DISPATCH.items()}
+    return table
+
+
 _NEGATED_CMP = {E.EQ: E.NE, E.NE: E.EQ, E.LT: E.GE, E.GE: E.LT, E.LE: E.GT, E.GT: E.LE}
 
 
@@ -78,7 +91,7 @@ class Simplifier(PolyForm, DivModRules, Mutator):
         self._polys: dict[int, tuple[E.PrimExpr, Poly]] = {}
         self._done: dict[int, tuple[Any, Any]] = {}
         self._sizes: dict[int, tuple[Any, int]] = {}
-        self._dispatch = {cls: getattr(self, name) for cls, name in _DISPATCH.items()}
+        self._dispatch = _dispatch_table(type(self))
 
     # entry ----------------------------------------------------------------------
     def visit(self, node: Any) -> Any:
@@ -91,7 +104,7 @@ class Simplifier(PolyForm, DivModRules, Mutator):
             out = node
         else:
             fn = self._dispatch.get(type(node))
-            out = fn(node) if fn is not None else self.generic_visit(node)
+            out = fn(self, node) if fn is not None else self.generic_visit(node)
         self._done[id(node)] = (node, out)
         return out
 
