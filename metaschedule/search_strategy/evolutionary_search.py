@@ -367,16 +367,27 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
 
     def _sample_init_population(self, num: int) -> list[Schedule]:
         state = self._require_state()
+        spaces = state.design_spaces
+        # a space without sampling instructions is one schedule: replayed once per call
+        # (a spatial-only function's space often is: all inlined, parallel, vectorized)
+        fixed = [not any(i.kind.has_decision for i in sp.insts) for sp in spaces]
+        once: dict[int, Schedule | None] = {}
         out: list[Schedule] = []
         with timed("EvoSearch/SampleInitPopulation"):
             for _ in range(self.max_fail_count):
                 for _ in range(num):
-                    space = state.design_spaces[int(self.rng.integers(len(state.design_spaces)))]
-                    sch = state.replayer(space, random_seed(self.rng))
+                    k = int(self.rng.integers(len(spaces)))
+                    seed = random_seed(self.rng)
+                    if not fixed[k]:
+                        sch = state.replayer(spaces[k], seed)
+                    elif k in once:
+                        sch = once[k]
+                    else:
+                        sch = once[k] = state.replayer(spaces[k], seed)
                     if sch is not None and not state.measured.contains(self._info(sch)):
                         out.append(sch)  # repeats allowed: they weigh the sampling, as TVM
-                if len(out) >= self.init_min_unmeasured:
-                    break
+                if len(out) >= self.init_min_unmeasured or all(fixed):
+                    break  # every space fixed: another round finds nothing new
         return out
 
     def _evolve(self, population: list[Schedule], num: int) -> list[Schedule]:

@@ -420,3 +420,27 @@ def test_warm_up_refines_the_priors_best_by_mutation(tile_ij, drive, decisions):
     plain = _spy_prior(decisions, oversample=2, random_share=0.25, refine_rounds=0)
     drive(ctx_with(plain), MemoryDatabase(), max_trials=8, num_trials_per_iter=8, cost_model=model)
     assert len(plain.calls) == 1  # no refinement: the random samples only
+
+
+def test_a_space_without_sampling_is_replayed_once_per_round(task, drive, monkeypatch):
+    """A design space with no sampling instruction is one schedule: the initial sampling
+    replays it once (not population_size x max_fail_count times) and stops after one
+    round when it is measured, so the search ends at once."""
+    from metaschedule.search_strategy.base import TraceReplayer
+
+    def fixed(sch):
+        i, _, _ = sch.get_loops(sch.get_block("C"))
+        sch.parallel(i)
+
+    calls = []
+    real = TraceReplayer.__call__
+
+    def counting(self, trace, seed):
+        calls.append(seed)
+        return real(self, trace, seed)
+
+    monkeypatch.setattr(TraceReplayer, "__call__", counting)
+    ctx = make_ctx(task, fixed, population_size=64, init_min_unmeasured=2, max_fail_count=5)
+    batches = drive(ctx, MemoryDatabase(), max_trials=8, num_trials_per_iter=4)
+    assert [len(b) for b in batches] == [1]  # the one point, measured once
+    assert len(calls) <= 4  # a replay per sampling call, not 64 x 5 (before: 380)
