@@ -307,7 +307,9 @@ def _store_cycles(st: Store, m: Machine, tiles: list[float] | None = None) -> fl
     store_stride = abs(store_flat[inner]) if inner >= 0 else 0.0
     if vec_loop >= 0:
         v = ext[vec_loop]
-        per_elem = math.ceil(v / m.lanes) / v
+        # chunks of the native width, then a tail of halving power-of-two widths (28
+        # lanes of 16: 16, 8, 4), as the code generator writes them (c_vector)
+        per_elem = (v // m.lanes + bin(v % m.lanes).count("1")) / v
         # a gathered operand costs a scalar load per lane; a scattered store: scalar body
         if store_stride not in (0.0, 1.0):
             per_elem = 1.0
@@ -509,6 +511,8 @@ def _tile_candidates(
             continue
         if not all(_affine_in(store_lin, j) for j in tile):
             continue
+        if vec_loop in tile and ext[vec_loop] % 2:
+            continue  # a one-lane tail: no accumulators (c_accumulate._chunk_widths)
         vectors = math.prod(ext[j] for j in tile) * (per_elem if vec_loop in tile else 1.0)
         found.append((start, tile, vectors))
     return found

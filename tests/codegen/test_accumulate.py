@@ -71,6 +71,29 @@ def test_register_tile_of_a_tiled_matmul_lives_in_vector_variables():
 
 
 @pytest.mark.compiler
+def test_a_vector_tile_not_a_multiple_of_the_native_width_keeps_its_tail_in_registers():
+    # j1 = 28 lanes (a 56-wide NCHW row split in two): vectors of 16, 8 and 4 lanes per
+    # row of the tile, started from the folded init, none left in memory inside k
+    sch = _matmul(8, 56, 24)
+    block = sch.get_block("T_matmul_NN")
+    i, j, k = sch.get_loops(block)
+    i0, i1 = sch.split(i, [None, 4])
+    j0, j1 = sch.split(j, [None, 28])
+    sch.reorder(i0, j0, k, i1, j1)
+    sch.decompose_reduction(block, k)
+    sch.vectorize(j1)
+    sch.vectorize(sch.get_loops(sch.get_block("T_matmul_NN_init"))[-1])
+    a, b = rand(8, 24), rand(24, 56)
+    src, (_, _, c) = _run(sch.mod, a, b, np.zeros((8, 56), "float32"))
+    assert "T_matmul_NN kept in 12 accumulators of 16/8/4 lanes across loops k" in src
+    k_loop = src[src.index("for (int32_t k = 0;") :]
+    k_loop = k_loop[: k_loop.index("ms_store_f32x")]
+    assert "T_matmul_NN[" not in k_loop
+    assert "ms_f32x8 T_matmul_NN_acc" in src and "ms_f32x4 T_matmul_NN_acc" in src
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.compiler
 def test_reduction_with_its_init_inside_keeps_one_scalar_accumulator():
     # S[i] = sum_k X[i, k], the init as an `if` in the loop (not decomposed), k split in two
     x_t = te.placeholder((8, 40), "float32", "X")
@@ -221,7 +244,7 @@ def test_plan_does_not_start_at_a_loop_the_offset_uses():
 )
 @given(
     ti=st.sampled_from([1, 2, 3, 6]),
-    tj=st.sampled_from([1, 2, 4, 8, 16, 32, 48]),
+    tj=st.sampled_from([1, 2, 4, 8, 12, 16, 24, 32, 48]),
     tk=st.sampled_from([1, 2, 5]),
     vectorize=st.booleans(),
     unroll=st.sampled_from([0, 16, 64]),
@@ -249,8 +272,9 @@ def test_tiled_matmuls_compute_the_numpy_result(ti, tj, tk, vectorize, unroll, c
     a, b = rand(6, 10), rand(10, 96)
     src, (_, _, c) = _run(sch.mod, a, b, np.zeros((6, 96), "float32"))
     np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
-    if vectorize:  # whole vectors of 16 lanes, or one vector of a power-of-two width
-        applies, n_vars, inner = tj % 16 == 0 or tj in (2, 4, 8), ti * max(1, tj // 16), 1
+    if vectorize:  # vectors of 16 lanes, then halving power-of-two widths (24: 16 + 8)
+        chunks = tj // 16 + bin(tj % 16).count("1")
+        applies, n_vars, inner = tj % 2 == 0, ti * chunks, chunks
     else:
         applies, n_vars, inner = True, ti * tj, tj
     # a tile too large is split: the i1 loop outside k0, k1, the j1 tile in variables
