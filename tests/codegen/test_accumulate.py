@@ -320,3 +320,46 @@ def test_register_tile_reaches_over_a_spatial_loop_between_two_reduction_loops()
     k_loop = k_loop[: k_loop.index("ms_store_f32x16(&T_matmul_NN[")]
     assert "T_matmul_NN[" not in k_loop  # the tile is only in variables inside k_0
     np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.compiler
+def test_sampled_nchw_conv_schedules_with_tail_vectors_compute_the_numpy_result():
+    """NCHW rows 12 wide: the default space's tiles vectorize 12, 6 or 4 pixels (not a
+    multiple of 16 lanes); every sampled schedule computes the reference, and some keep
+    their tile in accumulators with a tail of narrower vectors (8 + 4, 4 + 2)."""
+    from metaschedule.space_generator import PostOrderApply
+    from metaschedule.te.ops.nchw import conv2d_nchw
+    from metaschedule.tir.interpreter import interpret
+    from metaschedule.tune_context import TuneContext
+
+    x = te.placeholder((1, 8, 12, 12), "float32", "x")
+    w = te.placeholder((8, 8, 3, 3), "float32", "w")
+    func = te.create_prim_func([x, w, conv2d_nchw(x, w, pads=(1, 1, 1, 1))])
+    args = [rand(1, 8, 12, 12), rand(8, 8, 3, 3), np.zeros((1, 8, 12, 12), "float32")]
+    want = [a.copy() for a in args]
+    interpret(func, *want)
+    ctx = TuneContext(func, target="llvm", space_generator=PostOrderApply(), rand_state=0)
+    spaces, post = ctx.generate_design_space(), ctx.space_generator.postprocs
+    checked, tails = 0, 0
+    for seed in range(1, 60):
+        sch = tir.Schedule(ctx.mod, seed=seed, error_render_level="none")
+        try:  # the space's instructions with fresh decisions
+            tir.Trace(spaces[seed % len(spaces)].trace.insts, {}).apply_to_schedule(
+                sch, remove_postproc=True
+            )
+        except tir.ScheduleError:
+            continue
+        sch.enter_postproc()
+        if not all(p.apply(sch) for p in post):
+            continue
+        lib = build(sch.mod, CPU)
+        got = lib.pack_weights(*[a.copy() for a in args])
+        lib(*got)
+        np.testing.assert_allclose(got[-1], want[-1], rtol=1e-4, atol=1e-4, err_msg=str(sch.trace))
+        checked += 1
+        src = lib.get_source()
+        tails += "accumulators of 8/4 lanes" in src or "accumulators of 4/2 lanes" in src
+        if checked >= 10 and tails:
+            break
+    assert checked >= 8
+    assert tails, "no sampled schedule kept a tile with tail vectors in accumulators"
