@@ -126,7 +126,8 @@ class AccumulatorPlan:
             with the tile loops replaced by constants (wrapped in a vectorized loop of
             ``lanes`` iterations when ``lanes > 1``).
         buffer: the accumulated buffer.
-        lanes: lanes per accumulator (1: scalars).
+        lanes: lanes of the widest accumulator (1: scalars); each point's vector loop
+            gives its own (a tail narrower than the native width, see _chunk_widths).
         outer: tile loops moved outside the region (a tile too large for the register
             budget, see :data:`SPLIT_LARGE_TILES`), outermost first.
     """
@@ -215,16 +216,30 @@ def _chain(loop: For) -> tuple[list[For], Stmt]:
     return chain, cur
 
 
-def _lanes(fw: FunctionWriter, vec: For, dtype: str) -> int | None:
-    """Lanes per accumulator of a vectorized tile loop: the native width when it divides
-    the extent, else the whole (power-of-two) extent; None otherwise."""
+def _chunk_widths(fw: FunctionWriter, vec: For, dtype: str) -> list[int] | None:
+    """Lanes of each accumulator along a vectorized tile loop: chunks of the native width,
+    then a power-of-two tail of halving widths (28 floats with 16 native lanes: 16, 8, 4;
+    as LLVM legalizes a 28-lane vector); None when a single lane would be left over."""
     native = fw.target.vector_width // max(1, nbytes(dtype))
     ext = vec.extent.value
-    if native >= 2 and ext % native == 0:
-        return native
-    if 2 <= ext < native and ext & (ext - 1) == 0:
-        return ext
-    return None
+    if native < 2:
+        return None
+    widths = [native] * (ext // native)
+    tail, w = ext % native, native // 2
+    while tail:
+        if w < 2:
+            return None
+        if tail >= w:
+            widths.append(w)
+            tail -= w
+        else:
+            w //= 2
+    return widths
+
+
+def _point_lanes(point: Stmt) -> int:
+    """Lanes of one accumulator of a plan (its vector loop's extent; 1: a scalar)."""
+    return point.extent.value if isinstance(point, For) else 1
 
 
 def _loop_points(loops: list[For], base: dict[E.Var, E.PrimExpr]) -> list[dict]:
@@ -298,19 +313,19 @@ def plan_accumulators(fw: FunctionWriter, loop: For, split: bool = True) -> Accu
     tile = [lp for lp in tile if all(lp is not r for r in region)]
     if _guarded_by(body, {lp.loop_var for lp in tile}):
         return None  # an imperfect tile: some points do not exist, yet would be stored
-    lanes = 1
+    widths = [1]
     if vec is not None:
-        lanes_or_none = _lanes(fw, vec, buf.dtype)
-        if lanes_or_none is None:
+        widths_or_none = _chunk_widths(fw, vec, buf.dtype)
+        if widths_or_none is None:
             return None
-        lanes = lanes_or_none
+        widths = widths_or_none
         if form.coef(vec.loop_var) != 1 or form.without(vec.loop_var).uses(vec.loop_var):
             return None
     scalar_loops = [lp for lp in tile if lp is not vec]
     n_points = 1
     for lp in scalar_loops:
         n_points *= lp.extent.value
-    chunks = vec.extent.value // lanes if vec is not None else 1
+    chunks = len(widths)
     outer: list[For] = []
     if n_points * chunks > MAX_ACCUMULATORS:
         if not (split and SPLIT_LARGE_TILES) or _planned_deeper(fw, chain):
@@ -323,25 +338,26 @@ def plan_accumulators(fw: FunctionWriter, loop: For, split: bool = True) -> Accu
     # points: every combination of the tile's scalar loops and vector chunks
     combos = _loop_points(scalar_loops, consts)
     points: list[Stmt] = []
-    offsets: list[int] = []
+    spans: list[tuple[int, int]] = []  # (offset, lanes) of each accumulator
     lane = E.Var(vec.loop_var.name, vec.loop_var.dtype) if vec is not None else None
     for combo in combos:
         base = sum(form.coef(v) * int(x.value) for v, x in combo.items() if v not in consts)
         if vec is None or lane is None:
             points.append(substitute(body, combo))
-            offsets.append(base)
+            spans.append((base, 1))
             continue
         w, dt = vec.loop_var, vec.loop_var.dtype
-        for c in range(chunks):
-            start = vec.min.value + c * lanes
+        start = vec.min.value
+        for width in widths:
             point = substitute(body, {**combo, w: lane + E.const(start, dt)})
-            points.append(For(lane, E.const(0, dt), E.const(lanes, dt), vec.kind, point))
-            offsets.append(base + start)
+            points.append(For(lane, E.const(0, dt), E.const(width, dt), vec.kind, point))
+            spans.append((base + start, width))
+            start += width
     # distinct elements: the lane ranges [offset, offset + lanes) must not overlap
-    ordered = sorted(offsets)
-    if any(b - a < lanes for a, b in zip(ordered, ordered[1:])):
+    ordered = sorted(spans)
+    if any(b[0] - a[0] < a[1] for a, b in zip(ordered, ordered[1:])):
         return None
-    return AccumulatorPlan(tuple(region), tuple(points), buf, lanes, tuple(outer))
+    return AccumulatorPlan(tuple(region), tuple(points), buf, max(widths), tuple(outer))
 
 
 def _planned_deeper(fw: FunctionWriter, chain: list[For]) -> bool:
@@ -483,27 +499,26 @@ def emit_accumulated(
             fw.indent += 1
         loops = ", ".join(lp.loop_var.name for lp in plan.region)
         n = len(plan.points)
+        widths = "/".join(str(w) for w in sorted({_point_lanes(p) for p in plan.points})[::-1])
         what = f"{n} accumulator{'s' if n > 1 else ''}" + (
-            f" of {lanes} lanes" if lanes > 1 else ""
+            f" of {widths} lanes" if lanes > 1 else ""
         )
         fw.line(f"{{ // {buf.name} kept in {what} across loops {loops}")
         fw.indent += 1
-        vload = fw.helpers.vload(buf.dtype, lanes) if lanes > 1 else ""
-        vt = fw.helpers.vtype(buf.dtype, lanes) if lanes > 1 else t
-        start = None
-        if init is not None:
-            value = fw.expr(init)
-            start = f"{fw.helpers.vbroadcast(buf.dtype, lanes)}({value})" if lanes > 1 else value
+        value = fw.expr(init) if init is not None else None
         for point in plan.points:
             name = fw.names.fresh(f"{buf.name}_acc")
             names.append(name)
             elem = f"{fw.buf_names[buf]}[{fw.index(buf, _first_lane(point))}]"
-            if start is not None:
+            w = _point_lanes(point)
+            vt = fw.helpers.vtype(buf.dtype, w) if w > 1 else t
+            if value is not None:
+                start = f"{fw.helpers.vbroadcast(buf.dtype, w)}({value})" if w > 1 else value
                 fw.line(f"{vt} {name} = {start};")
+            elif w > 1:
+                fw.line(f"{vt} {name} = {fw.helpers.vload(buf.dtype, w)}(&{elem});")
             else:
-                fw.line(
-                    f"{vt} {name} = {vload}(&{elem});" if lanes > 1 else f"{t} {name} = {elem};"
-                )
+                fw.line(f"{t} {name} = {elem};")
             fw.accumulators[access_key(buf, _store_of(point).indices)] = name
         simd = simd_reduction_loop(plan)
         if simd is not None:
@@ -529,10 +544,11 @@ def emit_accumulated(
         ]
         fw.accumulators.clear()
         fw.accumulated = None
-        vstore = fw.helpers.vstore(buf.dtype, lanes) if lanes > 1 else ""
         for point, name in zip(plan.points, names):
             elem = f"{fw.buf_names[buf]}[{fw.index(buf, _first_lane(point))}]"
-            fw.line(f"{vstore}(&{elem}, {name});" if lanes > 1 else f"{elem} = {name};")
+            w = _point_lanes(point)
+            vstore = fw.helpers.vstore(buf.dtype, w) if w > 1 else ""
+            fw.line(f"{vstore}(&{elem}, {name});" if w > 1 else f"{elem} = {name};")
         fw.indent -= 1
         fw.line("}")
         for _ in plan.outer:
@@ -676,7 +692,7 @@ def _covers(
     tile_keys = set()
     for point in plan.points:
         bid, terms, const = access_key(buf, [substitute(i, red_consts) for i in _first_lane(point)])
-        tile_keys.update((bid, terms, const + lane) for lane in range(plan.lanes))
+        tile_keys.update((bid, terms, const + lane) for lane in range(_point_lanes(point)))
     return init_keys == tile_keys
 
 

@@ -20,9 +20,9 @@ with a few facts about a CPU and our C code generator, and no table per operator
   accumulators (``fma_latency x fma_ports``). A tile of more vectors than the register
   file (32 on AVX-512) spills: every update reloads and stores its accumulator, several
   times over (:data:`SPILLED_UPDATE_SLOWDOWN`), which ranks such tiles below any that
-  fit. Operand lines the tile reaches with a
-  stride of a multiple of the L1 way size (the rows of a 1024-wide float matrix) share one
-  cache set; more of them than the set has ways are fetched from L2 on every sweep.
+  fit. Operand lines the tile reaches with a stride of many lines fall into few L1 sets
+  (the rows of a 1024-wide float matrix, 4 KiB apart: one set; rows 14 KiB apart: two);
+  more of them in a set than it has ways are fetched from L2 on every sweep.
   Without a register tile, a reduction whose innermost loop does not move the stored
   element waits on a memory round trip per update;
 * **caches**: for each cache level, the outermost loop whose sweep fits (the footprints
@@ -307,7 +307,9 @@ def _store_cycles(st: Store, m: Machine, tiles: list[float] | None = None) -> fl
     store_stride = abs(store_flat[inner]) if inner >= 0 else 0.0
     if vec_loop >= 0:
         v = ext[vec_loop]
-        per_elem = math.ceil(v / m.lanes) / v
+        # chunks of the native width, then a tail of halving power-of-two widths (28
+        # lanes of 16: 16, 8, 4), as the code generator writes them (c_vector)
+        per_elem = (v // m.lanes + bin(v % m.lanes).count("1")) / v
         # a gathered operand costs a scalar load per lane; a scattered store: scalar body
         if store_stride not in (0.0, 1.0):
             per_elem = 1.0
@@ -412,18 +414,30 @@ def _set_conflicts(
 ) -> float:
     """Cycles per sweep of a register tile lost to L1 set conflicts of one operand.
 
-    The tile's loops that step the operand by a multiple of the L1 way size (4 KiB on
-    32 KiB 8-way caches: e.g. the rows of a 1024-wide float matrix) put all the lines
-    they reach into one cache set. With more such lines than the set has ways, they
-    evict each other between sweeps, and every sweep fetches them again from L2.
+    The tile's loops that step the operand by whole cache lines put the lines they reach
+    into the sets ``line % sets``: a step of ``L`` lines visits ``sets / gcd(L, sets)``
+    of them (rows 4 KiB apart on a 32 KiB 8-way L1, e.g. a 1024-wide float matrix: one
+    set; rows of a 56 x 64 float image, 14 KiB apart: two). With more lines in a set than
+    it has ways, they evict each other between sweeps, and every sweep fetches them again
+    from L2.
     """
-    way = m.l1_bytes // max(1, m.l1_ways)
-    lines = 1
+    sets = max(1, m.l1_bytes // (64 * max(1, m.l1_ways)))
+    lines, steps = 1, []
     for j in tile:
         step = abs(flat[j]) * s.elem
-        if ext[j] > 1 and step >= way and step % way == 0:
+        if ext[j] > 1 and step >= 64 and step % 64 == 0:
             lines *= ext[j]
+            steps.append((int(step // 64) % sets, ext[j]))
     if lines <= m.l1_ways:
+        return 0.0
+    if lines <= 4096:  # the sets the lines really fall in
+        used = {0}
+        for step, n in steps:
+            used = {(u + k * step) % sets for u in used for k in range(n)}
+        crowd = lines / len(used)
+    else:
+        crowd = lines / min(sets, math.prod(sets // math.gcd(st, sets) for st, _ in steps))
+    if crowd <= m.l1_ways:
         return 0.0
     return lines * 64.0 / m.l2_bytes_per_cycle
 
@@ -497,6 +511,8 @@ def _tile_candidates(
             continue
         if not all(_affine_in(store_lin, j) for j in tile):
             continue
+        if vec_loop in tile and ext[vec_loop] % 2:
+            continue  # a one-lane tail: no accumulators (c_accumulate._chunk_widths)
         vectors = math.prod(ext[j] for j in tile) * (per_elem if vec_loop in tile else 1.0)
         found.append((start, tile, vectors))
     return found

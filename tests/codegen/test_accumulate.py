@@ -71,6 +71,29 @@ def test_register_tile_of_a_tiled_matmul_lives_in_vector_variables():
 
 
 @pytest.mark.compiler
+def test_a_vector_tile_not_a_multiple_of_the_native_width_keeps_its_tail_in_registers():
+    # j1 = 28 lanes (a 56-wide NCHW row split in two): vectors of 16, 8 and 4 lanes per
+    # row of the tile, started from the folded init, none left in memory inside k
+    sch = _matmul(8, 56, 24)
+    block = sch.get_block("T_matmul_NN")
+    i, j, k = sch.get_loops(block)
+    i0, i1 = sch.split(i, [None, 4])
+    j0, j1 = sch.split(j, [None, 28])
+    sch.reorder(i0, j0, k, i1, j1)
+    sch.decompose_reduction(block, k)
+    sch.vectorize(j1)
+    sch.vectorize(sch.get_loops(sch.get_block("T_matmul_NN_init"))[-1])
+    a, b = rand(8, 24), rand(24, 56)
+    src, (_, _, c) = _run(sch.mod, a, b, np.zeros((8, 56), "float32"))
+    assert "T_matmul_NN kept in 12 accumulators of 16/8/4 lanes across loops k" in src
+    k_loop = src[src.index("for (int32_t k = 0;") :]
+    k_loop = k_loop[: k_loop.index("ms_store_f32x")]
+    assert "T_matmul_NN[" not in k_loop
+    assert "ms_f32x8 T_matmul_NN_acc" in src and "ms_f32x4 T_matmul_NN_acc" in src
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.compiler
 def test_reduction_with_its_init_inside_keeps_one_scalar_accumulator():
     # S[i] = sum_k X[i, k], the init as an `if` in the loop (not decomposed), k split in two
     x_t = te.placeholder((8, 40), "float32", "X")
@@ -221,7 +244,7 @@ def test_plan_does_not_start_at_a_loop_the_offset_uses():
 )
 @given(
     ti=st.sampled_from([1, 2, 3, 6]),
-    tj=st.sampled_from([1, 2, 4, 8, 16, 32, 48]),
+    tj=st.sampled_from([1, 2, 4, 8, 12, 16, 24, 32, 48]),
     tk=st.sampled_from([1, 2, 5]),
     vectorize=st.booleans(),
     unroll=st.sampled_from([0, 16, 64]),
@@ -249,8 +272,9 @@ def test_tiled_matmuls_compute_the_numpy_result(ti, tj, tk, vectorize, unroll, c
     a, b = rand(6, 10), rand(10, 96)
     src, (_, _, c) = _run(sch.mod, a, b, np.zeros((6, 96), "float32"))
     np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
-    if vectorize:  # whole vectors of 16 lanes, or one vector of a power-of-two width
-        applies, n_vars, inner = tj % 16 == 0 or tj in (2, 4, 8), ti * max(1, tj // 16), 1
+    if vectorize:  # vectors of 16 lanes, then halving power-of-two widths (24: 16 + 8)
+        chunks = tj // 16 + bin(tj % 16).count("1")
+        applies, n_vars, inner = tj % 2 == 0, ti * chunks, chunks
     else:
         applies, n_vars, inner = True, ti * tj, tj
     # a tile too large is split: the i1 loop outside k0, k1, the j1 tile in variables
@@ -296,3 +320,46 @@ def test_register_tile_reaches_over_a_spatial_loop_between_two_reduction_loops()
     k_loop = k_loop[: k_loop.index("ms_store_f32x16(&T_matmul_NN[")]
     assert "T_matmul_NN[" not in k_loop  # the tile is only in variables inside k_0
     np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.compiler
+def test_sampled_nchw_conv_schedules_with_tail_vectors_compute_the_numpy_result():
+    """NCHW rows 12 wide: the default space's tiles vectorize 12, 6 or 4 pixels (not a
+    multiple of 16 lanes); every sampled schedule computes the reference, and some keep
+    their tile in accumulators with a tail of narrower vectors (8 + 4, 4 + 2)."""
+    from metaschedule.space_generator import PostOrderApply
+    from metaschedule.te.ops.nchw import conv2d_nchw
+    from metaschedule.tir.interpreter import interpret
+    from metaschedule.tune_context import TuneContext
+
+    x = te.placeholder((1, 8, 12, 12), "float32", "x")
+    w = te.placeholder((8, 8, 3, 3), "float32", "w")
+    func = te.create_prim_func([x, w, conv2d_nchw(x, w, pads=(1, 1, 1, 1))])
+    args = [rand(1, 8, 12, 12), rand(8, 8, 3, 3), np.zeros((1, 8, 12, 12), "float32")]
+    want = [a.copy() for a in args]
+    interpret(func, *want)
+    ctx = TuneContext(func, target="llvm", space_generator=PostOrderApply(), rand_state=0)
+    spaces, post = ctx.generate_design_space(), ctx.space_generator.postprocs
+    checked, tails = 0, 0
+    for seed in range(1, 60):
+        sch = tir.Schedule(ctx.mod, seed=seed, error_render_level="none")
+        try:  # the space's instructions with fresh decisions
+            tir.Trace(spaces[seed % len(spaces)].trace.insts, {}).apply_to_schedule(
+                sch, remove_postproc=True
+            )
+        except tir.ScheduleError:
+            continue
+        sch.enter_postproc()
+        if not all(p.apply(sch) for p in post):
+            continue
+        lib = build(sch.mod, CPU)
+        got = lib.pack_weights(*[a.copy() for a in args])
+        lib(*got)
+        np.testing.assert_allclose(got[-1], want[-1], rtol=1e-4, atol=1e-4, err_msg=str(sch.trace))
+        checked += 1
+        src = lib.get_source()
+        tails += "accumulators of 8/4 lanes" in src or "accumulators of 4/2 lanes" in src
+        if checked >= 10 and tails:
+            break
+    assert checked >= 8
+    assert tails, "no sampled schedule kept a tile with tail vectors in accumulators"

@@ -242,6 +242,27 @@ def test_rows_sharing_a_cache_set_cost_l2_fetches():
     assert per_flop(1024, 8) < 1.1 * per_flop(1040, 8)
 
 
+def test_rows_crowding_two_cache_sets_cost_l2_fetches():
+    """Rows 6 KiB apart (96 lines: ``gcd(96, 64) = 32``) fall into 2 of the 64 L1 sets:
+    a 32-row tile puts 16 lines in each of them (8 ways) and refetches them every step,
+    16 rows fit, and rows 97 lines apart spread over every set. (Measured on a 1x1
+    convolution whose 28-row tile read rows 14 KiB apart, 2 sets: 111 GFLOPS against 200
+    for the same tile along a row.)"""
+
+    def per_flop(k, rows):
+        sch = Schedule(matmul(64, 64, k))
+        i, j, r = sch.get_loops(sch.get_block("C"))
+        i0, i1 = sch.split(i, [None, rows])
+        j0, j1 = sch.split(j, [None, 16])
+        sch.reorder(i0, j0, r, i1, j1)
+        sch.vectorize(j1)
+        cycles = AnalyticPrior().estimate_cycles(sch.mod, Machine(lanes=16))
+        return cycles / k
+
+    assert per_flop(1536, 32) > 1.5 * per_flop(1552, 32)
+    assert per_flop(1536, 16) < 1.1 * per_flop(1552, 16)
+
+
 def test_a_panel_reused_by_every_row_block_is_loaded_once():
     """The hand-written matmul (a packed 1024 x 32 panel of B swept by 64 row blocks) is
     estimated at its FMA bound: its panel stays in L2 across the row blocks."""
