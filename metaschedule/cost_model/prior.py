@@ -67,8 +67,11 @@ from ..feature_extractor.features.loop_nest import LoopNestWalker, Store, const_
 from ..feature_extractor.features.ops import count_store
 from ..feature_extractor.per_store_feature import FEATURE_LOWER_PASSES
 from ..registry import register
+from ..tir import expr as E
+from ..tir.arith.analyzer import Analyzer
+from ..tir.dtype import is_float
 from ..tir.function import IRModule, PrimFunc
-from ..tir.stmt import ForKind
+from ..tir.stmt import ForKind, Range
 from ..tir.transform import lower
 from .base import CostModel
 
@@ -231,7 +234,20 @@ class AnalyticPrior(CostModel):
         for func in funcs:
             walker = LoopNestWalker()
             walker.walk(lower(func, FEATURE_LOWER_PASSES).body)
-            total += sum(_store_cycles(st, machine) for st in walker.stores)
+            tiled: set[Any] = set()  # buffers an update keeps in a register tile
+            cycles = []
+            for st in walker.stores:
+                tiles: list[float] = []
+                cycles.append(_store_cycles(st, machine, tiles))
+                if tiles:
+                    tiled.add(st.store.buffer)
+            # a reduction's init is folded into its register tile (c_accumulate's
+            # plan_init_fusion): the tile starts from the value in registers
+            total += sum(
+                c
+                for st, c in zip(walker.stores, cycles)
+                if not (st.store.buffer in tiled and _is_init(st))
+            )
         return total
 
 
@@ -294,9 +310,10 @@ def _store_cycles(st: Store, m: Machine, tiles: list[float] | None = None) -> fl
         return 0.0
     pos = {lp.var: j for j, lp in enumerate(st.loops)}
     ops, loads = count_store(st.store)
-    store_lin = [LinearForm.of(i, pos) for i in st.store.indices]
+    form = _IndexForms(st, pos)
+    store_lin = [form(i) for i in st.store.indices]
     store_flat = _flat(st.store.buffer, store_lin, n)
-    accesses = [(ld.buffer, [LinearForm.of(i, pos) for i in ld.indices]) for ld in loads]
+    accesses = [(ld.buffer, [form(i) for i in ld.indices]) for ld in loads]
     flats = [_flat(b, lin, n) for b, lin in accesses]
     moving = [j for j in range(n) if ext[j] > 1]
     inner = moving[-1] if moving else -1
@@ -317,12 +334,17 @@ def _store_cycles(st: Store, m: Machine, tiles: list[float] | None = None) -> fl
         per_elem = 1.0
     chunks = total * per_elem  # executions of the (vector) body
 
+    # an update's padding guards are versioned away in the interior (c_versioning)
+    is_update = any(ld.buffer is st.store.buffer for ld in loads)
+    if is_update:
+        bools, selects = _padding_guards(st.store.value)
+        ops[_BOOL] -= bools
+        ops[_SELECT] -= selects
     op_cycles = sum(_OP_CYCLES.get(k, 0.0) * c for k, c in enumerate(ops) if k < 7 or k >= 14)
     compute = chunks * max(op_cycles, 0.5)
 
     # the register tile of a reduction, as the code generator plans it (c_accumulate)
     store_loops = {j for j in moving if store_flat[j] != 0}
-    is_update = any(b is st.store.buffer for b, _ in accesses)
     plan = _register_tile(st, store_lin, store_loops, vec_loop, per_elem) if is_update else None
     stats = _stats(st, store_lin, accesses, m)
     if plan is not None:
@@ -389,6 +411,78 @@ def _store_cycles(st: Store, m: Machine, tiles: list[float] | None = None) -> fl
         entries = float(math.prod(ext[: par[0]]))
         return cycles / max(1.0, speedup) + entries * m.fork_join_cycles
     return cycles
+
+
+def _is_init(st: Store) -> bool:
+    """Whether the store writes a constant (a reduction's init)."""
+    return isinstance(st.store.value, (E.IntImm, E.FloatImm))
+
+
+class _IndexForms:
+    """The :class:`LinearForm` of an index of one store, ``//`` and ``%`` by a constant
+    first simplified over the loops' ranges: a channel ``c`` split as ``c_o*16 + c_i``
+    and read from a weight packed as ``[c // 16, ..., c % 16]`` (RewriteLayout) steps
+    that weight by 1 along ``c_i``, as the code generator emits it, not by
+    ``1 + stride/16`` (a gather) as the unsimplified form says."""
+
+    def __init__(self, st: Store, pos: dict[E.Var, int]) -> None:
+        self.st, self.pos = st, pos
+        self._analyzer: Analyzer | None = None
+
+    def __call__(self, index: E.PrimExpr) -> LinearForm:
+        if _has_divmod(index):
+            if self._analyzer is None:
+                self._analyzer = Analyzer()
+                for lp in self.st.loops:
+                    self._analyzer.bind(lp.var, Range(0, max(1, lp.extent)), allow_override=True)
+            index = self._analyzer.simplify(index)
+        return LinearForm.of(index, self.pos)
+
+
+def _has_divmod(e: E.PrimExpr) -> bool:
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        t = type(x)
+        if t is E.FloorDiv or t is E.FloorMod:
+            return True
+        if isinstance(x, E.BinaryOp):
+            stack += [x.a, x.b]
+        elif t is E.Cast:
+            stack.append(x.value)
+    return False
+
+
+def _padding_guards(e: E.PrimExpr) -> tuple[int, int]:
+    """``(and, select)`` op counts of the padding guards in ``e``: selects of a loaded
+    value or a constant under a conjunction of integer comparisons (an inlined padding
+    block). In an accumulation the code generator tests them once per tile and runs an
+    unguarded copy of the tile in the interior (:mod:`..codegen.c_versioning`)."""
+    bools = selects = 0
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if type(x) is E.Select:
+            ands = _integer_conjunction(x.condition)
+            if ands is not None and isinstance(x.false_value, (E.IntImm, E.FloatImm)):
+                bools += ands
+                selects += 1
+            stack += [x.true_value, x.false_value]
+        elif isinstance(x, E.BinaryOp):
+            stack += [x.a, x.b]
+        elif type(x) is E.Cast:
+            stack.append(x.value)
+    return bools, selects
+
+
+def _integer_conjunction(c: E.PrimExpr) -> int | None:
+    """The number of ``and`` ops of a conjunction of integer comparisons, else None."""
+    if type(c) is E.And:
+        a, b = _integer_conjunction(c.a), _integer_conjunction(c.b)
+        return None if a is None or b is None else a + b + 1
+    if isinstance(c, E.CmpOp) and not is_float(c.a.dtype):
+        return 0
+    return None
 
 
 def _stats(
@@ -550,13 +644,26 @@ def _traffic(
         while k > 0 and sum(held(s, f, k - 1) for s, f in zip(stats, flats)) <= size:
             k -= 1
         reloads = float(math.prod(ext[:k]))
+        # consecutive iterations of loop k - 1 share data (the halo of a window): what
+        # the next one adds fits beside what this one holds, so a sweep of the loop brings
+        # each distinct byte in once
+        slides = (
+            k > 0
+            and sum(
+                held(s, f, k) + s.footprint[k - 1] * s.elem / ext[k - 1]
+                for s, f in zip(stats, flats)
+            )
+            <= size
+        )
         nbytes = 0.0
         for s in stats:
             if resident is not None and s.buffer is resident[0] and k > resident[1]:
                 continue
-            kept = k > 0 and (k - 1) not in s.touched
-            times = reloads / ext[k - 1] if kept else reloads
-            nbytes += times * max(s.footprint[k] * s.elem, 64.0)
+            if k > 0 and ((k - 1) not in s.touched or slides):
+                whole = min(s.footprint[k - 1], ext[k - 1] * s.footprint[k])
+                nbytes += reloads / ext[k - 1] * max(whole * s.elem, 64.0)
+            else:
+                nbytes += reloads * max(s.footprint[k] * s.elem, 64.0)
         out = max(out, nbytes / bandwidth)
     return out
 
