@@ -61,6 +61,7 @@ from ..codegen.c_accumulate import (
     MIN_SPLIT_ACCUMULATORS,
     SPLIT_LARGE_TILES,
 )
+from ..codegen.c_versioning import version_guards
 from ..feature_extractor.features.buffers import BufferStats
 from ..feature_extractor.features.linear import LinearForm
 from ..feature_extractor.features.loop_nest import LoopNestWalker, Store, const_int
@@ -71,6 +72,7 @@ from ..tir import expr as E
 from ..tir.arith.analyzer import Analyzer
 from ..tir.dtype import is_float
 from ..tir.function import IRModule, PrimFunc
+from ..tir.functor import Visitor
 from ..tir.stmt import ForKind, Range
 from ..tir.transform import lower
 from .base import CostModel
@@ -119,6 +121,7 @@ class Machine:
     loads_per_cycle: float = 2.0
     stores_per_cycle: float = 1.0
     memory_round_trip: float = 5.0  # cycles: store-to-load forwarding of an accumulator
+    reorder_window: float = 256.0  # instructions in flight (the reorder buffer)
     l1_bytes: int = 32 * 1024
     l1_ways: int = 8
     l2_bytes: int = 1024 * 1024
@@ -233,12 +236,14 @@ class AnalyticPrior(CostModel):
         total = 0.0
         for func in funcs:
             walker = LoopNestWalker()
-            walker.walk(lower(func, FEATURE_LOWER_PASSES).body)
+            body = lower(func, FEATURE_LOWER_PASSES).body
+            walker.walk(body)
+            versioned = _versions_guards(body)
             tiled: set[Any] = set()  # buffers an update keeps in a register tile
             cycles = []
             for st in walker.stores:
                 tiles: list[float] = []
-                cycles.append(_store_cycles(st, machine, tiles))
+                cycles.append(_store_cycles(st, machine, tiles, versioned))
                 if tiles:
                     tiled.add(st.store.buffer)
             # a reduction's init is folded into its register tile (c_accumulate's
@@ -259,9 +264,11 @@ def register_tiles(mod: IRModule | PrimFunc, machine: Machine | None = None) -> 
     tiles: list[float] = []
     for func in funcs:
         walker = LoopNestWalker()
-        walker.walk(lower(func, FEATURE_LOWER_PASSES).body)
+        body = lower(func, FEATURE_LOWER_PASSES).body
+        walker.walk(body)
+        versioned = _versions_guards(body)
         for st in walker.stores:
-            _store_cycles(st, machine or Machine(), tiles)
+            _store_cycles(st, machine or Machine(), tiles, versioned)
     return [int(round(t)) for t in tiles]
 
 
@@ -300,9 +307,13 @@ def _affine_in(lin: list[LinearForm], j: int) -> bool:
     return True
 
 
-def _store_cycles(st: Store, m: Machine, tiles: list[float] | None = None) -> float:
+def _store_cycles(
+    st: Store, m: Machine, tiles: list[float] | None = None, versioned: bool = False
+) -> float:
     """Estimated cycles of one store; ``tiles`` (if given) gets the vectors of its
-    register tile, when it has one."""
+    register tile, when it has one. ``versioned``: the code generator gives the
+    function's guarded accumulations an unguarded copy for the interior
+    (:mod:`..codegen.c_versioning`), whose padding guards then cost nothing."""
     ext = st.extents
     n = len(ext)
     total = float(math.prod(ext))
@@ -334,9 +345,8 @@ def _store_cycles(st: Store, m: Machine, tiles: list[float] | None = None) -> fl
         per_elem = 1.0
     chunks = total * per_elem  # executions of the (vector) body
 
-    # an update's padding guards are versioned away in the interior (c_versioning)
     is_update = any(ld.buffer is st.store.buffer for ld in loads)
-    if is_update:
+    if is_update and versioned:
         bools, selects = _padding_guards(st.store.value)
         ops[_BOOL] -= bools
         ops[_SELECT] -= selects
@@ -350,6 +360,8 @@ def _store_cycles(st: Store, m: Machine, tiles: list[float] | None = None) -> fl
     if plan is not None:
         start, tile = plan
         tile_points = float(math.prod(ext[j] for j in tile))
+        # a tile split to fit (SPLIT_LARGE_TILES): its outer loops run around the region
+        split_out = [j for j in range(start, n) if j in store_loops and j not in tile]
         tile_vectors = tile_points * (per_elem if vec_loop in tile else 1.0)
         sweeps = total / tile_points
         if tiles is not None:
@@ -368,7 +380,13 @@ def _store_cycles(st: Store, m: Machine, tiles: list[float] | None = None) -> fl
             if lin is not None:
                 load_cycles += _set_conflicts(s, lin, tile, ext, m)
         l1 = sweeps * load_cycles
-        latency = sweeps * m.fma_latency  # one update of every accumulator per sweep
+        # one update of every accumulator per sweep, in chains of the sweeps of one entry
+        # into the tile's region; the out-of-order window overlaps the chains of the
+        # next entries when an entry's work is short (a 3x3 window: 9 sweeps)
+        entries = float(math.prod(ext[:start])) * math.prod(ext[j] for j in split_out)
+        per_entry = sweeps / max(1.0, entries) * tile_vectors * 2.0  # FMAs and loads
+        overlap = min(max(1.0, m.reorder_window / max(per_entry, 1.0)), max(1.0, entries))
+        latency = sweeps * m.fma_latency / overlap
         compute = max(compute, latency, sweeps * tile_vectors / m.fma_ports)
         # registers the tile takes: a scalar tile along a contiguous innermost loop is
         # vectorized by the C compiler (per_elem below 1 there too)
@@ -387,7 +405,6 @@ def _store_cycles(st: Store, m: Machine, tiles: list[float] | None = None) -> fl
             spill = max(0.0, registers - (m.vector_registers - 4))
             l1 += sweeps * spill * 2.0 / m.loads_per_cycle
         # the tile is loaded before and stored after the region, once per entry into it
-        entries = float(math.prod(ext[:start]))
         l1 += entries * tile_vectors * (1.0 / m.loads_per_cycle + 1.0 / m.stores_per_cycle)
     else:
         l1 = 0.0
@@ -411,6 +428,27 @@ def _store_cycles(st: Store, m: Machine, tiles: list[float] | None = None) -> fl
         entries = float(math.prod(ext[: par[0]]))
         return cycles / max(1.0, speedup) + entries * m.fork_join_cycles
     return cycles
+
+
+def _versions_guards(body: Any) -> bool:
+    """Whether the code generator versions some guarded nest of the lowered ``body``
+    (:func:`~metaschedule.codegen.c_versioning.version_guards` adds a test)."""
+    return _count_ifs(version_guards(body)) > _count_ifs(body)
+
+
+class _IfCounter(Visitor):
+    def __init__(self) -> None:
+        self.count = 0
+
+    def visit_IfThenElse(self, node: Any) -> None:
+        self.count += 1
+        self.generic_visit(node)
+
+
+def _count_ifs(body: Any) -> int:
+    counter = _IfCounter()
+    counter.visit(body)
+    return counter.count
 
 
 def _is_init(st: Store) -> bool:
