@@ -111,6 +111,8 @@ class Machine:
     """What the prior assumes of one core and the chip (defaults: a recent x86 server).
 
     ``lanes`` and ``cores`` default to the target's ``vector_width`` and ``num_cores``.
+    ``fma_ports`` and ``loads_per_cycle`` count vectors of ``lanes``; :meth:`of_target`
+    scales them for vectors wider than ``datapath_bits``.
     """
 
     lanes: int = 8
@@ -130,17 +132,32 @@ class Machine:
     l3_bytes_per_cycle: float = 12.0
     fork_join_cycles: float = 4000.0
     hz: float = 3.0e9
+    #: width of the FMA and load units: a wider vector takes several passes (AMD Zen 4
+    #: runs a 512-bit FMA or load as two 256-bit halves: measured here, 16-lane FMA
+    #: chains peak at one vector per cycle and core). Intel server cores with 512-bit
+    #: units: pass a Machine with ``datapath_bits=512``.
+    datapath_bits: int = 256
 
     @staticmethod
-    def of_target(target: Any) -> Machine:
-        """The defaults with the lanes (float32) and cores of ``target`` (when a CPU)."""
+    def of_target(target: Any, datapath_bits: int = 256) -> Machine:
+        """The defaults with the lanes (float32) and cores of ``target`` (when a CPU),
+        the FMA and load rates scaled for vectors wider than ``datapath_bits``."""
         lanes, cores = 8, 1
         try:
             lanes = int(target.vector_lanes("float32"))
             cores = int(target.num_cores)
         except (AttributeError, ValueError, TypeError):
             pass
-        return Machine(lanes=max(1, lanes), cores=max(1, cores))
+        lanes = max(1, lanes)
+        passes = max(1.0, lanes * 32 / datapath_bits)
+        base = Machine()
+        return Machine(
+            lanes=lanes,
+            cores=max(1, cores),
+            fma_ports=base.fma_ports / passes,
+            loads_per_cycle=base.loads_per_cycle / passes,
+            datapath_bits=datapath_bits,
+        )
 
 
 @register("cost_model", "analytic-prior")
