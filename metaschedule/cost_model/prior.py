@@ -9,7 +9,13 @@ with a few facts about a CPU and our C code generator, and no table per operator
 * **vector work**: the body of a ``vectorized`` loop runs once per chunk of the target's
   native lanes; a unit-stride access is one vector load or store, an invariant one a
   broadcast, any other stride is gathered lane by lane; a scalar innermost loop whose
-  accesses are unit-stride gets half the lanes (the C compiler may vectorize it itself);
+  accesses are unit-stride gets half the lanes (the C compiler may vectorize it itself).
+  Indices are read after simplifying ``//`` and ``%`` over the loops' ranges (a weight
+  packed as ``[c // 16, ..., c % 16]`` is contiguous along the channel vector). The
+  padding guards of an accumulation cost nothing where the code generator versions them
+  (:mod:`~metaschedule.codegen.c_versioning`, run on the lowered nest: an unguarded copy
+  for the interior); vectors wider than the core's datapath take several FMA and load
+  passes (:attr:`Machine.datapath_bits`);
 * **register tiles**: a reduction's output tile stays in registers where the code
   generator keeps it there (:mod:`~metaschedule.codegen.c_accumulate`): from the outermost
   serial reduction loop heading a perfect nest, the loops below it that move the stored
@@ -17,7 +23,11 @@ with a few facts about a CPU and our C code generator, and no table per operator
   :data:`~metaschedule.codegen.c_accumulate.MAX_ACCUMULATORS` vectors. Then the
   accumulator costs nothing per update, operand loads are shared by the tile's points
   (distinct elements per sweep of the tile), and the FMA latency needs enough independent
-  accumulators (``fma_latency x fma_ports``). A tile of more vectors than the register
+  accumulators (``fma_latency x fma_ports``), unless an entry into the tile's region is
+  short enough (a 3x3 window) for the reorder window to overlap the next ones. The
+  reduction's init costs nothing: it is folded into the accumulators. A split tile
+  (:data:`~metaschedule.codegen.c_accumulate.SPLIT_LARGE_TILES`) is loaded and stored
+  once per iteration of its outer loops. A tile of more vectors than the register
   file (32 on AVX-512) spills: every update reloads and stores its accumulator, several
   times over (:data:`SPILLED_UPDATE_SLOWDOWN`), which ranks such tiles below any that
   fit. Operand lines the tile reaches with a
@@ -28,7 +38,9 @@ with a few facts about a CPU and our C code generator, and no table per operator
 * **caches**: for each cache level, the outermost loop whose sweep fits (the footprints
   of all buffers of the store) decides the bytes brought in from the next level, over
   its bandwidth; a buffer that the loop right outside does not move stays cached across
-  that loop's iterations (a weight panel reused by every row block);
+  that loop's iterations (a weight panel reused by every row block), and so does the
+  part consecutive iterations share when the next one's new data fits beside it (the
+  halo of a convolution window);
 * **parallelism**: the extent of the parallel loops above a store against the cores
   (idle cores in the last round count), plus a fork/join cost per parallel region entry.
 
@@ -41,8 +53,9 @@ well it ranks real schedules.
 The search uses it while the learned model warms up
 (:class:`~metaschedule.search_strategy.EvolutionarySearch` ``prior=``): it samples
 ``oversample`` times the batch of random schedules, refines them for ``refine_rounds``
-rounds (mutations of the prior's best, scored by the prior: the random samples seldom hold
-the register tiles it rates best), and measures the ones the prior ranks highest, keeping
+rounds (mutations of the prior's best, every mutator alike, scored by the prior: the
+random samples seldom hold the register tiles or compute locations it rates best), and
+measures the ones the prior ranks highest, keeping
 a share ``random_share`` of random picks among the random samples.
 """
 
