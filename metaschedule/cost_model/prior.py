@@ -9,7 +9,13 @@ with a few facts about a CPU and our C code generator, and no table per operator
 * **vector work**: the body of a ``vectorized`` loop runs once per chunk of the target's
   native lanes; a unit-stride access is one vector load or store, an invariant one a
   broadcast, any other stride is gathered lane by lane; a scalar innermost loop whose
-  accesses are unit-stride gets half the lanes (the C compiler may vectorize it itself);
+  accesses are unit-stride gets half the lanes (the C compiler may vectorize it itself).
+  Indices are read after simplifying ``//`` and ``%`` over the loops' ranges (a weight
+  packed as ``[c // 16, ..., c % 16]`` is contiguous along the channel vector). The
+  padding guards of an accumulation cost nothing where the code generator versions them
+  (:mod:`~metaschedule.codegen.c_versioning`, run on the lowered nest: an unguarded copy
+  for the interior); vectors wider than the core's datapath take several FMA and load
+  passes (:attr:`Machine.datapath_bits`);
 * **register tiles**: a reduction's output tile stays in registers where the code
   generator keeps it there (:mod:`~metaschedule.codegen.c_accumulate`): from the outermost
   serial reduction loop heading a perfect nest, the loops below it that move the stored
@@ -17,7 +23,11 @@ with a few facts about a CPU and our C code generator, and no table per operator
   :data:`~metaschedule.codegen.c_accumulate.MAX_ACCUMULATORS` vectors. Then the
   accumulator costs nothing per update, operand loads are shared by the tile's points
   (distinct elements per sweep of the tile), and the FMA latency needs enough independent
-  accumulators (``fma_latency x fma_ports``). A tile of more vectors than the register
+  accumulators (``fma_latency x fma_ports``), unless an entry into the tile's region is
+  short enough (a 3x3 window) for the reorder window to overlap the next ones. The
+  reduction's init costs nothing: it is folded into the accumulators. A split tile
+  (:data:`~metaschedule.codegen.c_accumulate.SPLIT_LARGE_TILES`) is loaded and stored
+  once per iteration of its outer loops. A tile of more vectors than the register
   file (32 on AVX-512) spills: every update reloads and stores its accumulator, several
   times over (:data:`SPILLED_UPDATE_SLOWDOWN`), which ranks such tiles below any that
   fit. Operand lines the tile reaches with a stride of many lines fall into few L1 sets
@@ -28,7 +38,9 @@ with a few facts about a CPU and our C code generator, and no table per operator
 * **caches**: for each cache level, the outermost loop whose sweep fits (the footprints
   of all buffers of the store) decides the bytes brought in from the next level, over
   its bandwidth; a buffer that the loop right outside does not move stays cached across
-  that loop's iterations (a weight panel reused by every row block);
+  that loop's iterations (a weight panel reused by every row block), and so does the
+  part consecutive iterations share when the next one's new data fits beside it (the
+  halo of a convolution window);
 * **parallelism**: the extent of the parallel loops above a store against the cores
   (idle cores in the last round count), plus a fork/join cost per parallel region entry.
 
@@ -41,8 +53,9 @@ well it ranks real schedules.
 The search uses it while the learned model warms up
 (:class:`~metaschedule.search_strategy.EvolutionarySearch` ``prior=``): it samples
 ``oversample`` times the batch of random schedules, refines them for ``refine_rounds``
-rounds (mutations of the prior's best, scored by the prior: the random samples seldom hold
-the register tiles it rates best), and measures the ones the prior ranks highest, keeping
+rounds (mutations of the prior's best, every mutator alike, scored by the prior: the
+random samples seldom hold the register tiles or compute locations it rates best), and
+measures the ones the prior ranks highest, keeping
 a share ``random_share`` of random picks among the random samples.
 """
 
@@ -61,14 +74,19 @@ from ..codegen.c_accumulate import (
     MIN_SPLIT_ACCUMULATORS,
     SPLIT_LARGE_TILES,
 )
+from ..codegen.c_versioning import version_guards
 from ..feature_extractor.features.buffers import BufferStats
 from ..feature_extractor.features.linear import LinearForm
 from ..feature_extractor.features.loop_nest import LoopNestWalker, Store, const_int
 from ..feature_extractor.features.ops import count_store
 from ..feature_extractor.per_store_feature import FEATURE_LOWER_PASSES
 from ..registry import register
+from ..tir import expr as E
+from ..tir.arith.analyzer import Analyzer
+from ..tir.dtype import is_float
 from ..tir.function import IRModule, PrimFunc
-from ..tir.stmt import ForKind
+from ..tir.functor import Visitor
+from ..tir.stmt import ForKind, Range
 from ..tir.transform import lower
 from .base import CostModel
 
@@ -106,6 +124,8 @@ class Machine:
     """What the prior assumes of one core and the chip (defaults: a recent x86 server).
 
     ``lanes`` and ``cores`` default to the target's ``vector_width`` and ``num_cores``.
+    ``fma_ports`` and ``loads_per_cycle`` count vectors of ``lanes``; :meth:`of_target`
+    scales them for vectors wider than ``datapath_bits``.
     """
 
     lanes: int = 8
@@ -116,6 +136,7 @@ class Machine:
     loads_per_cycle: float = 2.0
     stores_per_cycle: float = 1.0
     memory_round_trip: float = 5.0  # cycles: store-to-load forwarding of an accumulator
+    reorder_window: float = 256.0  # instructions in flight (the reorder buffer)
     l1_bytes: int = 32 * 1024
     l1_ways: int = 8
     l2_bytes: int = 1024 * 1024
@@ -124,17 +145,32 @@ class Machine:
     l3_bytes_per_cycle: float = 12.0
     fork_join_cycles: float = 4000.0
     hz: float = 3.0e9
+    #: width of the FMA and load units: a wider vector takes several passes (AMD Zen 4
+    #: runs a 512-bit FMA or load as two 256-bit halves: measured here, 16-lane FMA
+    #: chains peak at one vector per cycle and core). Intel server cores with 512-bit
+    #: units: pass a Machine with ``datapath_bits=512``.
+    datapath_bits: int = 256
 
     @staticmethod
-    def of_target(target: Any) -> Machine:
-        """The defaults with the lanes (float32) and cores of ``target`` (when a CPU)."""
+    def of_target(target: Any, datapath_bits: int = 256) -> Machine:
+        """The defaults with the lanes (float32) and cores of ``target`` (when a CPU),
+        the FMA and load rates scaled for vectors wider than ``datapath_bits``."""
         lanes, cores = 8, 1
         try:
             lanes = int(target.vector_lanes("float32"))
             cores = int(target.num_cores)
         except (AttributeError, ValueError, TypeError):
             pass
-        return Machine(lanes=max(1, lanes), cores=max(1, cores))
+        lanes = max(1, lanes)
+        passes = max(1.0, lanes * 32 / datapath_bits)
+        base = Machine()
+        return Machine(
+            lanes=lanes,
+            cores=max(1, cores),
+            fma_ports=base.fma_ports / passes,
+            loads_per_cycle=base.loads_per_cycle / passes,
+            datapath_bits=datapath_bits,
+        )
 
 
 @register("cost_model", "analytic-prior")
@@ -230,8 +266,23 @@ class AnalyticPrior(CostModel):
         total = 0.0
         for func in funcs:
             walker = LoopNestWalker()
-            walker.walk(lower(func, FEATURE_LOWER_PASSES).body)
-            total += sum(_store_cycles(st, machine) for st in walker.stores)
+            body = lower(func, FEATURE_LOWER_PASSES).body
+            walker.walk(body)
+            versioned = _versions_guards(body)
+            tiled: set[Any] = set()  # buffers an update keeps in a register tile
+            cycles = []
+            for st in walker.stores:
+                tiles: list[float] = []
+                cycles.append(_store_cycles(st, machine, tiles, versioned))
+                if tiles:
+                    tiled.add(st.store.buffer)
+            # a reduction's init is folded into its register tile (c_accumulate's
+            # plan_init_fusion): the tile starts from the value in registers
+            total += sum(
+                c
+                for st, c in zip(walker.stores, cycles)
+                if not (st.store.buffer in tiled and _is_init(st))
+            )
         return total
 
 
@@ -243,9 +294,11 @@ def register_tiles(mod: IRModule | PrimFunc, machine: Machine | None = None) -> 
     tiles: list[float] = []
     for func in funcs:
         walker = LoopNestWalker()
-        walker.walk(lower(func, FEATURE_LOWER_PASSES).body)
+        body = lower(func, FEATURE_LOWER_PASSES).body
+        walker.walk(body)
+        versioned = _versions_guards(body)
         for st in walker.stores:
-            _store_cycles(st, machine or Machine(), tiles)
+            _store_cycles(st, machine or Machine(), tiles, versioned)
     return [int(round(t)) for t in tiles]
 
 
@@ -284,9 +337,13 @@ def _affine_in(lin: list[LinearForm], j: int) -> bool:
     return True
 
 
-def _store_cycles(st: Store, m: Machine, tiles: list[float] | None = None) -> float:
+def _store_cycles(
+    st: Store, m: Machine, tiles: list[float] | None = None, versioned: bool = False
+) -> float:
     """Estimated cycles of one store; ``tiles`` (if given) gets the vectors of its
-    register tile, when it has one."""
+    register tile, when it has one. ``versioned``: the code generator gives the
+    function's guarded accumulations an unguarded copy for the interior
+    (:mod:`..codegen.c_versioning`), whose padding guards then cost nothing."""
     ext = st.extents
     n = len(ext)
     total = float(math.prod(ext))
@@ -294,9 +351,10 @@ def _store_cycles(st: Store, m: Machine, tiles: list[float] | None = None) -> fl
         return 0.0
     pos = {lp.var: j for j, lp in enumerate(st.loops)}
     ops, loads = count_store(st.store)
-    store_lin = [LinearForm.of(i, pos) for i in st.store.indices]
+    form = _IndexForms(st, pos)
+    store_lin = [form(i) for i in st.store.indices]
     store_flat = _flat(st.store.buffer, store_lin, n)
-    accesses = [(ld.buffer, [LinearForm.of(i, pos) for i in ld.indices]) for ld in loads]
+    accesses = [(ld.buffer, [form(i) for i in ld.indices]) for ld in loads]
     flats = [_flat(b, lin, n) for b, lin in accesses]
     moving = [j for j in range(n) if ext[j] > 1]
     inner = moving[-1] if moving else -1
@@ -319,17 +377,23 @@ def _store_cycles(st: Store, m: Machine, tiles: list[float] | None = None) -> fl
         per_elem = 1.0
     chunks = total * per_elem  # executions of the (vector) body
 
+    is_update = any(ld.buffer is st.store.buffer for ld in loads)
+    if is_update and versioned:
+        bools, selects = _padding_guards(st.store.value)
+        ops[_BOOL] -= bools
+        ops[_SELECT] -= selects
     op_cycles = sum(_OP_CYCLES.get(k, 0.0) * c for k, c in enumerate(ops) if k < 7 or k >= 14)
     compute = chunks * max(op_cycles, 0.5)
 
     # the register tile of a reduction, as the code generator plans it (c_accumulate)
     store_loops = {j for j in moving if store_flat[j] != 0}
-    is_update = any(b is st.store.buffer for b, _ in accesses)
     plan = _register_tile(st, store_lin, store_loops, vec_loop, per_elem) if is_update else None
     stats = _stats(st, store_lin, accesses, m)
     if plan is not None:
         start, tile = plan
         tile_points = float(math.prod(ext[j] for j in tile))
+        # a tile split to fit (SPLIT_LARGE_TILES): its outer loops run around the region
+        split_out = [j for j in range(start, n) if j in store_loops and j not in tile]
         tile_vectors = tile_points * (per_elem if vec_loop in tile else 1.0)
         sweeps = total / tile_points
         if tiles is not None:
@@ -348,7 +412,13 @@ def _store_cycles(st: Store, m: Machine, tiles: list[float] | None = None) -> fl
             if lin is not None:
                 load_cycles += _set_conflicts(s, lin, tile, ext, m)
         l1 = sweeps * load_cycles
-        latency = sweeps * m.fma_latency  # one update of every accumulator per sweep
+        # one update of every accumulator per sweep, in chains of the sweeps of one entry
+        # into the tile's region; the out-of-order window overlaps the chains of the
+        # next entries when an entry's work is short (a 3x3 window: 9 sweeps)
+        entries = float(math.prod(ext[:start])) * math.prod(ext[j] for j in split_out)
+        per_entry = sweeps / max(1.0, entries) * tile_vectors * 2.0  # FMAs and loads
+        overlap = min(max(1.0, m.reorder_window / max(per_entry, 1.0)), max(1.0, entries))
+        latency = sweeps * m.fma_latency / overlap
         compute = max(compute, latency, sweeps * tile_vectors / m.fma_ports)
         # registers the tile takes: a scalar tile along a contiguous innermost loop is
         # vectorized by the C compiler (per_elem below 1 there too)
@@ -367,7 +437,6 @@ def _store_cycles(st: Store, m: Machine, tiles: list[float] | None = None) -> fl
             spill = max(0.0, registers - (m.vector_registers - 4))
             l1 += sweeps * spill * 2.0 / m.loads_per_cycle
         # the tile is loaded before and stored after the region, once per entry into it
-        entries = float(math.prod(ext[:start]))
         l1 += entries * tile_vectors * (1.0 / m.loads_per_cycle + 1.0 / m.stores_per_cycle)
     else:
         l1 = 0.0
@@ -391,6 +460,99 @@ def _store_cycles(st: Store, m: Machine, tiles: list[float] | None = None) -> fl
         entries = float(math.prod(ext[: par[0]]))
         return cycles / max(1.0, speedup) + entries * m.fork_join_cycles
     return cycles
+
+
+def _versions_guards(body: Any) -> bool:
+    """Whether the code generator versions some guarded nest of the lowered ``body``
+    (:func:`~metaschedule.codegen.c_versioning.version_guards` adds a test)."""
+    return _count_ifs(version_guards(body)) > _count_ifs(body)
+
+
+class _IfCounter(Visitor):
+    def __init__(self) -> None:
+        self.count = 0
+
+    def visit_IfThenElse(self, node: Any) -> None:
+        self.count += 1
+        self.generic_visit(node)
+
+
+def _count_ifs(body: Any) -> int:
+    counter = _IfCounter()
+    counter.visit(body)
+    return counter.count
+
+
+def _is_init(st: Store) -> bool:
+    """Whether the store writes a constant (a reduction's init)."""
+    return isinstance(st.store.value, (E.IntImm, E.FloatImm))
+
+
+class _IndexForms:
+    """The :class:`LinearForm` of an index of one store, ``//`` and ``%`` by a constant
+    first simplified over the loops' ranges: a channel ``c`` split as ``c_o*16 + c_i``
+    and read from a weight packed as ``[c // 16, ..., c % 16]`` (RewriteLayout) steps
+    that weight by 1 along ``c_i``, as the code generator emits it, not by
+    ``1 + stride/16`` (a gather) as the unsimplified form says."""
+
+    def __init__(self, st: Store, pos: dict[E.Var, int]) -> None:
+        self.st, self.pos = st, pos
+        self._analyzer: Analyzer | None = None
+
+    def __call__(self, index: E.PrimExpr) -> LinearForm:
+        if _has_divmod(index):
+            if self._analyzer is None:
+                self._analyzer = Analyzer()
+                for lp in self.st.loops:
+                    self._analyzer.bind(lp.var, Range(0, max(1, lp.extent)), allow_override=True)
+            index = self._analyzer.simplify(index)
+        return LinearForm.of(index, self.pos)
+
+
+def _has_divmod(e: E.PrimExpr) -> bool:
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        t = type(x)
+        if t is E.FloorDiv or t is E.FloorMod:
+            return True
+        if isinstance(x, E.BinaryOp):
+            stack += [x.a, x.b]
+        elif t is E.Cast:
+            stack.append(x.value)
+    return False
+
+
+def _padding_guards(e: E.PrimExpr) -> tuple[int, int]:
+    """``(and, select)`` op counts of the padding guards in ``e``: selects of a loaded
+    value or a constant under a conjunction of integer comparisons (an inlined padding
+    block). In an accumulation the code generator tests them once per tile and runs an
+    unguarded copy of the tile in the interior (:mod:`..codegen.c_versioning`)."""
+    bools = selects = 0
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if type(x) is E.Select:
+            ands = _integer_conjunction(x.condition)
+            if ands is not None and isinstance(x.false_value, (E.IntImm, E.FloatImm)):
+                bools += ands
+                selects += 1
+            stack += [x.true_value, x.false_value]
+        elif isinstance(x, E.BinaryOp):
+            stack += [x.a, x.b]
+        elif type(x) is E.Cast:
+            stack.append(x.value)
+    return bools, selects
+
+
+def _integer_conjunction(c: E.PrimExpr) -> int | None:
+    """The number of ``and`` ops of a conjunction of integer comparisons, else None."""
+    if type(c) is E.And:
+        a, b = _integer_conjunction(c.a), _integer_conjunction(c.b)
+        return None if a is None or b is None else a + b + 1
+    if isinstance(c, E.CmpOp) and not is_float(c.a.dtype):
+        return 0
+    return None
 
 
 def _stats(
@@ -566,13 +728,26 @@ def _traffic(
         while k > 0 and sum(held(s, f, k - 1) for s, f in zip(stats, flats)) <= size:
             k -= 1
         reloads = float(math.prod(ext[:k]))
+        # consecutive iterations of loop k - 1 share data (the halo of a window): what
+        # the next one adds fits beside what this one holds, so a sweep of the loop brings
+        # each distinct byte in once
+        slides = (
+            k > 0
+            and sum(
+                held(s, f, k) + s.footprint[k - 1] * s.elem / ext[k - 1]
+                for s, f in zip(stats, flats)
+            )
+            <= size
+        )
         nbytes = 0.0
         for s in stats:
             if resident is not None and s.buffer is resident[0] and k > resident[1]:
                 continue
-            kept = k > 0 and (k - 1) not in s.touched
-            times = reloads / ext[k - 1] if kept else reloads
-            nbytes += times * max(s.footprint[k] * s.elem, 64.0)
+            if k > 0 and ((k - 1) not in s.touched or slides):
+                whole = min(s.footprint[k - 1], ext[k - 1] * s.footprint[k])
+                nbytes += reloads / ext[k - 1] * max(whole * s.elem, 64.0)
+            else:
+                nbytes += reloads * max(s.footprint[k] * s.elem, 64.0)
         out = max(out, nbytes / bandwidth)
     return out
 

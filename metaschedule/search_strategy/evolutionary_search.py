@@ -574,8 +574,10 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
         mutators = [m for m, p in self.mutator_probs.items() if p > 0]
         if not mutators:
             return samples, scores
-        weights = np.array([self.mutator_probs[m] for m in mutators], float)
-        mutator_p = weights / weights.sum()
+        # each mutator alike: the prior scores a mutant for free, so its refinement moves
+        # the structure (compute locations, unrolling) as often as the tile sizes, where
+        # the learned search changes tile sizes most (mutator_probs)
+        mutator_p = np.full(len(mutators), 1.0 / len(mutators))
         pool, pool_scores = list(samples), [float(x) for x in scores]
         seen = _ScheduleSet()
         for sch in pool:
