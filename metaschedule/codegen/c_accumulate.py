@@ -216,15 +216,37 @@ def _chain(loop: For) -> tuple[list[For], Stmt]:
 
 
 def _lanes(fw: FunctionWriter, vec: For, dtype: str) -> int | None:
-    """Lanes per accumulator of a vectorized tile loop: the native width when it divides
-    the extent, else the whole (power-of-two) extent; None otherwise."""
+    """Lanes per accumulator of a vectorized tile loop: the native width when the extent
+    reaches it (a remainder becomes narrower accumulators, see :func:`_chunks`), else
+    the whole (power-of-two) extent; None otherwise."""
     native = fw.target.vector_width // max(1, nbytes(dtype))
     ext = vec.extent.value
-    if native >= 2 and ext % native == 0:
+    if native >= 2 and ext >= native:
         return native
     if 2 <= ext < native and ext & (ext - 1) == 0:
         return ext
     return None
+
+
+def _chunks(extent: int, lanes: int) -> list[tuple[int, int]]:
+    """``(start, width)`` of the accumulators of a vector loop of ``extent``: vectors of
+    ``lanes``, then the remainder in power-of-two pieces, widest first (as the vector code
+    of :mod:`.c_vector` covers it), a width of 1 being a scalar: 50 over 16 lanes is
+    16, 16, 16, 2."""
+    out = [(c * lanes, lanes) for c in range(extent // lanes)]
+    start, rest = extent - extent % lanes, extent % lanes
+    width = lanes
+    while rest:
+        while width > rest:
+            width //= 2
+        out.append((start, width))
+        start, rest = start + width, rest - width
+    return out
+
+
+def _width(point: Stmt) -> int:
+    """Lanes of a planned point: its vector loop's extent, 1 for a scalar point."""
+    return point.extent.value if isinstance(point, For) else 1
 
 
 def _loop_points(loops: list[For], base: dict[E.Var, E.PrimExpr]) -> list[dict]:
@@ -310,7 +332,8 @@ def plan_accumulators(fw: FunctionWriter, loop: For, split: bool = True) -> Accu
     n_points = 1
     for lp in scalar_loops:
         n_points *= lp.extent.value
-    chunks = vec.extent.value // lanes if vec is not None else 1
+    pieces = _chunks(vec.extent.value, lanes) if vec is not None else [(0, 1)]
+    chunks = len(pieces)
     outer: list[For] = []
     if n_points * chunks > MAX_ACCUMULATORS:
         if not (split and SPLIT_LARGE_TILES) or _planned_deeper(fw, chain):
@@ -323,23 +346,26 @@ def plan_accumulators(fw: FunctionWriter, loop: For, split: bool = True) -> Accu
     # points: every combination of the tile's scalar loops and vector chunks
     combos = _loop_points(scalar_loops, consts)
     points: list[Stmt] = []
-    offsets: list[int] = []
+    offsets: list[tuple[int, int]] = []
     lane = E.Var(vec.loop_var.name, vec.loop_var.dtype) if vec is not None else None
     for combo in combos:
         base = sum(form.coef(v) * int(x.value) for v, x in combo.items() if v not in consts)
         if vec is None or lane is None:
             points.append(substitute(body, combo))
-            offsets.append(base)
+            offsets.append((base, 1))
             continue
         w, dt = vec.loop_var, vec.loop_var.dtype
-        for c in range(chunks):
-            start = vec.min.value + c * lanes
-            point = substitute(body, {**combo, w: lane + E.const(start, dt)})
-            points.append(For(lane, E.const(0, dt), E.const(lanes, dt), vec.kind, point))
-            offsets.append(base + start)
-    # distinct elements: the lane ranges [offset, offset + lanes) must not overlap
+        for first, width in pieces:
+            start = vec.min.value + first
+            if width == 1:  # the last element of a remainder: a scalar accumulator
+                points.append(substitute(body, {**combo, w: E.const(start, dt)}))
+            else:
+                point = substitute(body, {**combo, w: lane + E.const(start, dt)})
+                points.append(For(lane, E.const(0, dt), E.const(width, dt), vec.kind, point))
+            offsets.append((base + start, width))
+    # distinct elements: the lane ranges [offset, offset + width) must not overlap
     ordered = sorted(offsets)
-    if any(b - a < lanes for a, b in zip(ordered, ordered[1:])):
+    if any(b[0] - a[0] < a[1] for a, b in zip(ordered, ordered[1:])):
         return None
     return AccumulatorPlan(tuple(region), tuple(points), buf, lanes, tuple(outer))
 
@@ -488,22 +514,22 @@ def emit_accumulated(
         )
         fw.line(f"{{ // {buf.name} kept in {what} across loops {loops}")
         fw.indent += 1
-        vload = fw.helpers.vload(buf.dtype, lanes) if lanes > 1 else ""
-        vt = fw.helpers.vtype(buf.dtype, lanes) if lanes > 1 else t
-        start = None
-        if init is not None:
-            value = fw.expr(init)
-            start = f"{fw.helpers.vbroadcast(buf.dtype, lanes)}({value})" if lanes > 1 else value
+        value = fw.expr(init) if init is not None else None
         for point in plan.points:
             name = fw.names.fresh(f"{buf.name}_acc")
             names.append(name)
             elem = f"{fw.buf_names[buf]}[{fw.index(buf, _first_lane(point))}]"
-            if start is not None:
-                fw.line(f"{vt} {name} = {start};")
-            else:
-                fw.line(
-                    f"{vt} {name} = {vload}(&{elem});" if lanes > 1 else f"{t} {name} = {elem};"
+            width = _width(point)  # lanes, or fewer for a vector loop's remainder
+            vt = fw.helpers.vtype(buf.dtype, width) if width > 1 else t
+            if value is not None:
+                start = (
+                    f"{fw.helpers.vbroadcast(buf.dtype, width)}({value})" if width > 1 else value
                 )
+                fw.line(f"{vt} {name} = {start};")
+            elif width > 1:
+                fw.line(f"{vt} {name} = {fw.helpers.vload(buf.dtype, width)}(&{elem});")
+            else:
+                fw.line(f"{t} {name} = {elem};")
             fw.accumulators[access_key(buf, _store_of(point).indices)] = name
         simd = simd_reduction_loop(plan)
         if simd is not None:
@@ -529,10 +555,11 @@ def emit_accumulated(
         ]
         fw.accumulators.clear()
         fw.accumulated = None
-        vstore = fw.helpers.vstore(buf.dtype, lanes) if lanes > 1 else ""
         for point, name in zip(plan.points, names):
             elem = f"{fw.buf_names[buf]}[{fw.index(buf, _first_lane(point))}]"
-            fw.line(f"{vstore}(&{elem}, {name});" if lanes > 1 else f"{elem} = {name};")
+            width = _width(point)
+            vstore = fw.helpers.vstore(buf.dtype, width) if width > 1 else ""
+            fw.line(f"{vstore}(&{elem}, {name});" if width > 1 else f"{elem} = {name};")
         fw.indent -= 1
         fw.line("}")
         for _ in plan.outer:
@@ -676,7 +703,7 @@ def _covers(
     tile_keys = set()
     for point in plan.points:
         bid, terms, const = access_key(buf, [substitute(i, red_consts) for i in _first_lane(point)])
-        tile_keys.update((bid, terms, const + lane) for lane in range(plan.lanes))
+        tile_keys.update((bid, terms, const + lane) for lane in range(_width(point)))
     return init_keys == tile_keys
 
 
