@@ -23,8 +23,11 @@ and after them the variables are stored back::
 
 The rewrite applies to a perfect loop nest ending in a single store whose value reads
 ``B`` only at the stored element, when ``N`` holds at most :data:`MAX_ACCUMULATORS`
-distinct elements or vectors. Buffers are distinct memory (parameters are ``restrict``,
-allocations are separate), so no other access in the loops can touch the tile.
+distinct elements or vectors. A vectorized loop whose extent is not a multiple of the
+lanes (50 over 16) keeps whole vectors, then its remainder in narrower vectors and a
+scalar (16, 16, 16, 2), as :mod:`.c_vector` covers such a loop. Buffers are distinct
+memory (parameters are ``restrict``, allocations are separate), so no other access in the
+loops can touch the tile.
 
 Scalar accumulators summed along a contiguous innermost loop (a dot product, e.g. a
 batched matmul ``Q @ K^T`` whose spatial tile is not vectorized) would stay scalar: C
