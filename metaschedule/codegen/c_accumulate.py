@@ -23,8 +23,11 @@ and after them the variables are stored back::
 
 The rewrite applies to a perfect loop nest ending in a single store whose value reads
 ``B`` only at the stored element, when ``N`` holds at most :data:`MAX_ACCUMULATORS`
-distinct elements or vectors. Buffers are distinct memory (parameters are ``restrict``,
-allocations are separate), so no other access in the loops can touch the tile.
+distinct elements or vectors. A vectorized loop whose extent is not a multiple of the
+lanes (50 over 16) keeps whole vectors, then its remainder in narrower vectors and a
+scalar (16, 16, 16, 2), as :mod:`.c_vector` covers such a loop. Buffers are distinct
+memory (parameters are ``restrict``, allocations are separate), so no other access in the
+loops can touch the tile.
 
 Scalar accumulators summed along a contiguous innermost loop (a dot product, e.g. a
 batched matmul ``Q @ K^T`` whose spatial tile is not vectorized) would stay scalar: C
@@ -126,8 +129,7 @@ class AccumulatorPlan:
             with the tile loops replaced by constants (wrapped in a vectorized loop of
             ``lanes`` iterations when ``lanes > 1``).
         buffer: the accumulated buffer.
-        lanes: lanes of the widest accumulator (1: scalars); each point's vector loop
-            gives its own (a tail narrower than the native width, see _chunk_widths).
+        lanes: lanes per accumulator (1: scalars).
         outer: tile loops moved outside the region (a tile too large for the register
             budget, see :data:`SPLIT_LARGE_TILES`), outermost first.
     """
@@ -216,29 +218,36 @@ def _chain(loop: For) -> tuple[list[For], Stmt]:
     return chain, cur
 
 
-def _chunk_widths(fw: FunctionWriter, vec: For, dtype: str) -> list[int] | None:
-    """Lanes of each accumulator along a vectorized tile loop: chunks of the native width,
-    then a power-of-two tail of halving widths (28 floats with 16 native lanes: 16, 8, 4;
-    as LLVM legalizes a 28-lane vector); None when a single lane would be left over."""
+def _lanes(fw: FunctionWriter, vec: For, dtype: str) -> int | None:
+    """Lanes of the widest accumulator of a vectorized tile loop: the native width when
+    the extent reaches it, else the widest power of two within the extent (a remainder
+    becomes narrower accumulators, see :func:`_chunks`: 28 floats are 16 + 8 + 4, as
+    LLVM legalizes such a vector; 12 are 8 + 4); None for a loop of one lane."""
     native = fw.target.vector_width // max(1, nbytes(dtype))
     ext = vec.extent.value
-    if native < 2:
+    if native < 2 or ext < 2:
         return None
-    widths = [native] * (ext // native)
-    tail, w = ext % native, native // 2
-    while tail:
-        if w < 2:
-            return None
-        if tail >= w:
-            widths.append(w)
-            tail -= w
-        else:
-            w //= 2
-    return widths
+    return native if ext >= native else 1 << (ext.bit_length() - 1)
 
 
-def _point_lanes(point: Stmt) -> int:
-    """Lanes of one accumulator of a plan (its vector loop's extent; 1: a scalar)."""
+def _chunks(extent: int, lanes: int) -> list[tuple[int, int]]:
+    """``(start, width)`` of the accumulators of a vector loop of ``extent``: vectors of
+    ``lanes``, then the remainder in power-of-two pieces, widest first (as the vector code
+    of :mod:`.c_vector` covers it), a width of 1 being a scalar: 50 over 16 lanes is
+    16, 16, 16, 2."""
+    out = [(c * lanes, lanes) for c in range(extent // lanes)]
+    start, rest = extent - extent % lanes, extent % lanes
+    width = lanes
+    while rest:
+        while width > rest:
+            width //= 2
+        out.append((start, width))
+        start, rest = start + width, rest - width
+    return out
+
+
+def _width(point: Stmt) -> int:
+    """Lanes of a planned point: its vector loop's extent, 1 for a scalar point."""
     return point.extent.value if isinstance(point, For) else 1
 
 
@@ -313,19 +322,20 @@ def plan_accumulators(fw: FunctionWriter, loop: For, split: bool = True) -> Accu
     tile = [lp for lp in tile if all(lp is not r for r in region)]
     if _guarded_by(body, {lp.loop_var for lp in tile}):
         return None  # an imperfect tile: some points do not exist, yet would be stored
-    widths = [1]
+    lanes = 1
     if vec is not None:
-        widths_or_none = _chunk_widths(fw, vec, buf.dtype)
-        if widths_or_none is None:
+        lanes_or_none = _lanes(fw, vec, buf.dtype)
+        if lanes_or_none is None:
             return None
-        widths = widths_or_none
+        lanes = lanes_or_none
         if form.coef(vec.loop_var) != 1 or form.without(vec.loop_var).uses(vec.loop_var):
             return None
     scalar_loops = [lp for lp in tile if lp is not vec]
     n_points = 1
     for lp in scalar_loops:
         n_points *= lp.extent.value
-    chunks = len(widths)
+    pieces = _chunks(vec.extent.value, lanes) if vec is not None else [(0, 1)]
+    chunks = len(pieces)
     outer: list[For] = []
     if n_points * chunks > MAX_ACCUMULATORS:
         if not (split and SPLIT_LARGE_TILES) or _planned_deeper(fw, chain):
@@ -338,26 +348,28 @@ def plan_accumulators(fw: FunctionWriter, loop: For, split: bool = True) -> Accu
     # points: every combination of the tile's scalar loops and vector chunks
     combos = _loop_points(scalar_loops, consts)
     points: list[Stmt] = []
-    spans: list[tuple[int, int]] = []  # (offset, lanes) of each accumulator
+    offsets: list[tuple[int, int]] = []
     lane = E.Var(vec.loop_var.name, vec.loop_var.dtype) if vec is not None else None
     for combo in combos:
         base = sum(form.coef(v) * int(x.value) for v, x in combo.items() if v not in consts)
         if vec is None or lane is None:
             points.append(substitute(body, combo))
-            spans.append((base, 1))
+            offsets.append((base, 1))
             continue
         w, dt = vec.loop_var, vec.loop_var.dtype
-        start = vec.min.value
-        for width in widths:
-            point = substitute(body, {**combo, w: lane + E.const(start, dt)})
-            points.append(For(lane, E.const(0, dt), E.const(width, dt), vec.kind, point))
-            spans.append((base + start, width))
-            start += width
-    # distinct elements: the lane ranges [offset, offset + lanes) must not overlap
-    ordered = sorted(spans)
+        for first, width in pieces:
+            start = vec.min.value + first
+            if width == 1:  # the last element of a remainder: a scalar accumulator
+                points.append(substitute(body, {**combo, w: E.const(start, dt)}))
+            else:
+                point = substitute(body, {**combo, w: lane + E.const(start, dt)})
+                points.append(For(lane, E.const(0, dt), E.const(width, dt), vec.kind, point))
+            offsets.append((base + start, width))
+    # distinct elements: the lane ranges [offset, offset + width) must not overlap
+    ordered = sorted(offsets)
     if any(b[0] - a[0] < a[1] for a, b in zip(ordered, ordered[1:])):
         return None
-    return AccumulatorPlan(tuple(region), tuple(points), buf, max(widths), tuple(outer))
+    return AccumulatorPlan(tuple(region), tuple(points), buf, lanes, tuple(outer))
 
 
 def _planned_deeper(fw: FunctionWriter, chain: list[For]) -> bool:
@@ -499,7 +511,7 @@ def emit_accumulated(
             fw.indent += 1
         loops = ", ".join(lp.loop_var.name for lp in plan.region)
         n = len(plan.points)
-        widths = "/".join(str(w) for w in sorted({_point_lanes(p) for p in plan.points})[::-1])
+        widths = "/".join(str(w) for w in sorted({_width(p) for p in plan.points}, reverse=True))
         what = f"{n} accumulator{'s' if n > 1 else ''}" + (
             f" of {widths} lanes" if lanes > 1 else ""
         )
@@ -510,13 +522,15 @@ def emit_accumulated(
             name = fw.names.fresh(f"{buf.name}_acc")
             names.append(name)
             elem = f"{fw.buf_names[buf]}[{fw.index(buf, _first_lane(point))}]"
-            w = _point_lanes(point)
-            vt = fw.helpers.vtype(buf.dtype, w) if w > 1 else t
+            width = _width(point)  # lanes, or fewer for a vector loop's remainder
+            vt = fw.helpers.vtype(buf.dtype, width) if width > 1 else t
             if value is not None:
-                start = f"{fw.helpers.vbroadcast(buf.dtype, w)}({value})" if w > 1 else value
+                start = (
+                    f"{fw.helpers.vbroadcast(buf.dtype, width)}({value})" if width > 1 else value
+                )
                 fw.line(f"{vt} {name} = {start};")
-            elif w > 1:
-                fw.line(f"{vt} {name} = {fw.helpers.vload(buf.dtype, w)}(&{elem});")
+            elif width > 1:
+                fw.line(f"{vt} {name} = {fw.helpers.vload(buf.dtype, width)}(&{elem});")
             else:
                 fw.line(f"{t} {name} = {elem};")
             fw.accumulators[access_key(buf, _store_of(point).indices)] = name
@@ -546,9 +560,9 @@ def emit_accumulated(
         fw.accumulated = None
         for point, name in zip(plan.points, names):
             elem = f"{fw.buf_names[buf]}[{fw.index(buf, _first_lane(point))}]"
-            w = _point_lanes(point)
-            vstore = fw.helpers.vstore(buf.dtype, w) if w > 1 else ""
-            fw.line(f"{vstore}(&{elem}, {name});" if w > 1 else f"{elem} = {name};")
+            width = _width(point)
+            vstore = fw.helpers.vstore(buf.dtype, width) if width > 1 else ""
+            fw.line(f"{vstore}(&{elem}, {name});" if width > 1 else f"{elem} = {name};")
         fw.indent -= 1
         fw.line("}")
         for _ in plan.outer:
@@ -692,7 +706,7 @@ def _covers(
     tile_keys = set()
     for point in plan.points:
         bid, terms, const = access_key(buf, [substitute(i, red_consts) for i in _first_lane(point)])
-        tile_keys.update((bid, terms, const + lane) for lane in range(_point_lanes(point)))
+        tile_keys.update((bid, terms, const + lane) for lane in range(_width(point)))
     return init_keys == tile_keys
 
 

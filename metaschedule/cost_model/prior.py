@@ -673,8 +673,6 @@ def _tile_candidates(
             continue
         if not all(_affine_in(store_lin, j) for j in tile):
             continue
-        if vec_loop in tile and ext[vec_loop] % 2:
-            continue  # a one-lane tail: no accumulators (c_accumulate._chunk_widths)
         vectors = math.prod(ext[j] for j in tile) * (per_elem if vec_loop in tile else 1.0)
         found.append((start, tile, vectors))
     return found
