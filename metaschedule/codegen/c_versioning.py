@@ -83,7 +83,35 @@ SHARE_POINTS = 1 << 16
 
 def version_guards(body: Stmt) -> Stmt:
     """``body`` with the guarded loop bodies versioned (see the module docstring)."""
-    return _Versioner().walk(body, [], {})[0]
+    return _Versioner(_guarded_loops(body)).walk(body, [], {})[0]
+
+
+def _guarded_loops(body: Stmt) -> set[int]:
+    """The ids of the loops of ``body`` with a guard (an ``if`` or a select) inside: only
+    those can be versioned, or hold a loop that can (one pass, so that the walk need not
+    search guard-free nests, such as a convolution's beside its padding stage)."""
+    found: set[int] = set()
+    guarded = [False]
+
+    class _V(Visitor):
+        def visit_For(self, loop: For) -> None:
+            outer = guarded[0]
+            guarded[0] = False
+            self.generic_visit(loop)
+            if guarded[0]:
+                found.add(id(loop))
+            guarded[0] = outer or guarded[0]
+
+        def visit_IfThenElse(self, s: IfThenElse) -> None:
+            guarded[0] = True
+            self.generic_visit(s)
+
+        def visit_Select(self, e: E.Select) -> None:
+            guarded[0] = True
+            self.generic_visit(e)
+
+    _V().visit(body)
+    return found
 
 
 # ----------------------------------------------------------------------------- guards
@@ -342,6 +370,9 @@ def _unit(loop: For) -> bool:
 class _Versioner:
     """The top-down walk: versions the deepest eligible loop on each path."""
 
+    def __init__(self, guarded: set[int]) -> None:
+        self.guarded = guarded  # ids of the loops with a guard inside (_guarded_loops)
+
     def walk(self, s: Stmt, chain: list[For], alloc_depth: dict[Buffer, int]) -> tuple[Stmt, bool]:
         if isinstance(s, SeqStmt):
             out, changed = [], False
@@ -362,7 +393,7 @@ class _Versioner:
             if not (c1 or c2):
                 return s, False
             return IfThenElse(s.condition, then_case, else_case), True
-        if isinstance(s, For) and s.kind is not ForKind.VECTORIZED:
+        if isinstance(s, For) and s.kind is not ForKind.VECTORIZED and id(s) in self.guarded:
             return self._loop(s, chain, alloc_depth)
         return s, False
 

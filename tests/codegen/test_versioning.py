@@ -403,3 +403,31 @@ def test_versioned_sampled_schedules_compute_the_numpy_result(name):
         if checked == 2:
             break
     assert checked >= 1
+
+
+@pytest.mark.parametrize("name", sorted(OPERATORS))
+def test_the_walk_skipping_guard_free_nests_versions_what_the_full_walk_does(name):
+    """Loops with no guard inside are passed over without a look (_guarded_loops); the
+    result is the one of a walk that examines every loop."""
+    from metaschedule.codegen import c_versioning  # local: private parts under test
+
+    class _AllLoops(tir.functor.Visitor):
+        def __init__(self) -> None:
+            self.ids: set[int] = set()
+
+        def visit_For(self, loop: For) -> None:
+            self.ids.add(id(loop))
+            self.generic_visit(loop)
+
+    compared = 0
+    for seed in range(12):
+        sch = _sampled(name, seed)
+        if sch is None:
+            continue
+        body = _lowered(sch).body
+        every = _AllLoops()
+        every.visit(body)
+        full = c_versioning._Versioner(every.ids).walk(body, [], {})[0]
+        assert tir.structural_equal(version_guards(body), full), str(sch.trace)
+        compared += 1
+    assert compared >= 4
