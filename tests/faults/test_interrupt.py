@@ -40,12 +40,12 @@ def committed(work_dir):
 def signal_mid_tuning(proc, work_dir, sig, rng):
     """Send ``sig`` once a random number of records is committed (plus a random delay);
     False if the tuner finished first."""
-    target = committed(work_dir) + rng.randint(1, 4)
+    target = committed(work_dir) + rng.randint(1, 2)
     deadline = time.monotonic() + 300
     while proc.poll() is None and committed(work_dir) < target:
         assert time.monotonic() < deadline
         time.sleep(0.02)
-    time.sleep(rng.uniform(0.0, 0.5))  # 16 trials of tiny kernels measure in ~2 s
+    time.sleep(rng.uniform(0.0, 0.2))  # the 16 tiny trials measure in ~2 s
     if proc.poll() is not None:
         return False
     proc.send_signal(sig)
