@@ -13,7 +13,7 @@ from check_database import check_work_dir
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-TRIALS = 16
+TRIALS = 32
 
 
 def start(work_dir, tmp):
@@ -26,6 +26,9 @@ def start(work_dir, tmp):
     return subprocess.Popen(
         [sys.executable, os.path.join(HERE, "tuning_child.py"), str(work_dir), str(TRIALS)],
         env=env,
+        # as from a shell: Ctrl-C raises KeyboardInterrupt in the child, whatever this
+        # process's own SIGINT disposition is (a child starting with it ignored keeps it so)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -45,7 +48,7 @@ def signal_mid_tuning(proc, work_dir, sig, rng):
     while proc.poll() is None and committed(work_dir) < target:
         assert time.monotonic() < deadline
         time.sleep(0.02)
-    time.sleep(rng.uniform(0.0, 0.2))  # the 16 tiny trials measure in ~2 s
+    time.sleep(rng.uniform(0.0, 0.2))  # the tiny trials measure in a few seconds
     if proc.poll() is not None:
         return False
     proc.send_signal(sig)
