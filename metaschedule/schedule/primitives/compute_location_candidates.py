@@ -14,11 +14,8 @@ from ..analysis import (
     lowest_common_ancestor,
     scope_blocks,
 )
-from ..error import (
-    ScheduleError,
-)
 from ..state import ScheduleState
-from .compute_at_plan import plan_compute_at
+from .compute_at_plan import can_compute_at
 from .compute_inline import can_compute_inline
 
 __all__ = ["closest_compute_location", "compute_location_candidates"]
@@ -48,11 +45,7 @@ def _candidate_loops(state: ScheduleState, fname: str, realize: BlockRealize) ->
 
 
 def _can_compute_at(state: ScheduleState, fname: str, realize: BlockRealize, loop: For) -> bool:
-    try:
-        plan_compute_at(state, fname, realize, loop, False, -1, reverse=False)
-    except ScheduleError:
-        return False
-    return True
+    return can_compute_at(state, fname, realize, loop)
 
 
 def compute_location_candidates(

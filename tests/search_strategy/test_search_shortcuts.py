@@ -1,0 +1,126 @@
+"""The search's shortcuts change nothing: the cheap legality check of compute_at gives
+the full plan's answer, and a seeded evolutionary search picks the same traces with and
+without the shortcuts (``slow_paths``)."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from pathlib import Path
+from unittest import mock
+
+import pytest
+
+from metaschedule import te
+from metaschedule.schedule import ScheduleError
+from metaschedule.schedule.primitives import compute_at_plan
+from metaschedule.schedule.primitives import compute_location_candidates as cl
+from metaschedule.schedule.state import child_stmts
+from metaschedule.search_strategy.base import TraceReplayer
+from metaschedule.te import ops
+from metaschedule.tir import BlockRealize, For
+from metaschedule.tune_context import TuneContext
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_replay_cache import _tune, conv_bias_relu  # noqa: E402
+
+
+def _full_plan_check(state, fname, realize, loop) -> bool:
+    """compute_at legality the general way: the whole plan is built."""
+    try:
+        compute_at_plan.plan_compute_at(state, fname, realize, loop, False, -1, reverse=False)
+    except ScheduleError:
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def slow_paths():
+    """Switch the search's shortcuts off."""
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(mock.patch.object(cl, "can_compute_at", _full_plan_check))
+        yield
+
+
+def matmul_bias_relu():
+    a = te.placeholder((12, 16), "float32", "A")
+    b = te.placeholder((16, 20), "float32", "B")
+    c = te.placeholder((20,), "float32", "C")
+    mm = ops.matmul(a, b)
+    return te.create_prim_func([a, b, c, ops.relu(ops.bias_add(mm, c, axis=-1))])
+
+
+def depthwise():
+    data = te.placeholder((1, 8, 8, 16), "float32", "A")
+    weight = te.placeholder((3, 3, 16, 1), "float32", "W")
+    out = ops.depthwise_conv2d_nhwc(data, weight, stride=1, padding=1)
+    return te.create_prim_func([data, weight, out])
+
+
+def _schedules(func, seeds):
+    """Replayed schedules of each design space, before and after post-processing (fused
+    parallel and vector loops bind iteration variables non-linearly)."""
+    ctx = TuneContext(
+        func,
+        target="llvm",
+        space_generator="post-order-apply",
+        search_strategy="evolutionary",
+        rand_state=1,
+    )
+    replayer = TraceReplayer(ctx.mod, ctx.space_generator.postprocs)
+    for space in ctx.generate_design_space():
+        for seed in seeds:
+            try:
+                sch = replayer.replay(space.trace, seed)
+            except ValueError:
+                continue
+            yield sch
+            done = sch.copy()
+            if replayer.apply_postprocs(done):
+                yield done
+
+
+def _nodes(stmt):
+    stack, out = [stmt], []
+    while stack:
+        s = stack.pop()
+        out.append(s)
+        stack.extend(child_stmts(s))
+    return out
+
+
+@pytest.mark.parametrize("make", [conv_bias_relu, matmul_bias_relu, depthwise])
+def test_the_cheap_compute_at_check_is_the_full_plan(make):
+    answers = {True: 0, False: 0}
+    fast = 0
+    for sch in _schedules(make(), range(4)):
+        state = sch.state
+        func = state.func("main")
+        nodes = _nodes(func.body)
+        loops = [n for n in nodes if isinstance(n, For)]
+        realizes = [n for n in nodes if isinstance(n, BlockRealize) and n is not func.body]
+        for realize in realizes:
+            for loop in loops:
+                want = _full_plan_check(state, "main", realize, loop)
+                got = compute_at_plan.can_compute_at(state, "main", realize, loop)
+                assert got == want, (realize.block.name_hint, loop.loop_var.name, sch.trace)
+                answers[want] += 1
+                if want and _linear(state, realize, loop):
+                    fast += 1
+    # both answers were seen, and legal placements through the cheap path
+    assert answers[True] > 5 and answers[False] > 5 and fast > 0
+
+
+def _linear(state, realize, loop):
+    checked = compute_at_plan._plan_checks(state, "main", realize, loop, reverse=False)
+    return compute_at_plan._regions_are_linear(
+        state, "main", checked.others, loop, checked.exchanged
+    )
+
+
+@pytest.mark.slow
+def test_a_seeded_search_picks_the_same_traces_without_the_search_shortcuts(tmp_path):
+    fast = _tune(tmp_path, "fast")
+    with slow_paths():
+        slow = _tune(tmp_path, "slow")
+    assert fast and fast == slow
