@@ -12,13 +12,17 @@ from unittest import mock
 import pytest
 
 from metaschedule import te
-from metaschedule.schedule import ScheduleError
+from metaschedule.mutator import MutateComputeLocation, MutateParallel
+from metaschedule.mutator.base import Mutator, ReplayMemo, fully_decided
+from metaschedule.schedule import ScheduleError, Trace
+from metaschedule.schedule.analysis import loop_iter_type
 from metaschedule.schedule.primitives import compute_at_plan
 from metaschedule.schedule.primitives import compute_location_candidates as cl
-from metaschedule.schedule.state import child_stmts
-from metaschedule.search_strategy.base import TraceReplayer
+from metaschedule.schedule.state import ScheduleState, child_stmts
+from metaschedule.search_strategy.base import TraceReplayer, trace_key
 from metaschedule.te import ops
-from metaschedule.tir import BlockRealize, For
+from metaschedule.tir import BlockRealize, For, IterType
+from metaschedule.tir.function import IRModule, PrimFunc
 from metaschedule.tune_context import TuneContext
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -34,11 +38,22 @@ def _full_plan_check(state, fname, realize, loop) -> bool:
     return True
 
 
+def _iter_types_one_by_one(chain):
+    if not chain:
+        return []
+    state = ScheduleState(IRModule({"main": PrimFunc([], chain[0])}))
+    return [loop_iter_type(state, "main", lp) == IterType.DATA_PAR for lp in chain]
+
+
 @contextlib.contextmanager
 def slow_paths():
     """Switch the search's shortcuts off."""
     with contextlib.ExitStack() as stack:
         stack.enter_context(mock.patch.object(cl, "can_compute_at", _full_plan_check))
+        stack.enter_context(mock.patch.object(cl, "_feeds_only_data_par", _iter_types_one_by_one))
+        stack.enter_context(
+            mock.patch.object(Mutator, "_replay_memo", lambda self: ReplayMemo(max_size=0))
+        )
         yield
 
 
@@ -111,6 +126,20 @@ def test_the_cheap_compute_at_check_is_the_full_plan(make):
     assert answers[True] > 5 and answers[False] > 5 and fast > 0
 
 
+@pytest.mark.parametrize("make", [conv_bias_relu, matmul_bias_relu, depthwise])
+def test_one_walk_gives_the_iter_type_of_every_loop_of_a_chain(make):
+    seen = set()
+    for sch in _schedules(make(), range(3)):
+        state = sch.state
+        func = state.func("main")
+        for realize in (n for n in _nodes(func.body) if isinstance(n, BlockRealize)):
+            chain = state.loops_above("main", realize)
+            want = [loop_iter_type(state, "main", lp) == IterType.DATA_PAR for lp in chain]
+            assert cl._feeds_only_data_par(chain) == want
+            seen.update(want)
+    assert seen == {True, False}
+
+
 def _linear(state, realize, loop):
     checked = compute_at_plan._plan_checks(state, "main", realize, loop, reverse=False)
     return compute_at_plan._regions_are_linear(
@@ -124,3 +153,57 @@ def test_a_seeded_search_picks_the_same_traces_without_the_search_shortcuts(tmp_
     with slow_paths():
         slow = _tune(tmp_path, "slow")
     assert fast and fast == slow
+
+
+def _mutated_parents(ctx, n):
+    """Replayed schedules of the design spaces (their traces carry every decision)."""
+    replayer = TraceReplayer(ctx.mod, ctx.space_generator.postprocs)
+    out = []
+    for seed in range(n):
+        for space in ctx.generate_design_space():
+            sch = replayer(space.trace, seed)
+            if sch is not None:
+                out.append(sch)
+    return out
+
+
+@pytest.mark.parametrize("kind", [MutateComputeLocation, MutateParallel])
+def test_the_replay_memo_of_a_mutator_gives_what_a_replay_gives(kind):
+    ctx = TuneContext(
+        conv_bias_relu(),
+        target="llvm",
+        space_generator="post-order-apply",
+        search_strategy="evolutionary",
+        rand_state=2,
+    )
+    mutator = next(m for m in ctx.space_generator.mutator_probs if isinstance(m, kind))
+    parents = _mutated_parents(ctx, 4)
+    memo = mutator._replay_memo()
+    applied = 0
+    for sch in parents:
+        for seed in range(3):
+            with mock.patch.object(Mutator, "_replay_memo", lambda self: ReplayMemo(max_size=0)):
+                want = mutator.apply(sch.trace, seed)
+            got = mutator.apply(sch.trace, seed)  # remembered after the first seed
+            assert (got is None) == (want is None)
+            if got is not None:
+                applied += 1
+                assert trace_key(got) == trace_key(want)
+    assert applied > 0 and memo._items  # the memo was filled and used
+    # a trace with another decision is another key: replayed afresh
+    calls = []
+    trace = parents[0].trace
+    memo.get(trace, ctx.mod, "x", lambda: calls.append(1) or "first")
+    assert memo.get(trace, ctx.mod, "x", lambda: calls.append(1) or "again") == "first"
+    tile = next(i for i in trace.insts if i.kind.name == "SamplePerfectTile")
+    other = trace.with_decision(tile, trace.decisions[tile], remove_postproc=True)
+    assert memo.get(other, ctx.mod, "x", lambda: calls.append(1) or "other") == "other"
+    # another workload, or other inputs: afresh too
+    twin = TuneContext(conv_bias_relu(), target="llvm").mod
+    assert memo.get(trace, twin, "x", lambda: "twin") == "twin"
+    assert memo.get(trace, ctx.mod, "y", lambda: "y") == "y"
+    # a trace with a sampling instruction left undecided is never remembered
+    undecided = Trace(trace.insts, {i: d for i, d in trace.decisions.items() if i is not tile})
+    assert not fully_decided(undecided) and fully_decided(trace)
+    memo.get(undecided, ctx.mod, "x", lambda: "u1")
+    assert memo.get(undecided, ctx.mod, "x", lambda: "u2") == "u2"
