@@ -19,10 +19,12 @@ from metaschedule.schedule.analysis import loop_iter_type
 from metaschedule.schedule.primitives import compute_at_plan
 from metaschedule.schedule.primitives import compute_location_candidates as cl
 from metaschedule.schedule.state import ScheduleState, child_stmts
+from metaschedule.search_strategy import evolutionary_search as es
 from metaschedule.search_strategy.base import TraceReplayer, trace_key
 from metaschedule.te import ops
 from metaschedule.tir import BlockRealize, For, IterType
 from metaschedule.tir.function import IRModule, PrimFunc
+from metaschedule.tir.structural import structural_equal, structural_hash
 from metaschedule.tune_context import TuneContext
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -54,6 +56,7 @@ def slow_paths():
         stack.enter_context(
             mock.patch.object(Mutator, "_replay_memo", lambda self: ReplayMemo(max_size=0))
         )
+        stack.enter_context(mock.patch.object(es, "schedule_bucket", structural_hash))
         yield
 
 
@@ -207,3 +210,36 @@ def test_the_replay_memo_of_a_mutator_gives_what_a_replay_gives(kind):
     assert not fully_decided(undecided) and fully_decided(trace)
     memo.get(undecided, ctx.mod, "x", lambda: "u1")
     assert memo.get(undecided, ctx.mod, "x", lambda: "u2") == "u2"
+
+
+def test_structurally_equal_schedules_share_a_bucket():
+    ctx = TuneContext(
+        conv_bias_relu(),
+        target="llvm",
+        space_generator="post-order-apply",
+        search_strategy="evolutionary",
+        rand_state=4,
+    )
+    schs = _mutated_parents(ctx, 6)
+    # the same traces replayed again: new objects (new loop variables), equal structure
+    replayer = TraceReplayer(ctx.mod, ctx.space_generator.postprocs)
+    again = [replayer(sch.trace, 123) for sch in schs[:6]]
+    pool = schs + [a for a in again if a is not None]
+    pairs = equal = 0
+    for i, a in enumerate(pool):
+        for b in pool[i + 1 :]:
+            pairs += 1
+            if structural_equal(a.mod, b.mod, map_free_vars=True):
+                equal += 1
+                assert es.schedule_bucket(a.mod) == es.schedule_bucket(b.mod)
+    assert equal >= 6
+    # and different schedules mostly get different buckets
+    buckets = {es.schedule_bucket(s.mod) for s in schs}
+    hashes = {structural_hash(s.mod) for s in schs}
+    assert len(buckets) >= len(hashes) - 2
+    # a changed annotation, loop extent or block name is another bucket
+    sch = schs[0].copy()
+    loop = sch.get_loops(sch.get_block("conv2d_nhwc"))[-1]
+    before = es.schedule_bucket(sch.mod)
+    sch.annotate(loop, "pragma_auto_unroll_max_step", 7)
+    assert es.schedule_bucket(sch.mod) != before
