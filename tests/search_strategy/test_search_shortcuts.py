@@ -57,6 +57,7 @@ def slow_paths():
             mock.patch.object(Mutator, "_replay_memo", lambda self: ReplayMemo(max_size=0))
         )
         stack.enter_context(mock.patch.object(es, "schedule_bucket", structural_hash))
+        stack.enter_context(mock.patch.object(TraceReplayer, "max_snapshots", 0))
         yield
 
 
@@ -243,3 +244,41 @@ def test_structurally_equal_schedules_share_a_bucket():
     before = es.schedule_bucket(sch.mod)
     sch.annotate(loop, "pragma_auto_unroll_max_step", 7)
     assert es.schedule_bucket(sch.mod) != before
+
+
+def test_replays_resumed_from_snapshots_are_replays_from_scratch():
+    ctx = TuneContext(
+        conv_bias_relu(),
+        target="llvm",
+        space_generator="post-order-apply",
+        search_strategy="evolutionary",
+        rand_state=5,
+    )
+    parents = _mutated_parents(ctx, 4)
+    mutators = list(ctx.space_generator.mutator_probs)
+    replayer = TraceReplayer(ctx.mod, ctx.space_generator.postprocs)
+    resumed = 0
+    for n, parent in enumerate(parents * 3):
+        for mutator in mutators:
+            try:
+                trace = mutator.apply(parent.trace, n)
+            except ValueError:
+                continue
+            if trace is None:
+                continue
+            got = replayer(trace, 7)
+            with mock.patch.object(TraceReplayer, "max_snapshots", 0):
+                want = TraceReplayer(ctx.mod, ctx.space_generator.postprocs)(trace, 7)
+            assert (got is None) == (want is None)
+            if got is not None:
+                assert structural_equal(got.mod, want.mod)
+                assert str(got.trace) == str(want.trace)
+            resumed += 1
+    assert resumed > 10 and replayer._snapshots and replayer.snapshot_hits > 5
+    # a trace with a sampling instruction left undecided keeps no snapshot past it
+    space = ctx.generate_design_space()[0].trace
+    fresh = TraceReplayer(ctx.mod, ctx.space_generator.postprocs)
+    fresh(Trace(space.insts, {}), 1)
+    assert not fresh._snapshots
+    fresh(space, 1)  # the design space's own decisions: kept
+    assert fresh._snapshots
