@@ -139,6 +139,13 @@ class TraceReplayer:
     same module: the schedule they make is kept (by the identity of those instructions,
     at most ``max_prefixes`` of them) and copied by later replays. A replay from a kept
     prefix is the same as a replay from scratch: same module, same trace.
+
+    Likewise, while a replay has drawn no random number (its sampling instructions carry
+    their decisions, as a mutant's do), the schedule before each sampling instruction is
+    kept (by the identities of the instructions so far and the decisions among them, at
+    most ``max_snapshots``, the oldest dropped first); a later replay of the same
+    instructions with the same decisions (another mutant of the same parent) resumes
+    from the latest one.
     """
 
     #: deterministic trace prefixes kept (a bound on memory; 0 replays every trace whole)
@@ -229,8 +236,8 @@ class TraceReplayer:
             if sch._rand_state != fresh:
                 break  # a draw without a decision: later schedules depend on the seed
             if key not in self._snapshots:
-                if len(self._snapshots) >= self.max_snapshots:
-                    self._snapshots.clear()
+                if len(self._snapshots) >= self.max_snapshots:  # the oldest goes
+                    del self._snapshots[next(iter(self._snapshots))]
                 self._snapshots[key] = (insts[:k], sch.copy(), dict(rv_map))  # keeps ids alive
         trace.apply_insts_to_schedule(sch, insts[start:], rv_map)
         return sch
