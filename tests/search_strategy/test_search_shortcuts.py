@@ -254,7 +254,7 @@ def test_replays_resumed_from_snapshots_are_replays_from_scratch():
         search_strategy="evolutionary",
         rand_state=5,
     )
-    parents = _mutated_parents(ctx, 4)
+    parents = _mutated_parents(ctx, 2)
     mutators = list(ctx.space_generator.mutator_probs)
     replayer = TraceReplayer(ctx.mod, ctx.space_generator.postprocs)
     resumed = 0
@@ -274,7 +274,7 @@ def test_replays_resumed_from_snapshots_are_replays_from_scratch():
                 assert structural_equal(got.mod, want.mod)
                 assert str(got.trace) == str(want.trace)
             resumed += 1
-    assert resumed > 10 and replayer._snapshots and replayer.snapshot_hits > 5
+    assert resumed > 6 and replayer._snapshots and replayer.snapshot_hits > 3
     # a trace with a sampling instruction left undecided keeps no snapshot past it
     space = ctx.generate_design_space()[0].trace
     fresh = TraceReplayer(ctx.mod, ctx.space_generator.postprocs)
