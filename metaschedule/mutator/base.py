@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -26,7 +26,7 @@ from ..schedule.rv import RV
 if TYPE_CHECKING:
     from ..tir.function import IRModule
 
-__all__ = ["Mutator", "PyMutator", "as_generator", "create"]
+__all__ = ["Mutator", "PyMutator", "ReplayMemo", "as_generator", "create"]
 
 
 def as_generator(
@@ -50,6 +50,7 @@ class Mutator(ABC):
 
     _rng: np.random.Generator | None = None
     _mod: IRModule | None = None
+    _memo: ReplayMemo | None = None
 
     def _initialize_with_tune_context(self, context: Any) -> None:
         """Keep the workload and fork a random stream from the context."""
@@ -67,7 +68,14 @@ class Mutator(ABC):
         """An independent copy (its random stream is re-forked at initialisation)."""
         new = copy.copy(self)
         new._rng = None
+        new._memo = None
         return new
+
+    def _replay_memo(self) -> ReplayMemo:
+        """This mutator's memo of what replays of traces found (:class:`ReplayMemo`)."""
+        if self._memo is None:
+            self._memo = ReplayMemo()
+        return self._memo
 
     def _generator(self, rand_state: np.random.Generator | int | None) -> np.random.Generator:
         if rand_state is None and self._rng is None:
@@ -161,3 +169,41 @@ def resample_categorical(trace: Trace, inst: Instruction, rng: np.random.Generat
         return None
     choice = others[int(rng.choice(len(others), p=mass / mass.sum()))]
     return trace.with_decision(inst, choice, remove_postproc=True)
+
+
+class ReplayMemo:
+    """What a mutator found by replaying a trace on the workload, remembered per trace.
+
+    A :class:`~metaschedule.schedule.Trace` is immutable, so a result computed from a
+    trace whose sampling instructions all carry their decision (the replay then draws no
+    random number: the seed does not matter) is remembered by the trace's identity
+    (the trace is kept alive, so its ``id`` stays unique) and the workload's. The search
+    mutates the same good parents again and again; each is replayed once. At most
+    ``max_size`` traces are kept (then the memo starts afresh).
+    """
+
+    def __init__(self, max_size: int = 256) -> None:
+        self.max_size = max_size
+        self._items: dict[tuple[int, Any], tuple[Trace, IRModule, Any]] = {}
+
+    def get(self, trace: Trace, mod: IRModule, extra: Any, compute: Callable[[], Any]) -> Any:
+        """``compute()``, or its result remembered for this trace, workload and ``extra``
+        (a hashable value of the other inputs)."""
+        key = (id(trace), extra)
+        hit = self._items.get(key)
+        if hit is not None and hit[0] is trace and hit[1] is mod:
+            return hit[2]
+        value = compute()
+        if self.max_size > 0 and fully_decided(trace):
+            if len(self._items) >= self.max_size:
+                self._items.clear()
+            self._items[key] = (trace, mod, value)
+        return value
+
+
+def fully_decided(trace: Trace) -> bool:
+    """Whether every sampling instruction of ``trace`` (before post-processing) has its
+    decision: its replay then draws no random number."""
+    return all(
+        inst in trace.decisions for inst in pre_postproc_insts(trace) if inst.kind.has_decision
+    )

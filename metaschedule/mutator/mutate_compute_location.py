@@ -18,7 +18,8 @@ class MutateComputeLocation(Mutator):
     ``SampleComputeLocation`` the legal locations of its block are listed at that point
     of the replay (-2 inline, -1 root, i >= 0 a loop, see
     :meth:`~metaschedule.schedule.Schedule.sample_compute_location`). One instruction with
-    another legal location is picked uniformly, then one of its other locations.
+    another legal location is picked uniformly, then one of its other locations. What a
+    replay finds is remembered per trace (:class:`~.base.ReplayMemo`).
     """
 
     def apply(
@@ -27,7 +28,10 @@ class MutateComputeLocation(Mutator):
         rng = self._generator(rand_state)
         if not any(inst.kind.name == "SampleComputeLocation" for inst in trace.insts):
             return None
-        candidates = self._candidates(trace, int(rng.integers(2**31 - 1)))
+        seed = int(rng.integers(2**31 - 1))
+        candidates = self._replay_memo().get(
+            trace, self._workload(), None, lambda: self._candidates(trace, seed)
+        )
         if not candidates:
             return None
         inst, locations = candidates[int(rng.integers(len(candidates)))]

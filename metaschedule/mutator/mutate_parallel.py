@@ -12,7 +12,12 @@ from ..schedule.rv import BlockRV
 from ..tir.expr import IntImm, Var
 from ..tir.functor import Visitor
 from ..tir.stmt import IterType
-from .base import Mutator, annotation_samples, pre_postproc_insts, resample_categorical
+from .base import (
+    Mutator,
+    annotation_samples,
+    pre_postproc_insts,
+    resample_categorical,
+)
 
 __all__ = ["PARALLEL_KEY", "MutateParallel"]
 
@@ -31,7 +36,8 @@ class MutateParallel(Mutator):
     annotation with the value of a plan other than the current one.
 
     Where the annotated value is a ``SampleCategorical`` output instead of a constant,
-    that decision is resampled, as MutateUnroll does.
+    that decision is resampled, as MutateUnroll does. What a replay finds is remembered
+    per trace (:class:`~.base.ReplayMemo`).
 
     Args:
         max_jobs_per_core: parallel jobs per core; with the target's ``num_cores`` (or the
@@ -69,11 +75,14 @@ class MutateParallel(Mutator):
                 "MutateParallel needs the target's core count: initialise it "
                 "with a TuneContext first"
             )
-        sch = Schedule(
-            self._workload(), seed=int(rng.integers(2**31 - 1)), error_render_level="none"
+        seed = int(rng.integers(2**31 - 1))
+        max_extent = self.max_parallel_extent
+        prods = self._replay_memo().get(
+            trace,
+            self._workload(),
+            (block_name, func_name, max_extent),
+            lambda: self._products(trace, seed, block_name, func_name, max_extent),
         )
-        trace.apply_to_schedule(sch, remove_postproc=True)
-        prods = analyze_parallel(sch, block_name, func_name, self.max_parallel_extent)
         plans: dict[tuple[int, ...], int] = {}
         for prod in prods:
             for limit in prod:
@@ -85,6 +94,14 @@ class MutateParallel(Mutator):
         options = sorted(plans.items())  # deterministic order, as TVM's ordered map
         limit = options[int(rng.integers(len(options)))][1]
         return _replace_value(trace, ann, limit)
+
+    def _products(
+        self, trace: Trace, seed: int, block_name: str, func_name: str, limit: int
+    ) -> list[list[int]]:
+        """:func:`analyze_parallel` of ``trace`` replayed on the workload."""
+        sch = Schedule(self._workload(), seed=seed, error_render_level="none")
+        trace.apply_to_schedule(sch, remove_postproc=True)
+        return analyze_parallel(sch, block_name, func_name, limit)
 
 
 def _constant_annotations(trace: Trace) -> list[tuple[Instruction, str, str]]:

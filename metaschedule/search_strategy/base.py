@@ -112,6 +112,11 @@ def trace_key(trace: Trace) -> str:
     return json.dumps(trace.simplified(remove_postproc=True).as_json(), separators=(",", ":"))
 
 
+def _decision_key(decision: Any) -> Any:
+    """A decision as a hashable value (a tile's factors are a list)."""
+    return tuple(decision) if isinstance(decision, list) else decision
+
+
 def timed(name: str) -> contextlib.AbstractContextManager:
     """Time a phase of the search as ``name`` in the entered Profilers."""
     return Profiler.timeit(name)
@@ -134,10 +139,20 @@ class TraceReplayer:
     same module: the schedule they make is kept (by the identity of those instructions,
     at most ``max_prefixes`` of them) and copied by later replays. A replay from a kept
     prefix is the same as a replay from scratch: same module, same trace.
+
+    Likewise, while a replay has drawn no random number (its sampling instructions carry
+    their decisions, as a mutant's do), the schedule before each sampling instruction is
+    kept (by the identities of the instructions so far and the decisions among them, at
+    most ``max_snapshots``, the oldest dropped first); a later replay of the same
+    instructions with the same decisions (another mutant of the same parent) resumes
+    from the latest one.
     """
 
     #: deterministic trace prefixes kept (a bound on memory; 0 replays every trace whole)
     max_prefixes: int = 64
+    #: schedules kept before the sampling instructions of replays that drew no random
+    #: number (a bound on memory; 0 keeps none)
+    max_snapshots: int = 1024
 
     def __init__(self, mod: IRModule, postprocs: list[Postproc]):
         self.mod = mod
@@ -146,6 +161,10 @@ class TraceReplayer:
         # ids of a prefix's instructions -> (those instructions, the schedule after them,
         # the map of the prefix's random variables to the schedule's)
         self._prefixes: dict[tuple[int, ...], tuple[tuple, Schedule | None, dict[int, Any]]] = {}
+        # (ids of instructions and decisions before a sampling instruction) -> (those
+        # instructions, the schedule there, the map of the trace's random variables)
+        self._snapshots: dict[Any, tuple[tuple, Schedule, dict[int, Any]]] = {}
+        self.snapshot_hits = 0  # replays resumed from a snapshot
 
     def __call__(self, trace: Trace, seed: int) -> Schedule | None:
         """``trace`` replayed (post-processing removed; missing decisions sampled with
@@ -172,7 +191,55 @@ class TraceReplayer:
             return sch
         sch, rv_map = hit
         sch.seed(seed)
-        trace.apply_insts_to_schedule(sch, insts[cut:], rv_map)
+        if self.max_snapshots <= 0:
+            trace.apply_insts_to_schedule(sch, insts[cut:], rv_map)
+            return sch
+        return self._replay_decided(trace, insts, cut, sch, rv_map)
+
+    def _replay_decided(
+        self, trace: Trace, insts: tuple, cut: int, sch: Schedule, rv_map: dict[int, Any]
+    ) -> Schedule:
+        """Replay ``insts[cut:]`` on ``sch`` (the kept prefix's copy), resuming from the
+        latest kept snapshot of the same instructions with the same decisions, and keeping
+        snapshots before the sampling instructions of this replay while no random number
+        was drawn (then the schedule there does not depend on the seed)."""
+        # the positions a snapshot may be kept at, and their keys: the instructions (by
+        # identity) and the decisions of the sampling ones before them
+        keys: list[tuple[int, Any]] = []
+        key: Any = tuple(map(id, insts[:cut]))
+        for k in range(cut, len(insts)):
+            inst = insts[k]
+            if inst.kind.has_decision:
+                keys.append((k, key))
+                decision = trace.decisions.get(inst)
+                if decision is None:
+                    break  # drawn at random from here on: nothing to keep
+                key = (key, id(inst), _decision_key(decision))
+            else:
+                key = (key, id(inst))
+        start = cut
+        for k, key in reversed(keys):
+            kept = self._snapshots.get(key)
+            if kept is not None and k > cut:
+                seed = sch._rand_state
+                sch, rv_map = kept[1].copy(), dict(kept[2])
+                sch._rand_state = seed
+                start = k
+                self.snapshot_hits += 1
+                break
+        fresh = sch._rand_state
+        for k, key in keys:
+            if k <= start:
+                continue
+            trace.apply_insts_to_schedule(sch, insts[start:k], rv_map)
+            start = k
+            if sch._rand_state != fresh:
+                break  # a draw without a decision: later schedules depend on the seed
+            if key not in self._snapshots:
+                if len(self._snapshots) >= self.max_snapshots:  # the oldest goes
+                    del self._snapshots[next(iter(self._snapshots))]
+                self._snapshots[key] = (insts[:k], sch.copy(), dict(rv_map))  # keeps ids alive
+        trace.apply_insts_to_schedule(sch, insts[start:], rv_map)
         return sch
 
     def _prefix(self, trace: Trace, prefix: tuple) -> tuple[Schedule, dict[int, Any]] | None:

@@ -42,8 +42,10 @@ from ..cost_model.prior import AnalyticPrior
 from ..measure_candidate import MeasureCandidate
 from ..registry import register
 from ..schedule import Schedule, Trace
-from ..tir.function import IRModule
-from ..tir.structural import structural_equal, structural_hash
+from ..tir.expr import FloatImm, IntImm
+from ..tir.function import IRModule, PrimFunc
+from ..tir.stmt import BlockRealize, For, SeqStmt, Stmt
+from ..tir.structural import structural_equal
 from .base import (
     ContextBound,
     SearchStrategy,
@@ -64,21 +66,73 @@ if TYPE_CHECKING:
 __all__ = ["EvolutionarySearch"]
 
 
-class _Info:
-    """A schedule with its module hash and trace key, computed once."""
+def schedule_bucket(mod: IRModule | PrimFunc) -> int:
+    """A hash of a module's loop nest skeleton, consistent with ``structural_equal(...,
+    map_free_vars=True)`` (structurally equal modules get equal buckets): per function,
+    its statements in order with the constant loop bounds, loop kinds and threads, block
+    names and iteration counts, and the annotations' keys with their int, float or
+    string values (a value of any other kind counts as unknown). Where
+    :func:`~metaschedule.tir.structural.structural_hash` spells every expression,
+    this walks the statements only: the search buckets every schedule it makes by it
+    (schedules that differ only in their expressions share a bucket, and
+    ``structural_equal`` tells them apart). Within one process only (``hash`` of
+    strings is salted)."""
+    funcs = [mod] if isinstance(mod, PrimFunc) else list(mod.functions.values())
+    return hash(tuple(sorted(hash(_skeleton(f.body)) for f in funcs)))
 
-    __slots__ = ("_shash", "_tkey", "sch")
+
+def _skeleton(body: Stmt) -> tuple:
+    out: list = []
+    stack = [body]
+    while stack:
+        s = stack.pop()
+        t = type(s)
+        if t is For:
+            out.append(
+                (_scalar(s.min), _scalar(s.extent), s.kind, s.thread_binding, _ann(s.annotations))
+            )
+            stack.append(s.body)
+        elif t is SeqStmt:
+            out.append(len(s.seq))
+            stack.extend(reversed(s.seq))
+        elif t is BlockRealize:
+            block = s.block
+            out.append((block.name_hint, len(block.iter_vars), _ann(block.annotations)))
+            stack.append(block.body)
+            if block.init is not None:
+                stack.append(block.init)
+        else:
+            out.append(t.__name__)
+    return tuple(out)
+
+
+def _scalar(x: Any) -> Any:
+    if isinstance(x, (IntImm, FloatImm)):
+        return x.value
+    if isinstance(x, (int, float, str)):
+        return x
+    return "?"
+
+
+def _ann(annotations: Any) -> tuple:
+    return tuple(sorted((k, _scalar(v)) for k, v in annotations.items())) if annotations else ()
+
+
+class _Info:
+    """A schedule with its module bucket and trace key, computed once."""
+
+    __slots__ = ("_bucket", "_tkey", "sch")
 
     def __init__(self, sch: Schedule):
         self.sch = sch
-        self._shash: int | None = None
+        self._bucket: int | None = None
         self._tkey: str | None = None
 
     @property
-    def shash(self) -> int:
-        if self._shash is None:
-            self._shash = structural_hash(self.sch.mod)
-        return self._shash
+    def bucket(self) -> int:
+        if self._bucket is None:
+            self._bucket = schedule_bucket(self.sch.mod)
+        return self._bucket
 
     @property
     def tkey(self) -> str:
@@ -88,7 +142,8 @@ class _Info:
 
 
 class _ScheduleSet:
-    """Schedules up to the structure of their module, and traces by key."""
+    """Schedules up to the structure of their module (bucketed by
+    :func:`schedule_bucket`, told apart by ``structural_equal``), and traces by key."""
 
     def __init__(self) -> None:
         self._mods: dict[int, list[IRModule]] = {}
@@ -96,19 +151,19 @@ class _ScheduleSet:
 
     def add(self, info: _Info) -> None:
         if not self.contains(info, check_traces=False):
-            self._mods.setdefault(info.shash, []).append(info.sch.mod)
+            self._mods.setdefault(info.bucket, []).append(info.sch.mod)
 
     def add_trace_key(self, key: str) -> None:
         self._trace_keys.add(key)
 
     def discard(self, info: _Info) -> None:
         """Forget this very module (by identity)."""
-        bucket = self._mods.get(info.shash, [])
+        bucket = self._mods.get(info.bucket, [])
         bucket[:] = [m for m in bucket if m is not info.sch.mod]
 
     def contains(self, info: _Info, check_traces: bool = True) -> bool:
         mod = info.sch.mod
-        for other in self._mods.get(info.shash, ()):
+        for other in self._mods.get(info.bucket, ()):
             if other is mod or structural_equal(other, mod, map_free_vars=True):
                 return True
         return check_traces and bool(self._trace_keys) and info.tkey in self._trace_keys

@@ -50,10 +50,10 @@ from ..error import (
     NotAllBlocksUnderLoopError,
     ScheduleError,
 )
-from ..linear import LinearProver
+from ..linear import LinearProver, linear_terms
 from ..state import ScheduleState
 
-__all__ = ["plan_compute_at"]
+__all__ = ["can_compute_at", "plan_compute_at"]
 
 
 def _names(realizes) -> list[str]:
@@ -341,18 +341,79 @@ def _producer_side(blocks, pos, realize, under, loop, primitive):
     return others, exchanged, prods, consumers(blocks, realize)
 
 
-def plan_compute_at(
-    state: ScheduleState,
-    fname: str,
-    realize: BlockRealize,
-    loop: For,
-    preserve_unit_loops: bool,
-    index: int,
-    reverse: bool,
-) -> dict[Stmt, Stmt]:
-    """Check a compute_at (or reverse_compute_at) and return the replacements to commit."""
+def can_compute_at(state: ScheduleState, fname: str, realize: BlockRealize, loop: For) -> bool:
+    """Whether ``compute_at(realize, loop)`` is legal: what :func:`plan_compute_at`
+    (``reverse=False``) decides, without building the moved nest where that cannot fail.
+
+    The nest can only fail on a region extent it cannot bound. When every index of the
+    consumers' reads of the block's outputs is linear, with integer coefficients, in loops
+    of constant ranges (and the read extents are constant), the regions, their union and
+    so every extent are bounded by those ranges: then only the checks before the regions
+    and the insertion and removal checks after the nest decide. Otherwise the whole plan
+    is built (tests check both give the same answers)."""
+    try:
+        checked = _plan_checks(state, fname, realize, loop, reverse=False)
+        if not _regions_are_linear(state, fname, checked.others, loop, checked.exchanged):
+            plan_compute_at(state, fname, realize, loop, False, -1, reverse=False)
+            return True
+        subtrees = stmt_children(loop.body)
+        at = _insert_position(subtrees, checked.before, checked.after, -1, "compute_at", "")
+        _removal(state, fname, realize, loop, subtrees, at, None)
+    except ScheduleError:
+        return False
+    return True
+
+
+def _regions_are_linear(state, fname, others, loop: For, exchanged) -> bool:
+    """Whether every read of ``exchanged`` by ``others`` is, per dimension, a constant
+    extent at an index linear in loops of constant range above the reader."""
+    buffers = set(exchanged)
+    for r in others:
+        regions = [reg for reg in r.block.reads if reg.buffer in buffers]
+        if not regions:
+            continue
+        boxed = {
+            lp.loop_var
+            for lp in state.loops_above(fname, r)
+            if isinstance(lp.min, IntImm) and isinstance(lp.extent, IntImm)
+        }
+        values = {iv.var: v for iv, v in zip(r.block.iter_vars, r.iter_values)}
+        forms: dict[Var, dict[Var, int] | None] = {}
+        for iv_var, v in values.items():
+            lin = linear_terms(v)
+            forms[iv_var] = None if lin is None or not set(lin[1]) <= boxed else lin[1]
+        for reg in regions:
+            for rng in reg.region:
+                if not isinstance(rng.extent, IntImm):
+                    return False
+                lin = linear_terms(rng.min)
+                if lin is None:
+                    return False
+                for v in lin[1]:
+                    if v in forms:
+                        if forms[v] is None:
+                            return False
+                    elif v not in boxed:
+                        return False
+    return True
+
+
+@dataclasses.dataclass
+class _Checked:
+    """What the checks of :func:`plan_compute_at` found before the regions."""
+
+    blocks: list
+    others: list
+    exchanged: list
+    before: list
+    after: list
+
+
+def _plan_checks(
+    state: ScheduleState, fname: str, realize: BlockRealize, loop: For, reverse: bool
+) -> _Checked:
+    """The checks of a compute_at (or reverse_compute_at) that need no regions."""
     primitive = "reverse_compute_at" if reverse else "compute_at"
-    bname = realize.block.name_hint
     _position_checks(state, fname, realize, loop, primitive)
     blocks = scope_blocks(state, fname, realize)
     pos = {id(r): i for i, r in enumerate(blocks)}
@@ -366,21 +427,13 @@ def plan_compute_at(
     else:
         others, exchanged, before, after = _consumer_side(blocks, realize, under, loop, primitive)
     _check_stage_order(blocks, pos, realize, primitive)
-    outer = state.loops_above(fname, loop) + [loop]
-    ana = analyzer_for_loops(outer)
-    pick = (lambda b: b.writes) if reverse else (lambda b: b.reads)
-    required = _required_regions(state, fname, others, loop, set(exchanged), pick, ana)
-    provided = [
-        r
-        for r in (realize.block.reads if reverse else realize.block.writes)
-        if r.buffer in required
-    ]
-    reqs = _var_requirements(realize, provided, required, ana, primitive, strict=reverse)
-    prover = LinearProver(ana, loop_doms(outer))
-    nest = _build_nest(realize, reqs, prover, preserve_unit_loops, primitive, reverse)
-    # where it goes, and where it leaves ----------------------------------------------------
-    subtrees = stmt_children(loop.body)
-    at = _insert_position(subtrees, before, after, index, primitive, f"block {bname!r}")
+    return _Checked(blocks, others, exchanged, before, after)
+
+
+def _removal(state, fname, realize, loop, subtrees, at, nest) -> dict[Stmt, Stmt | None]:
+    """The replacements that insert ``nest`` at ``at`` of ``loop``'s body and remove the
+    block from where it was (``ScheduleError`` if that leaves an empty scope); with
+    ``nest=None`` only the removal is checked."""
     items: list[Stmt | None] = subtrees[:at] + [nest] + subtrees[at:]
     target = removal_target(state, fname, realize)
     mapping: dict[Stmt, Stmt | None] = {}
@@ -392,5 +445,41 @@ def plan_compute_at(
         ]
     else:
         mapping[target] = None
-    mapping[loop] = dataclasses.replace(loop, body=seq(*items))
+    if nest is not None:
+        mapping[loop] = dataclasses.replace(loop, body=seq(*items))
     return mapping
+
+
+def plan_compute_at(
+    state: ScheduleState,
+    fname: str,
+    realize: BlockRealize,
+    loop: For,
+    preserve_unit_loops: bool,
+    index: int,
+    reverse: bool,
+) -> dict[Stmt, Stmt]:
+    """Check a compute_at (or reverse_compute_at) and return the replacements to commit."""
+    primitive = "reverse_compute_at" if reverse else "compute_at"
+    bname = realize.block.name_hint
+    checked = _plan_checks(state, fname, realize, loop, reverse)
+    outer = state.loops_above(fname, loop) + [loop]
+    ana = analyzer_for_loops(outer)
+    pick = (lambda b: b.writes) if reverse else (lambda b: b.reads)
+    required = _required_regions(
+        state, fname, checked.others, loop, set(checked.exchanged), pick, ana
+    )
+    provided = [
+        r
+        for r in (realize.block.reads if reverse else realize.block.writes)
+        if r.buffer in required
+    ]
+    reqs = _var_requirements(realize, provided, required, ana, primitive, strict=reverse)
+    prover = LinearProver(ana, loop_doms(outer))
+    nest = _build_nest(realize, reqs, prover, preserve_unit_loops, primitive, reverse)
+    # where it goes, and where it leaves ----------------------------------------------------
+    subtrees = stmt_children(loop.body)
+    at = _insert_position(
+        subtrees, checked.before, checked.after, index, primitive, f"block {bname!r}"
+    )
+    return _removal(state, fname, realize, loop, subtrees, at, nest)

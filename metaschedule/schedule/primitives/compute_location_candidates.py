@@ -7,18 +7,16 @@ from ...tir import (
     BlockRealize,
     For,
     IterType,
+    Stmt,
 )
 from ..analysis import (
     consumers,
-    loop_iter_type,
+    iter_kinds_by_var,
     lowest_common_ancestor,
     scope_blocks,
 )
-from ..error import (
-    ScheduleError,
-)
-from ..state import ScheduleState
-from .compute_at_plan import plan_compute_at
+from ..state import ScheduleState, child_stmts
+from .compute_at_plan import can_compute_at
 from .compute_inline import can_compute_inline
 
 __all__ = ["closest_compute_location", "compute_location_candidates"]
@@ -39,20 +37,42 @@ def _candidate_loops(state: ScheduleState, fname: str, realize: BlockRealize) ->
     depth = next((i for i, lp in enumerate(loops) if lp is lca), None)
     if depth is None:
         return []
+    chain = loops[: depth + 1]
+    spatial = _feeds_only_data_par(chain)
     out = []
-    for lp in loops[: depth + 1]:
-        if loop_iter_type(state, fname, lp) != IterType.DATA_PAR:
+    for lp, ok in zip(chain, spatial):
+        if not ok:
             break
         out.append(lp)
     return out
 
 
+def _feeds_only_data_par(chain: list[For]) -> list[bool]:
+    """For each loop of a chain (outermost first, each inside the previous): whether
+    :func:`~..analysis.loop_iter_type` is DATA_PAR, i.e. the loop feeds only
+    data-parallel iteration variables of the blocks under it. One walk of the outermost
+    loop instead of one per loop."""
+    if not chain:
+        return []
+    index = {lp.loop_var: i for i, lp in enumerate(chain)}
+    kinds: list[set[IterType]] = [set() for _ in chain]
+    stack: list[tuple[Stmt, tuple[int, ...]]] = [(chain[0], ())]
+    while stack:
+        node, active = stack.pop()
+        if isinstance(node, For):
+            i = index.get(node.loop_var)
+            if i is not None and chain[i] is node:
+                active = (*active, i)
+        elif isinstance(node, BlockRealize):
+            by_var = iter_kinds_by_var(node)
+            for i in active:
+                kinds[i] |= by_var.get(chain[i].loop_var, set())
+        stack.extend((child, active) for child in child_stmts(node))
+    return [k <= {IterType.DATA_PAR} for k in kinds]
+
+
 def _can_compute_at(state: ScheduleState, fname: str, realize: BlockRealize, loop: For) -> bool:
-    try:
-        plan_compute_at(state, fname, realize, loop, False, -1, reverse=False)
-    except ScheduleError:
-        return False
-    return True
+    return can_compute_at(state, fname, realize, loop)
 
 
 def compute_location_candidates(
