@@ -96,10 +96,13 @@ class Workload:
         return [(n, h, w, c), (k, k, c, f)]
 
     def inputs(self, seed: int = 0) -> list[Any]:
+        """Random inputs, 64-byte aligned as TVM's arrays (``ms.runtime.aligned``)."""
         import numpy as np
 
+        from metaschedule.runtime import aligned_copy
+
         rng = np.random.default_rng(seed)
-        return [rng.standard_normal(s, dtype=np.float32) for s in self.input_shapes()]
+        return [aligned_copy(rng.standard_normal(s, dtype=np.float32)) for s in self.input_shapes()]
 
     def reference(self, args: list[Any]) -> Any:
         """The result computed with numpy (BLAS; im2col for convolutions)."""
@@ -416,6 +419,7 @@ def tune_metaschedule(
     import metaschedule as ms
     from metaschedule.codegen import build
     from metaschedule.cost_model import MLPModel, RandomModel, XGBModel
+    from metaschedule.runtime import aligned_copy, is_aligned
     from metaschedule.tir.function import IRModule
 
     func = wl.ms_func()
@@ -457,8 +461,9 @@ def tune_metaschedule(
         return result, None
     sch = ms.tir_integration.compile_tir(db, func, target)
     lib = build(sch.mod, target)
-    out = np.zeros(expected.shape, np.float32)
-    packed = lib.pack_weights(*args, out)[:-1]  # weights RewriteLayout re-laid out, once
+    out = aligned_copy(np.zeros(expected.shape, np.float32))  # aligned as TVM's arrays
+    # weights RewriteLayout re-laid out, once (aligned as TVM's)
+    packed = [a if is_aligned(a) else aligned_copy(a) for a in lib.pack_weights(*args, out)[:-1]]
     lib(*packed, out)
     result["max_abs_error"] = check_close("metaschedule", out, expected, reduction_length(wl))
     result["trace"] = str(sch.trace)

@@ -43,6 +43,7 @@ import numpy as np
 from ..arg_info import ArgInfo
 from ..registry import register
 from ..runtime import Module, load_module
+from ..runtime.aligned import aligned_copy
 from ..runtime.timer import HostLoad
 from ..tir.dtype import is_bool, is_float, numpy_dtype
 from ..utils import (
@@ -94,7 +95,9 @@ def default_alloc_argument(
     """``alloc_repeat`` sets of numpy arrays for the arguments described by ``args_info``.
 
     Floats are uniform in [0, 1) (no denormals to slow a kernel down), booleans random,
-    integers zero: an integer argument may be an index, and zero is in bounds.
+    integers zero: an integer argument may be an index, and zero is in bounds. Every
+    array starts on a 64-byte boundary, as TVM's runner allocates them (numpy's own arrays
+    straddle cache lines with every vector: see :mod:`metaschedule.runtime.aligned`).
     ``device`` is the device type; arrays live on the host and the runtime moves them.
     """
     rng = np.random.default_rng(0)
@@ -105,11 +108,12 @@ def default_alloc_argument(
         for info in infos:
             dtype = numpy_dtype(info.dtype)
             if is_float(info.dtype):
-                args.append(rng.random(info.shape, dtype=np.float32).astype(dtype))
+                value = rng.random(info.shape, dtype=np.float32).astype(dtype)
             elif is_bool(info.dtype):
-                args.append(rng.integers(0, 2, info.shape).astype(dtype))
+                value = rng.integers(0, 2, info.shape).astype(dtype)
             else:
-                args.append(np.zeros(info.shape, dtype=dtype))
+                value = np.zeros(info.shape, dtype=dtype)
+            args.append(aligned_copy(value))
         repeated.append(args)
     return repeated
 
@@ -127,7 +131,7 @@ def _default_arguments(
     their arguments, and generating them (tens of ms for a few MB) would otherwise run
     on one core while the other worker's kernel is timed on both. A copy, not the
     cached arrays themselves, so a kernel that writes where it should not cannot change
-    the inputs of the next one."""
+    the inputs of the next one; aligned as the originals."""
     key = json.dumps([device, args_info, alloc_repeat], sort_keys=True, default=str)
     pristine = _argument_cache.pop(key, None)
     if pristine is None:
@@ -135,7 +139,7 @@ def _default_arguments(
     _argument_cache[key] = pristine  # most recently used last
     while len(_argument_cache) > _ARGUMENT_CACHE_SIZE:
         del _argument_cache[next(iter(_argument_cache))]
-    return [[a.copy() for a in args] for args in pristine]
+    return [[aligned_copy(a) for a in args] for args in pristine]
 
 
 def default_run_evaluator(

@@ -141,6 +141,10 @@ def test_default_alloc_argument():
     assert i.dtype == np.int64 and not i.any()
     assert b.dtype == np.bool_ and b.shape == (2, 2)
     np.testing.assert_array_equal(default_alloc_argument("cpu", infos, 1)[0][0], f)  # seeded
+    # 64-byte aligned, as TVM's runner allocates (numpy's large arrays are not)
+    big = [["TENSOR", "float32", [1, 112, 112, 64]], ["TENSOR", "float16", [7]]]
+    for arr in [*sets[0], *sets[1], *default_alloc_argument("cpu", big, 1)[0]]:
+        assert arr.ctypes.data % 64 == 0 and arr.flags.c_contiguous and arr.flags.writeable
 
 
 def test_a_worker_generates_default_arguments_once_and_hands_out_copies(monkeypatch):
@@ -160,6 +164,7 @@ def test_a_worker_generates_default_arguments_once_and_hands_out_copies(monkeypa
     second = local_runner._default_arguments("cpu", infos, 1)
     assert calls == [2]  # generated once
     assert second[0][0] is not first[0][0] and ((0 <= second[0][0]) & (second[0][0] < 1)).all()
+    assert all(a.ctypes.data % 64 == 0 for a in second[0])  # the copies stay aligned
     np.testing.assert_array_equal(second[0][0], default_alloc_argument("cpu", infos, 1)[0][0])
     for n in range(2, 2 + local_runner._ARGUMENT_CACHE_SIZE):  # other workloads evict it
         local_runner._default_arguments("cpu", [["TENSOR", "float32", [n]]], 1)
