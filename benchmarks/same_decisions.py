@@ -10,6 +10,10 @@ schedules and our C to ``--out``)::
 
     python benchmarks/same_decisions.py c2d --samples 24
     python benchmarks/same_decisions.py dep --samples 16 --only 6 --dump
+    python benchmarks/same_decisions.py mmodd --tvm-db W/mmodd/tvm --top 4  # TVM's best
+
+(``--tvm-db``: the best records of a TVM tuning folder, e.g. ``tune_ops.py --tvm
+--work-dir W``, replayed instead of samples.)
 
 Needs TVM (``pip install -e ".[bench]"``). Timings are single-threaded on purpose: they
 compare code quality, not thread pools, and are less disturbed by other processes.
