@@ -27,9 +27,10 @@ distinct elements or vectors. A vectorized loop whose extent is not a multiple o
 lanes (50 over 16) keeps whole vectors, then its remainder in narrower vectors and a
 scalar (16, 16, 16, 2), as :mod:`.c_vector` covers such a loop. A tile loop whose points
 lie side by side along the vector loop (``j_2`` of ``j_2 x j_3`` where every access uses
-``ext(j_3) * j_2 + j_3``) is merged into it first (:func:`merge_contiguous`): five 51-lane
-points of a row become one 255-lane run (19 accumulators, not 25), four 8-lane points two
-vectors of 16 (what LLVM's SLP vectorizer does for TVM). Buffers are distinct
+``ext(j_3) * j_2 + j_3``) can be merged into it first (:func:`merge_contiguous`, with
+:data:`MERGE_CONTIGUOUS`): five 51-lane points of a row become one 255-lane run (19
+accumulators, not 25), four 8-lane points two vectors of 16 (what LLVM's SLP vectorizer
+does for TVM). Buffers are distinct
 memory (parameters are ``restrict``, allocations are separate), so no other access in the
 loops can touch the tile.
 
@@ -105,8 +106,10 @@ MIN_STRAIGHT_LANES = 4
 #: ... and when two steps read the same input vector (see :func:`straight_line`).
 
 #: Whether a tile loop whose points lie side by side along the vector loop is merged into
-#: it (see :func:`merge_contiguous`).
-MERGE_CONTIGUOUS = True
+#: it (see :func:`merge_contiguous`). Off until the analytic prior
+#: (``cost_model/prior.py``, ``register_tiles``) counts merged tiles the same way: its
+#: tiles must be the ones emitted (``tests/cost_model/test_prior.py``).
+MERGE_CONTIGUOUS = False
 
 #: Whether an init nest is folded into the accumulators it starts (see plan_init_fusion).
 FUSE_INIT = True

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from metaschedule import te, tir
-from metaschedule.codegen import build
+from metaschedule.codegen import build, c_accumulate
 from metaschedule.codegen.c_accumulate import (
     MAX_ACCUMULATORS,
     MIN_SPLIT_ACCUMULATORS,
@@ -145,11 +145,15 @@ def _split_j(m: int, tj1: int, tj2: int, n_outer: int = 2, ti: int = 2, k: int =
         (4, 2, "2 accumulators of 8 lanes"),  # four 2-lane vectors side by side: one of 8
     ],
 )
-def test_tile_points_side_by_side_along_the_vector_loop_share_its_vectors(tj1, tj2, what):
+def test_tile_points_side_by_side_along_the_vector_loop_share_its_vectors(
+    tj1, tj2, what, monkeypatch
+):
     """``j1`` moves the output by exactly the vector loop's extent, so the ``j1 x j2``
     points of a row are one contiguous run: chunked as one vector loop (85 lanes: 5
     vectors of 16, one of 4 and a scalar) instead of ``j1`` separate ones (5 x (16, 1)),
-    as LLVM's SLP vectorizer merges TVM's unrolled copies."""
+    as LLVM's SLP vectorizer merges TVM's unrolled copies (with MERGE_CONTIGUOUS, off by
+    default until the analytic prior counts such tiles alike)."""
+    monkeypatch.setattr(c_accumulate, "MERGE_CONTIGUOUS", True)
     sch = _split_j(4, tj1, tj2)
     n = 2 * tj1 * tj2
     a, b = rand(4, 12), rand(12, n)
@@ -175,7 +179,10 @@ def _side_by_side_nest(extra_read: bool):
     return For(k, const(0), const(4), ForKind.SERIAL, nest)
 
 
-def test_plan_merges_a_tile_loop_only_when_every_access_runs_side_by_side():
+def test_plan_merges_a_tile_loop_only_when_every_access_runs_side_by_side(monkeypatch):
+    unmerged = plan_accumulators(_writer(), _side_by_side_nest(extra_read=False))
+    assert unmerged is not None and len(unmerged.points) == 4  # the default: off
+    monkeypatch.setattr(c_accumulate, "MERGE_CONTIGUOUS", True)
     merged = plan_accumulators(_writer(), _side_by_side_nest(extra_read=False))
     assert merged is not None and [p.extent.value for p in merged.points] == [16, 16]
     # Y[v, o]: the points of o are 8 apart in C and X but 1 apart in Y: kept apart
