@@ -10,6 +10,10 @@ schedules and our C to ``--out``)::
 
     python benchmarks/same_decisions.py c2d --samples 24
     python benchmarks/same_decisions.py dep --samples 16 --only 6 --dump
+    python benchmarks/same_decisions.py mmodd --tvm-db W/mmodd/tvm --top 4  # TVM's best
+
+(``--tvm-db``: the best records of a TVM tuning folder, e.g. ``tune_ops.py --tvm
+--work-dir W``, replayed instead of samples.)
 
 Needs TVM (``pip install -e ".[bench]"``). Timings are single-threaded on purpose: they
 compare code quality, not thread pools, and are less disturbed by other processes.
@@ -42,6 +46,13 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         help='one schedule instead of samples: "SPACE:JSON", e.g. a trace\'s decisions from a '
         "database, '0:[[1,1,1,1],[1,56,2,1],[14,4,2,1],[1,1,2,16],[3,1],[1,3],2,8]'",
     )
+    p.add_argument(
+        "--tvm-db",
+        default="",
+        help="replay the best --top records of a TVM tuning folder (tune_ops.py --work-dir "
+        "W writes W/<workload>/tvm) instead of samples",
+    )
+    p.add_argument("--top", type=int, default=1, help="records of --tvm-db replayed")
     p.add_argument("--threads", type=int, default=1, help="threads of both (default 1)")
     p.add_argument("--dump", action="store_true", help="write the schedules and our C")
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
@@ -76,7 +87,7 @@ def _without_layout_rewrite(tvm, mod, target, arrays, dev):
     return tvm.compile(stripped, target=target).mod, out
 
 
-def _signature(space) -> list[str]:
+def _signature(insts) -> list[str]:
     """The instruction kinds of a design space, without the look-ups (TVM calls blocks
     "sblocks"), each with the positions of the split loops it takes (AddRFactor makes one
     space per loop of a split): the same for the same space in TVM and here."""
@@ -86,7 +97,7 @@ def _signature(space) -> list[str]:
 
     split_part: dict[int, int] = {}  # a Split's output loop -> its position
     out = []
-    for inst in space.trace.insts:
+    for inst in insts:
         kind = inst.kind.name
         if kind == "Split":
             split_part.update({key(lp): j for j, lp in enumerate(inst.outputs)})
@@ -97,15 +108,38 @@ def _signature(space) -> list[str]:
     return out
 
 
+def _tvm_best(tms, tmod, tspaces, work_dir: str, top: int) -> list[tuple[int, list]]:
+    """(space index, decisions) of the ``top`` fastest records of TVM's database in
+    ``work_dir``, for the workload ``tmod`` (space found by instruction signature)."""
+    db = tms.database.JSONDatabase(work_dir=work_dir, allow_missing=False)
+    recs = db.get_top_k(db.commit_workload(tmod), top)
+    sigs = [_signature(sp.trace.insts) for sp in tspaces]
+    out = []
+    for rec in recs:
+        insts = list(rec.trace.insts)
+        cut = next((i for i, x in enumerate(insts) if x.kind.name == "EnterPostproc"), len(insts))
+        si = sigs.index(_signature(insts[:cut]))
+        decisions = []
+        for inst in insts[:cut]:
+            if inst.kind.name in KINDS:
+                d = rec.trace.decisions[inst]
+                decisions.append([int(x) for x in d] if inst.kind.name == KINDS[0] else int(d))
+        secs = [float(x) for x in rec.run_secs]
+        print(f"TVM record: space {si}, {1e6 * sum(secs) / len(secs):.1f} us in tuning")
+        out.append((si, decisions))
+    return out
+
+
 def _match_spaces(tspaces, spaces) -> list[int] | None:
     """For each of TVM's design spaces, the index of ours with the same instructions (the
-    two generators may list the same spaces in another order); None if they differ."""
-    if len(tspaces) != len(spaces):
+    two generators may list the same spaces in another order; ours may hold more, e.g.
+    PackPanel's packed copies, which TVM's space lacks); None if one of TVM's is missing."""
+    if len(tspaces) > len(spaces):
         return None
-    free = {j: _signature(sp) for j, sp in enumerate(spaces)}
+    free = {j: _signature(sp.trace.insts) for j, sp in enumerate(spaces)}
     out = []
     for tsp in tspaces:
-        sig = _signature(tsp)
+        sig = _signature(tsp.trace.insts)
         j = next((j for j, s in free.items() if s == sig), None)
         if j is None:
             return None
@@ -185,7 +219,10 @@ def main(argv: list[str] | None = None) -> int:
     spaces, post = ctx.generate_design_space(), ctx.space_generator.postprocs
     match = _match_spaces(tspaces, spaces)
     if match is None:
-        print(f"the spaces differ: {len(spaces)} design spaces here, {len(tspaces)} in TVM")
+        print(
+            f"the spaces differ: {len(spaces)} design spaces here, {len(tspaces)} in TVM "
+            "(one of TVM's has no counterpart here)"
+        )
         return 1
     ours_target = Target({**Target("cpu").as_json(), "num_cores": args.threads})
     only = {int(x) for x in args.only.split(",") if x}
@@ -197,16 +234,19 @@ def main(argv: list[str] | None = None) -> int:
         f"{name}: TVM {tvm.__version__} LLVM vs our C, same decisions, {args.threads} thread(s), "
         "GFLOPS"
     )
-    fixed = None
+    given_list: list[tuple[int, list]] = []
     if args.decisions:
         space_index, _, given = args.decisions.partition(":")
-        fixed = (int(space_index), json.loads(given))
-    for k in range(1 if fixed else args.samples):
+        given_list = [(int(space_index), json.loads(given))]
+    elif args.tvm_db:
+        given_list = _tvm_best(tms, tmod, tspaces, args.tvm_db, args.top)
+    for k in range(len(given_list) if given_list else args.samples):
         si, seed = int(rng.integers(len(tspaces))), int(rng.integers(2**31))
         if only and k not in only:
             continue
         tsch = TvmSchedule(tmod, seed=seed)
         tchosen = {}
+        fixed = given_list[k] if given_list else None
         if fixed is not None:
             si, it = fixed[0], iter(fixed[1])
             tchosen = {i: next(it) for i in tspaces[si].trace.insts if i.kind.name in KINDS}

@@ -25,7 +25,12 @@ The rewrite applies to a perfect loop nest ending in a single store whose value 
 ``B`` only at the stored element, when ``N`` holds at most :data:`MAX_ACCUMULATORS`
 distinct elements or vectors. A vectorized loop whose extent is not a multiple of the
 lanes (50 over 16) keeps whole vectors, then its remainder in narrower vectors and a
-scalar (16, 16, 16, 2), as :mod:`.c_vector` covers such a loop. Buffers are distinct
+scalar (16, 16, 16, 2), as :mod:`.c_vector` covers such a loop. A tile loop whose points
+lie side by side along the vector loop (``j_2`` of ``j_2 x j_3`` where every access uses
+``ext(j_3) * j_2 + j_3``) can be merged into it first (:func:`merge_contiguous`, with
+:data:`MERGE_CONTIGUOUS`): five 51-lane points of a row become one 255-lane run (19
+accumulators, not 25), four 8-lane points two vectors of 16 (what LLVM's SLP vectorizer
+does for TVM). Buffers are distinct
 memory (parameters are ``restrict``, allocations are separate), so no other access in the
 loops can touch the tile.
 
@@ -100,6 +105,12 @@ MAX_STRAIGHT_ACCUMULATORS = 28
 MIN_STRAIGHT_LANES = 4
 #: ... and when two steps read the same input vector (see :func:`straight_line`).
 
+#: Whether a tile loop whose points lie side by side along the vector loop is merged into
+#: it (see :func:`merge_contiguous`). Off until the analytic prior
+#: (``cost_model/prior.py``, ``register_tiles``) counts merged tiles the same way: its
+#: tiles must be the ones emitted (``tests/cost_model/test_prior.py``).
+MERGE_CONTIGUOUS = False
+
 #: Whether an init nest is folded into the accumulators it starts (see plan_init_fusion).
 FUSE_INIT = True
 #: Most elements of an init nest compared element by element with a tile.
@@ -112,6 +123,7 @@ __all__ = [
     "InitNotTaken",
     "emit_accumulated",
     "emit_fused_init",
+    "merge_contiguous",
     "plan_accumulators",
     "plan_init_fusion",
     "simd_reduction_loop",
@@ -322,6 +334,10 @@ def plan_accumulators(fw: FunctionWriter, loop: For, split: bool = True) -> Accu
     tile = [lp for lp in tile if all(lp is not r for r in region)]
     if _guarded_by(body, {lp.loop_var for lp in tile}):
         return None  # an imperfect tile: some points do not exist, yet would be stored
+    if vec is not None and MERGE_CONTIGUOUS:
+        while (merged := merge_contiguous(tile, vec, body)) is not None:
+            tile, vec, body = merged
+        form = affine(linear_index(buf, _store_of(body).indices))
     lanes = 1
     if vec is not None:
         lanes_or_none = _lanes(fw, vec, buf.dtype)
@@ -370,6 +386,67 @@ def plan_accumulators(fw: FunctionWriter, loop: For, split: bool = True) -> Accu
     if any(b[0] - a[0] < a[1] for a, b in zip(ordered, ordered[1:])):
         return None
     return AccumulatorPlan(tuple(region), tuple(points), buf, lanes, tuple(outer))
+
+
+def merge_contiguous(tile: list[For], vec: For, body: Stmt) -> tuple[list[For], For, Stmt] | None:
+    """A tile loop ``L`` merged into the vector loop ``V`` when every access uses them
+    only as ``ext(V) * L + V`` (the points of ``L`` lie side by side in memory), e.g.
+    ``j_2`` (5) around ``j_3`` (51): one 255-lane loop, kept in 15 vectors of 16 lanes
+    and a tail of 8, 4, 2, 1 instead of 5 x (16, 16, 16, 2, 1). Returns the tile without
+    ``L``, the merged loop and the body indexed by it; None if no tile loop merges."""
+    ext_v, mv = vec.extent.value, vec.min.value
+    for lp in tile:
+        ext_l = _const_extent(lp)
+        if lp is vec or ext_l is None or ext_l == 1:
+            continue
+        if not _side_by_side(body, lp.loop_var, vec.loop_var, ext_v):
+            continue
+        u = E.Var(vec.loop_var.name, vec.loop_var.dtype)
+        new_body = substitute(body, {lp.loop_var: lp.min, vec.loop_var: u + E.const(mv, u.dtype)})
+        merged = For(u, E.const(0, u.dtype), E.const(ext_l * ext_v, u.dtype), vec.kind, new_body)
+        rest = [x for x in tile if x is not lp and x is not vec] + [merged]
+        return rest, merged, new_body
+    return None
+
+
+def _side_by_side(body: Stmt, outer: E.Var, inner: E.Var, ext_inner: int) -> bool:
+    """Whether ``outer`` and ``inner`` occur in ``body`` only in buffer indices, each
+    index affine in them with ``coef(outer) == ext_inner * coef(inner)``."""
+    ok = [True]
+    pair = {outer, inner}
+
+    def index_ok(idx: E.PrimExpr) -> bool:
+        form = affine(idx)
+        rest = form.without(outer).without(inner)
+        return not (rest.uses(outer) or rest.uses(inner)) and (
+            form.coef(outer) == ext_inner * form.coef(inner)
+        )
+
+    class _V(Visitor):
+        def visit_BufferLoad(self, e: E.BufferLoad) -> None:
+            ok[0] = ok[0] and all(index_ok(i) for i in e.indices)
+
+        def visit_Var(self, e: E.Var) -> None:
+            if e in pair:
+                ok[0] = False
+
+    def walk(s: Stmt) -> None:
+        if isinstance(s, SeqStmt):
+            for x in s.seq:
+                walk(x)
+        elif isinstance(s, IfThenElse):
+            _V().visit(s.condition)
+            walk(s.then_case)
+            if s.else_case is not None:
+                walk(s.else_case)
+        elif isinstance(s, BufferStore):
+            ok[0] = ok[0] and all(index_ok(i) for i in s.indices)
+            _V().visit(s.value)
+        else:
+            ok[0] = False
+
+    walk(body)
+    return ok[0]
 
 
 def _planned_deeper(fw: FunctionWriter, chain: list[For]) -> bool:

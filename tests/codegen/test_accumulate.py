@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from metaschedule import te, tir
-from metaschedule.codegen import build
+from metaschedule.codegen import build, c_accumulate
 from metaschedule.codegen.c_accumulate import (
     MAX_ACCUMULATORS,
     MIN_SPLIT_ACCUMULATORS,
@@ -121,6 +121,73 @@ def test_a_vector_loop_with_a_remainder_keeps_its_tile_in_variables(tj):
     k_loop = k_loop[: k_loop.index("ms_store_f32x16(&T_matmul_NN[")]
     assert "T_matmul_NN[" not in k_loop  # the tile is not touched in memory inside k
     np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
+def _split_j(m: int, tj1: int, tj2: int, n_outer: int = 2, ti: int = 2, k: int = 12):
+    """A matmul tiled ``i0 j0 | k | i1 (ti) j1 (tj1) j2 (tj2, vectorized)``."""
+    sch = _matmul(m, n_outer * tj1 * tj2, k)
+    block = sch.get_block("T_matmul_NN")
+    i, j, kk = sch.get_loops(block)
+    i0, i1 = sch.split(i, [None, ti])
+    j0, j1, j2 = sch.split(j, [None, tj1, tj2])
+    sch.reorder(i0, j0, kk, i1, j1, j2)
+    sch.decompose_reduction(block, kk)
+    sch.vectorize(j2)
+    return sch
+
+
+@pytest.mark.compiler
+@pytest.mark.parametrize(
+    ("tj1", "tj2", "what"),
+    [
+        (5, 17, "14 accumulators of 16/4/1 lanes"),  # 85 = 5 x 16 + 4 + 1 per row
+        (5, 51, "38 accumulators of 16/8/4/2/1 lanes"),  # mmodd's row: 255 = 15 x 16 + 15
+        (4, 2, "2 accumulators of 8 lanes"),  # four 2-lane vectors side by side: one of 8
+    ],
+)
+def test_tile_points_side_by_side_along_the_vector_loop_share_its_vectors(
+    tj1, tj2, what, monkeypatch
+):
+    """``j1`` moves the output by exactly the vector loop's extent, so the ``j1 x j2``
+    points of a row are one contiguous run: chunked as one vector loop (85 lanes: 5
+    vectors of 16, one of 4 and a scalar) instead of ``j1`` separate ones (5 x (16, 1)),
+    as LLVM's SLP vectorizer merges TVM's unrolled copies (with MERGE_CONTIGUOUS, off by
+    default until the analytic prior counts such tiles alike)."""
+    monkeypatch.setattr(c_accumulate, "MERGE_CONTIGUOUS", True)
+    sch = _split_j(4, tj1, tj2)
+    n = 2 * tj1 * tj2
+    a, b = rand(4, 12), rand(12, n)
+    src, (_, _, c) = _run(sch.mod, a, b, np.zeros((4, n), "float32"))
+    assert f"T_matmul_NN kept in {what} across loops k" in src
+    k_loop = src[src.index("for (int32_t k = 0;") :]
+    k_loop = k_loop[: k_loop.index("ms_store_f32x")]
+    assert "T_matmul_NN[" not in k_loop
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
+def _side_by_side_nest(extra_read: bool):
+    """``for k in 4: for o in 4: for v in vectorized(8): C[8o + v] += X[k, 8o + v]``
+    (and ``+ Y[v, o]``, which reads the ``o`` points a column apart, if ``extra_read``)."""
+    c, x, y = Buffer("C", (32,)), Buffer("X", (4, 32)), Buffer("Y", (8, 4))
+    k, o, v = Var("k", "int32"), Var("o", "int32"), Var("v", "int32")
+    value = BufferLoad(c, (o * 8 + v,)) + BufferLoad(x, (k, o * 8 + v))
+    if extra_read:
+        value = value + BufferLoad(y, (v, o))
+    body = BufferStore(c, value, (o * 8 + v,))
+    nest = For(v, const(0), const(8), ForKind.VECTORIZED, body)
+    nest = For(o, const(0), const(4), ForKind.SERIAL, nest)
+    return For(k, const(0), const(4), ForKind.SERIAL, nest)
+
+
+def test_plan_merges_a_tile_loop_only_when_every_access_runs_side_by_side(monkeypatch):
+    unmerged = plan_accumulators(_writer(), _side_by_side_nest(extra_read=False))
+    assert unmerged is not None and len(unmerged.points) == 4  # the default: off
+    monkeypatch.setattr(c_accumulate, "MERGE_CONTIGUOUS", True)
+    merged = plan_accumulators(_writer(), _side_by_side_nest(extra_read=False))
+    assert merged is not None and [p.extent.value for p in merged.points] == [16, 16]
+    # Y[v, o]: the points of o are 8 apart in C and X but 1 apart in Y: kept apart
+    apart = plan_accumulators(_writer(), _side_by_side_nest(extra_read=True))
+    assert apart is not None and [p.extent.value for p in apart.points] == [8, 8, 8, 8]
 
 
 @pytest.mark.compiler
