@@ -83,7 +83,7 @@ from ..feature_extractor.per_store_feature import FEATURE_LOWER_PASSES
 from ..registry import register
 from ..tir import expr as E
 from ..tir.arith.analyzer import Analyzer
-from ..tir.dtype import is_float
+from ..tir.dtype import is_float, nbytes
 from ..tir.function import IRModule, PrimFunc
 from ..tir.functor import Visitor
 from ..tir.stmt import ForKind, Range
@@ -117,6 +117,13 @@ _OP_CYCLES = {
 #: convolution with a 49-vector tile of 16 lanes and 32 registers: 9.6x slower than the
 #: same schedule with the tile left in memory, 1.20 vs 0.125 ms)
 SPILLED_UPDATE_SLOWDOWN = 4.0
+
+#: the times of a store's compute, L1 accesses and cache traffic overlap only in part:
+#: the largest counts whole and this share of the others adds to it. With the largest
+#: alone, the FMA bound of 16-lane vectors on a 256-bit datapath (one per cycle) hid
+#: every memory term of sampled 1024^3 matmul schedules: those that ran 10 to 36 ms were
+#: all estimated at that bound (rank correlation 0.27 over 138 measured ones).
+PARTIAL_OVERLAP = 0.5
 
 
 @dataclass(frozen=True)
@@ -438,6 +445,10 @@ def _store_cycles(
             l1 += sweeps * spill * 2.0 / m.loads_per_cycle
         # the tile is loaded before and stored after the region, once per entry into it
         l1 += entries * tile_vectors * (1.0 / m.loads_per_cycle + 1.0 / m.stores_per_cycle)
+        region = [j for j in range(start, n) if ext[j] > 1 and j not in split_out]
+        l1 += entries * _region_set_conflicts(
+            [(st.store.buffer, store_lin), *accesses], region, ext, m
+        )
     else:
         l1 = 0.0
         for s in strides:
@@ -448,8 +459,22 @@ def _store_cycles(
             compute = max(compute, chunks * m.memory_round_trip)
 
     resident = (st.store.buffer, plan[0]) if plan is not None else None
+    split = [j for j in range(plan[0], n) if j in store_loops and j not in plan[1]] if plan else []
+    if split:
+        # a split tile's outer loops run around its region (c_accumulate emits them
+        # outside the reduction loops): the caches see the loops in that order, and an
+        # operand panel the region sweeps is swept again for each of their iterations
+        start = plan[0]
+        order = [*range(start), *split, *(j for j in range(start, n) if j not in split)]
+        new = {j: i for i, j in enumerate(order)}
+        store_lin = [_moved(f, new) for f in store_lin]
+        accesses = [(b, [_moved(f, new) for f in lin]) for b, lin in accesses]
+        ext = tuple(ext[j] for j in order)
+        stats = _stats(st, store_lin, accesses, m, ext)
+        resident = (st.store.buffer, new[start])
     traffic = _traffic(stats, ext, m, _lins_of(st, store_lin, accesses, stats), resident)
     cycles = max(compute, l1, traffic)
+    cycles += PARTIAL_OVERLAP * (compute + l1 + traffic - cycles)
 
     # parallel speed-up and fork/join cost
     par = [j for j, lp in enumerate(st.loops) if lp.kind is ForKind.PARALLEL]
@@ -460,6 +485,15 @@ def _store_cycles(
         entries = float(math.prod(ext[: par[0]]))
         return cycles / max(1.0, speedup) + entries * m.fork_join_cycles
     return cycles
+
+
+def _moved(form: LinearForm, new: dict[int, int]) -> LinearForm:
+    """``form`` with its loop positions renumbered by ``new`` (old -> new position)."""
+    return LinearForm(
+        {new[j]: c for j, c in form.plain.items()},
+        [({new[j]: c for j, c in coefs.items()}, cap) for coefs, cap in form.capped],
+        form.const,
+    )
 
 
 def _versions_guards(body: Any) -> bool:
@@ -602,6 +636,58 @@ def _set_conflicts(
     if crowd <= m.l1_ways:
         return 0.0
     return lines * 64.0 / m.l2_bytes_per_cycle
+
+
+def _region_set_conflicts(
+    accesses: list, region: list[int], ext: tuple[int, ...], m: Machine
+) -> float:
+    """Cycles per entry into a register tile's region lost to L1 set conflicts of the
+    lines the region reuses: the input rows of a window with their halo and the rows of
+    the tile it stores (buffers assumed aligned alike modulo the way size).
+
+    A region whose lines fit the L1 by size can still crowd a few sets: a depthwise tile
+    of 8 rows 14 KiB apart (the halo makes 10 input rows, and the 8 output rows fall in
+    the same two set groups) puts 9 lines in a set of 8 ways, and the window's lines are
+    fetched from L2 again on every entry (measured: 8 rows x 16 channels ran 55 us, 4
+    rows or 8 pixels along the row 44 us). A region too large for the L1 streams its
+    data instead (the cache traffic counts it).
+    """
+    sets = max(1, m.l1_bytes // (64 * max(1, m.l1_ways)))
+    limit = 2 * m.l1_bytes // 64  # more distinct lines: the region streams, no reuse
+    lines: set[tuple[int, int]] = set()
+    for buf, lin in accesses:
+        flat = _flat(buf, lin, len(ext))
+        elem = nbytes(buf.dtype)
+        per_line = max(1, 64 // elem)
+        offsets = {int(_flat_const(buf, lin))}
+        for j in region:
+            step, count = int(flat[j]), ext[j]
+            if step == 0:
+                continue
+            if abs(step) < per_line:  # steps within a line: one offset per line reached
+                count = max(1, math.ceil(count * abs(step) / per_line))
+                step = per_line if step > 0 else -per_line
+            offsets = {o + k * step for o in offsets for k in range(count)}
+            if len(offsets) > limit:
+                return 0.0
+        lines |= {(id(buf), o // per_line) for o in offsets}
+        if len(lines) > limit:
+            return 0.0
+    per_set: dict[int, int] = {}
+    for _, line in lines:
+        per_set[line % sets] = per_set.get(line % sets, 0) + 1
+    crowded = sum(c for c in per_set.values() if c > m.l1_ways)
+    return crowded * 64.0 / m.l2_bytes_per_cycle
+
+
+def _flat_const(buf: Any, lin: list[LinearForm]) -> float:
+    """The row-major element offset of an access with every loop at 0."""
+    shape = [const_int(s, 0) for s in buf.shape]
+    offset, row = 0.0, 1
+    for d in range(len(shape) - 1, -1, -1):
+        offset += lin[d].const * row
+        row *= max(1, shape[d])
+    return offset
 
 
 def _register_tile(
