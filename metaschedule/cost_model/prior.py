@@ -71,8 +71,11 @@ import numpy as np
 from ..codegen.c_accumulate import (
     HOIST_INNER_REDUCTIONS,
     MAX_ACCUMULATORS,
+    MAX_STRAIGHT_ACCUMULATORS,
     MIN_SPLIT_ACCUMULATORS,
+    MIN_STRAIGHT_LANES,
     SPLIT_LARGE_TILES,
+    STRAIGHT_STEPS,
 )
 from ..codegen.c_versioning import version_guards
 from ..feature_extractor.features.buffers import BufferStats
@@ -409,7 +412,7 @@ def _store_cycles(
         # updates of one step share them), a vector per lanes when contiguous
         only_tile = tuple(e if j in tile else 1 for j, e in enumerate(ext))
         tile_stats = _stats(st, store_lin, accesses, m, only_tile)
-        load_cycles = 0.0
+        load_cycles = conflict_cycles = 0.0
         for s, lin in zip(tile_stats, _lins_of(st, store_lin, accesses, tile_stats)):
             if s.buffer is st.store.buffer:
                 continue
@@ -417,12 +420,19 @@ def _store_cycles(
             distinct = s.footprint[0]
             load_cycles += (distinct * per_elem if contiguous else distinct) / m.loads_per_cycle
             if lin is not None:
-                load_cycles += _set_conflicts(s, lin, tile, ext, m)
-        l1 = sweeps * load_cycles
+                conflict_cycles += _set_conflicts(s, lin, tile, ext, m)
+        l1 = sweeps * (load_cycles + conflict_cycles)
         # one update of every accumulator per sweep, in chains of the sweeps of one entry
         # into the tile's region; the out-of-order window overlaps the chains of the
         # next entries when an entry's work is short (a 3x3 window: 9 sweeps)
         entries = float(math.prod(ext[:start])) * math.prod(ext[j] for j in split_out)
+        shared = _shared_loads(st, store_lin, accesses, m, plan, split_out, vec_loop, per_elem)
+        if shared is not None and sweeps / max(1.0, entries) <= STRAIGHT_STEPS:
+            loads, vectors = shared
+            if tile_vectors <= MAX_STRAIGHT_ACCUMULATORS and (
+                tile_vectors + vectors <= m.vector_registers
+            ):
+                l1 = min(l1, entries * loads + sweeps * conflict_cycles)
         per_entry = sweeps / max(1.0, entries) * tile_vectors * 2.0  # FMAs and loads
         overlap = min(max(1.0, m.reorder_window / max(per_entry, 1.0)), max(1.0, entries))
         latency = sweeps * m.fma_latency / overlap
@@ -636,6 +646,38 @@ def _set_conflicts(
     if crowd <= m.l1_ways:
         return 0.0
     return lines * 64.0 / m.l2_bytes_per_cycle
+
+
+def _shared_loads(
+    st: Store,
+    store_lin: list[LinearForm],
+    accesses: list,
+    m: Machine,
+    plan: tuple[int, list[int]],
+    split_out: list[int],
+    vec_loop: int,
+    per_elem: float,
+) -> tuple[float, float] | None:
+    """``(load cycles, vectors)`` per entry into a register tile's region when the code
+    generator writes the region out step by step
+    (:func:`~metaschedule.codegen.c_accumulate.straight_line`): each distinct operand
+    vector of the region is loaded once and kept in a register (a 3x3 window over 4 rows
+    loads 6 x 3 input vectors, not 9 x 4). None for a scalar tile."""
+    start, tile = plan
+    if vec_loop < 0 or vec_loop not in tile or st.extents[vec_loop] < MIN_STRAIGHT_LANES:
+        return None
+    ext = st.extents
+    region = tuple(e if j >= start and j not in split_out else 1 for j, e in enumerate(ext))
+    stats = _stats(st, store_lin, accesses, m, region)
+    loads = vectors = 0.0
+    for s, lin in zip(stats, _lins_of(st, store_lin, accesses, stats)):
+        if s.buffer is st.store.buffer:
+            continue
+        contiguous = lin is not None and abs(lin[vec_loop]) == 1.0
+        distinct = s.footprint[0] * per_elem if contiguous else s.footprint[0]
+        loads += distinct / m.loads_per_cycle
+        vectors += distinct
+    return loads, vectors
 
 
 def _region_set_conflicts(
