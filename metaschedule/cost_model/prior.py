@@ -32,7 +32,12 @@ with a few facts about a CPU and our C code generator, and no table per operator
   times over (:data:`SPILLED_UPDATE_SLOWDOWN`), which ranks such tiles below any that
   fit. Operand lines the tile reaches with a stride of many lines fall into few L1 sets
   (the rows of a 1024-wide float matrix, 4 KiB apart: one set; rows 14 KiB apart: two);
-  more of them in a set than it has ways are fetched from L2 on every sweep.
+  more of them in a set than it has ways are fetched from L2 on every sweep; so are the
+  lines a region reuses (a window's rows with their halo, the rows of the stored tile)
+  when they crowd a set beyond its ways. A region the code generator writes out step by
+  step (a 3x3 window) loads each distinct operand vector once and keeps it in a register,
+  when the registers hold them; a split tile's outer loops run around its region, and
+  the caches see the loops in that order.
   Without a register tile, a reduction whose innermost loop does not move the stored
   element waits on a memory round trip per update;
 * **caches**: for each cache level, the outermost loop whose sweep fits (the footprints
@@ -45,7 +50,8 @@ with a few facts about a CPU and our C code generator, and no table per operator
   (idle cores in the last round count), plus a fork/join cost per parallel region entry.
 
 The estimate of a store is the largest of its compute, L1 access, latency and
-cache-traffic times, divided by its parallel speed-up; a schedule's estimate is the sum
+cache-traffic times plus a share of the others (:data:`PARTIAL_OVERLAP`: they overlap
+only in part), divided by its parallel speed-up; a schedule's estimate is the sum
 over its stores; the score is ``1 / estimated seconds`` (higher is better, as every cost
 model's). It is a ranking aid, not a simulator: ``benchmarks/prior_rank.py`` measures how
 well it ranks real schedules.
