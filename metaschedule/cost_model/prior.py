@@ -203,7 +203,10 @@ class AnalyticPrior(CostModel):
             diversity (the rest are the prior's best).
         refine_rounds: rounds of mutating the prior's best samples (half as many
             children as samples per round, scored by the prior) before it picks; 0: it
-            picks among the random samples only.
+            picks among the random samples only. Three: the depthwise convolution's fast
+            structures (padding inlined, a few pixels' tile over the 3x3 window) take two
+            changes from the random samples' best (the padding's location and the
+            tile), which two rounds reached for neither of two seeds, three for both.
         machine: the CPU assumed; by default from the tuning context's target.
     """
 
@@ -212,7 +215,7 @@ class AnalyticPrior(CostModel):
         *,
         oversample: int = 4,
         random_share: float = 0.25,
-        refine_rounds: int = 2,
+        refine_rounds: int = 3,
         machine: Machine | None = None,
     ) -> None:
         if not isinstance(oversample, int) or isinstance(oversample, bool) or oversample < 1:
@@ -695,10 +698,11 @@ def _region_set_conflicts(
 
     A region whose lines fit the L1 by size can still crowd a few sets: a depthwise tile
     of 8 rows 14 KiB apart (the halo makes 10 input rows, and the 8 output rows fall in
-    the same two set groups) puts 9 lines in a set of 8 ways, and the window's lines are
-    fetched from L2 again on every entry (measured: 8 rows x 16 channels ran 55 us, 4
-    rows or 8 pixels along the row 44 us). A region too large for the L1 streams its
-    data instead (the cache traffic counts it).
+    the same two set groups) puts 9 lines in a set of 8 ways; the lines beyond the ways
+    come from L2 again on every entry (measured: 8 rows x 16 channels ran 55 us, 4 rows
+    or 8 pixels along the row 44 us; charging every line of a crowded set instead ranked
+    the 8-row tile below padding computed per tile, which ran 70-120 us). A region too
+    large for the L1 streams its data instead (the cache traffic counts it).
     """
     sets = max(1, m.l1_bytes // (64 * max(1, m.l1_ways)))
     limit = 2 * m.l1_bytes // 64  # more distinct lines: the region streams, no reuse
@@ -724,8 +728,8 @@ def _region_set_conflicts(
     per_set: dict[int, int] = {}
     for _, line in lines:
         per_set[line % sets] = per_set.get(line % sets, 0) + 1
-    crowded = sum(c for c in per_set.values() if c > m.l1_ways)
-    return crowded * 64.0 / m.l2_bytes_per_cycle
+    excess = sum(c - m.l1_ways for c in per_set.values() if c > m.l1_ways)
+    return excess * 64.0 / m.l2_bytes_per_cycle
 
 
 def _flat_const(buf: Any, lin: list[LinearForm]) -> float:

@@ -113,13 +113,14 @@ def test_a_weight_packed_by_channel_blocks_is_read_contiguously():
 
 def test_a_tile_of_rows_crowding_two_cache_sets_ranks_below_four_rows_and_eight_pixels():
     # rows of the 112 x 32 image are 14 KiB apart: the 10 input rows of an 8-row window
-    # and its 8 output rows fall in two L1 set groups, 9 lines in a set of 8 ways
+    # and its 8 output rows fall in two L1 set groups, 9 lines in a set of 8 ways: the
+    # line beyond the ways comes from L2 on every entry into the tile's region
     func = _depthwise(112, 112)
     zen4 = Machine.of_target(CPU64)
     prior = AnalyticPrior()
     rows, pixels, fast = (_schedule(func, d).mod for d in (ROWS_8, PIXELS_8, FAST))
     assert prior.score_mod(fast, zen4) > 1.1 * prior.score_mod(rows, zen4)
-    assert prior.score_mod(pixels, zen4) > 1.1 * prior.score_mod(rows, zen4)
+    assert prior.score_mod(pixels, zen4) > 1.02 * prior.score_mod(rows, zen4)
     # with 16 ways (the same 64 sets) their lines fit: the 8 rows lose nothing to the pixels
     roomy = dataclasses.replace(zen4, l1_ways=16, l1_bytes=64 * 1024)
     assert prior.score_mod(rows, roomy) >= 0.99 * prior.score_mod(pixels, roomy)
