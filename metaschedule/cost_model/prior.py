@@ -32,7 +32,12 @@ with a few facts about a CPU and our C code generator, and no table per operator
   times over (:data:`SPILLED_UPDATE_SLOWDOWN`), which ranks such tiles below any that
   fit. Operand lines the tile reaches with a stride of many lines fall into few L1 sets
   (the rows of a 1024-wide float matrix, 4 KiB apart: one set; rows 14 KiB apart: two);
-  more of them in a set than it has ways are fetched from L2 on every sweep.
+  more of them in a set than it has ways are fetched from L2 on every sweep; so are the
+  lines a region reuses (a window's rows with their halo, the rows of the stored tile)
+  when they crowd a set beyond its ways. A region the code generator writes out step by
+  step (a 3x3 window) loads each distinct operand vector once and keeps it in a register,
+  when the registers hold them; a split tile's outer loops run around its region, and
+  the caches see the loops in that order.
   Without a register tile, a reduction whose innermost loop does not move the stored
   element waits on a memory round trip per update;
 * **caches**: for each cache level, the outermost loop whose sweep fits (the footprints
@@ -45,7 +50,8 @@ with a few facts about a CPU and our C code generator, and no table per operator
   (idle cores in the last round count), plus a fork/join cost per parallel region entry.
 
 The estimate of a store is the largest of its compute, L1 access, latency and
-cache-traffic times, divided by its parallel speed-up; a schedule's estimate is the sum
+cache-traffic times plus a share of the others (:data:`PARTIAL_OVERLAP`: they overlap
+only in part), divided by its parallel speed-up; a schedule's estimate is the sum
 over its stores; the score is ``1 / estimated seconds`` (higher is better, as every cost
 model's). It is a ranking aid, not a simulator: ``benchmarks/prior_rank.py`` measures how
 well it ranks real schedules.
@@ -71,8 +77,11 @@ import numpy as np
 from ..codegen.c_accumulate import (
     HOIST_INNER_REDUCTIONS,
     MAX_ACCUMULATORS,
+    MAX_STRAIGHT_ACCUMULATORS,
     MIN_SPLIT_ACCUMULATORS,
+    MIN_STRAIGHT_LANES,
     SPLIT_LARGE_TILES,
+    STRAIGHT_STEPS,
 )
 from ..codegen.c_versioning import version_guards
 from ..feature_extractor.features.buffers import BufferStats
@@ -83,7 +92,7 @@ from ..feature_extractor.per_store_feature import FEATURE_LOWER_PASSES
 from ..registry import register
 from ..tir import expr as E
 from ..tir.arith.analyzer import Analyzer
-from ..tir.dtype import is_float
+from ..tir.dtype import is_float, nbytes
 from ..tir.function import IRModule, PrimFunc
 from ..tir.functor import Visitor
 from ..tir.stmt import ForKind, Range
@@ -117,6 +126,13 @@ _OP_CYCLES = {
 #: convolution with a 49-vector tile of 16 lanes and 32 registers: 9.6x slower than the
 #: same schedule with the tile left in memory, 1.20 vs 0.125 ms)
 SPILLED_UPDATE_SLOWDOWN = 4.0
+
+#: the times of a store's compute, L1 accesses and cache traffic overlap only in part:
+#: the largest counts whole and this share of the others adds to it. With the largest
+#: alone, the FMA bound of 16-lane vectors on a 256-bit datapath (one per cycle) hid
+#: every memory term of sampled 1024^3 matmul schedules: those that ran 10 to 36 ms were
+#: all estimated at that bound (rank correlation 0.27 over 138 measured ones).
+PARTIAL_OVERLAP = 0.5
 
 
 @dataclass(frozen=True)
@@ -187,7 +203,10 @@ class AnalyticPrior(CostModel):
             diversity (the rest are the prior's best).
         refine_rounds: rounds of mutating the prior's best samples (half as many
             children as samples per round, scored by the prior) before it picks; 0: it
-            picks among the random samples only.
+            picks among the random samples only. Three: the depthwise convolution's fast
+            structures (padding inlined, a few pixels' tile over the 3x3 window) take two
+            changes from the random samples' best (the padding's location and the
+            tile), which two rounds reached for neither of two seeds, three for both.
         machine: the CPU assumed; by default from the tuning context's target.
     """
 
@@ -196,7 +215,7 @@ class AnalyticPrior(CostModel):
         *,
         oversample: int = 4,
         random_share: float = 0.25,
-        refine_rounds: int = 2,
+        refine_rounds: int = 3,
         machine: Machine | None = None,
     ) -> None:
         if not isinstance(oversample, int) or isinstance(oversample, bool) or oversample < 1:
@@ -402,7 +421,7 @@ def _store_cycles(
         # updates of one step share them), a vector per lanes when contiguous
         only_tile = tuple(e if j in tile else 1 for j, e in enumerate(ext))
         tile_stats = _stats(st, store_lin, accesses, m, only_tile)
-        load_cycles = 0.0
+        load_cycles = conflict_cycles = 0.0
         for s, lin in zip(tile_stats, _lins_of(st, store_lin, accesses, tile_stats)):
             if s.buffer is st.store.buffer:
                 continue
@@ -410,12 +429,19 @@ def _store_cycles(
             distinct = s.footprint[0]
             load_cycles += (distinct * per_elem if contiguous else distinct) / m.loads_per_cycle
             if lin is not None:
-                load_cycles += _set_conflicts(s, lin, tile, ext, m)
-        l1 = sweeps * load_cycles
+                conflict_cycles += _set_conflicts(s, lin, tile, ext, m)
+        l1 = sweeps * (load_cycles + conflict_cycles)
         # one update of every accumulator per sweep, in chains of the sweeps of one entry
         # into the tile's region; the out-of-order window overlaps the chains of the
         # next entries when an entry's work is short (a 3x3 window: 9 sweeps)
         entries = float(math.prod(ext[:start])) * math.prod(ext[j] for j in split_out)
+        shared = _shared_loads(st, store_lin, accesses, m, plan, split_out, vec_loop, per_elem)
+        if shared is not None and sweeps / max(1.0, entries) <= STRAIGHT_STEPS:
+            loads, vectors = shared
+            if tile_vectors <= MAX_STRAIGHT_ACCUMULATORS and (
+                tile_vectors + vectors <= m.vector_registers
+            ):
+                l1 = min(l1, entries * loads + sweeps * conflict_cycles)
         per_entry = sweeps / max(1.0, entries) * tile_vectors * 2.0  # FMAs and loads
         overlap = min(max(1.0, m.reorder_window / max(per_entry, 1.0)), max(1.0, entries))
         latency = sweeps * m.fma_latency / overlap
@@ -438,6 +464,10 @@ def _store_cycles(
             l1 += sweeps * spill * 2.0 / m.loads_per_cycle
         # the tile is loaded before and stored after the region, once per entry into it
         l1 += entries * tile_vectors * (1.0 / m.loads_per_cycle + 1.0 / m.stores_per_cycle)
+        region = [j for j in range(start, n) if ext[j] > 1 and j not in split_out]
+        l1 += entries * _region_set_conflicts(
+            [(st.store.buffer, store_lin), *accesses], region, ext, m
+        )
     else:
         l1 = 0.0
         for s in strides:
@@ -448,8 +478,22 @@ def _store_cycles(
             compute = max(compute, chunks * m.memory_round_trip)
 
     resident = (st.store.buffer, plan[0]) if plan is not None else None
+    split = [j for j in range(plan[0], n) if j in store_loops and j not in plan[1]] if plan else []
+    if split:
+        # a split tile's outer loops run around its region (c_accumulate emits them
+        # outside the reduction loops): the caches see the loops in that order, and an
+        # operand panel the region sweeps is swept again for each of their iterations
+        start = plan[0]
+        order = [*range(start), *split, *(j for j in range(start, n) if j not in split)]
+        new = {j: i for i, j in enumerate(order)}
+        store_lin = [_moved(f, new) for f in store_lin]
+        accesses = [(b, [_moved(f, new) for f in lin]) for b, lin in accesses]
+        ext = tuple(ext[j] for j in order)
+        stats = _stats(st, store_lin, accesses, m, ext)
+        resident = (st.store.buffer, new[start])
     traffic = _traffic(stats, ext, m, _lins_of(st, store_lin, accesses, stats), resident)
     cycles = max(compute, l1, traffic)
+    cycles += PARTIAL_OVERLAP * (compute + l1 + traffic - cycles)
 
     # parallel speed-up and fork/join cost
     par = [j for j, lp in enumerate(st.loops) if lp.kind is ForKind.PARALLEL]
@@ -460,6 +504,15 @@ def _store_cycles(
         entries = float(math.prod(ext[: par[0]]))
         return cycles / max(1.0, speedup) + entries * m.fork_join_cycles
     return cycles
+
+
+def _moved(form: LinearForm, new: dict[int, int]) -> LinearForm:
+    """``form`` with its loop positions renumbered by ``new`` (old -> new position)."""
+    return LinearForm(
+        {new[j]: c for j, c in form.plain.items()},
+        [({new[j]: c for j, c in coefs.items()}, cap) for coefs, cap in form.capped],
+        form.const,
+    )
 
 
 def _versions_guards(body: Any) -> bool:
@@ -602,6 +655,91 @@ def _set_conflicts(
     if crowd <= m.l1_ways:
         return 0.0
     return lines * 64.0 / m.l2_bytes_per_cycle
+
+
+def _shared_loads(
+    st: Store,
+    store_lin: list[LinearForm],
+    accesses: list,
+    m: Machine,
+    plan: tuple[int, list[int]],
+    split_out: list[int],
+    vec_loop: int,
+    per_elem: float,
+) -> tuple[float, float] | None:
+    """``(load cycles, vectors)`` per entry into a register tile's region when the code
+    generator writes the region out step by step
+    (:func:`~metaschedule.codegen.c_accumulate.straight_line`): each distinct operand
+    vector of the region is loaded once and kept in a register (a 3x3 window over 4 rows
+    loads 6 x 3 input vectors, not 9 x 4). None for a scalar tile."""
+    start, tile = plan
+    if vec_loop < 0 or vec_loop not in tile or st.extents[vec_loop] < MIN_STRAIGHT_LANES:
+        return None
+    ext = st.extents
+    region = tuple(e if j >= start and j not in split_out else 1 for j, e in enumerate(ext))
+    stats = _stats(st, store_lin, accesses, m, region)
+    loads = vectors = 0.0
+    for s, lin in zip(stats, _lins_of(st, store_lin, accesses, stats)):
+        if s.buffer is st.store.buffer:
+            continue
+        contiguous = lin is not None and abs(lin[vec_loop]) == 1.0
+        distinct = s.footprint[0] * per_elem if contiguous else s.footprint[0]
+        loads += distinct / m.loads_per_cycle
+        vectors += distinct
+    return loads, vectors
+
+
+def _region_set_conflicts(
+    accesses: list, region: list[int], ext: tuple[int, ...], m: Machine
+) -> float:
+    """Cycles per entry into a register tile's region lost to L1 set conflicts of the
+    lines the region reuses: the input rows of a window with their halo and the rows of
+    the tile it stores (buffers assumed aligned alike modulo the way size).
+
+    A region whose lines fit the L1 by size can still crowd a few sets: a depthwise tile
+    of 8 rows 14 KiB apart (the halo makes 10 input rows, and the 8 output rows fall in
+    the same two set groups) puts 9 lines in a set of 8 ways; the lines beyond the ways
+    come from L2 again on every entry (measured: 8 rows x 16 channels ran 55 us, 4 rows
+    or 8 pixels along the row 44 us; charging every line of a crowded set instead ranked
+    the 8-row tile below padding computed per tile, which ran 70-120 us). A region too
+    large for the L1 streams its data instead (the cache traffic counts it).
+    """
+    sets = max(1, m.l1_bytes // (64 * max(1, m.l1_ways)))
+    limit = 2 * m.l1_bytes // 64  # more distinct lines: the region streams, no reuse
+    lines: set[tuple[int, int]] = set()
+    for buf, lin in accesses:
+        flat = _flat(buf, lin, len(ext))
+        elem = nbytes(buf.dtype)
+        per_line = max(1, 64 // elem)
+        offsets = {int(_flat_const(buf, lin))}
+        for j in region:
+            step, count = int(flat[j]), ext[j]
+            if step == 0:
+                continue
+            if abs(step) < per_line:  # steps within a line: one offset per line reached
+                count = max(1, math.ceil(count * abs(step) / per_line))
+                step = per_line if step > 0 else -per_line
+            offsets = {o + k * step for o in offsets for k in range(count)}
+            if len(offsets) > limit:
+                return 0.0
+        lines |= {(id(buf), o // per_line) for o in offsets}
+        if len(lines) > limit:
+            return 0.0
+    per_set: dict[int, int] = {}
+    for _, line in lines:
+        per_set[line % sets] = per_set.get(line % sets, 0) + 1
+    excess = sum(c - m.l1_ways for c in per_set.values() if c > m.l1_ways)
+    return excess * 64.0 / m.l2_bytes_per_cycle
+
+
+def _flat_const(buf: Any, lin: list[LinearForm]) -> float:
+    """The row-major element offset of an access with every loop at 0."""
+    shape = [const_int(s, 0) for s in buf.shape]
+    offset, row = 0.0, 1
+    for d in range(len(shape) - 1, -1, -1):
+        offset += lin[d].const * row
+        row *= max(1, shape[d])
+    return offset
 
 
 def _register_tile(

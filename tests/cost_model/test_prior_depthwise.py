@@ -21,6 +21,8 @@ padding's compute location (-2: inlined).
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -40,6 +42,10 @@ FAST = [[1, 1, 1, 1], [28, 1, 1, 4], [1, 14, 8, 1], [1, 2, 1, 16], [1, 3], [1, 3
 SLOW_AT = [[1, 1, 1, 1], [2, 4, 1, 14], [7, 1, 1, 16], [2, 1, 1, 16], [3, 1], [3, 1], 0, 6]
 SLOW_WIDE = [[1, 1, 1, 1], [7, 2, 1, 8], [1, 14, 8, 1], [1, 1, 1, 32], [1, 3], [1, 3], 3, 4]
 SLOW_GUARDED = [[1, 1, 1, 1], [4, 1, 2, 14], [7, 1, 1, 16], [2, 1, 1, 16], [1, 3], [1, 3], 1, -2]
+# FAST with 8 rows in the tile (8 accumulators): 55 us, against 44 us for FAST and for 8
+# pixels along the row (PIXELS_8)
+ROWS_8 = [[1, 1, 1, 1], [14, 1, 1, 8], [1, 14, 8, 1], [1, 2, 1, 16], [1, 3], [1, 3], 3, -2]
+PIXELS_8 = [[1, 1, 1, 1], [28, 1, 4, 1], [1, 14, 1, 8], [1, 2, 1, 16], [1, 3], [1, 3], 3, -2]
 
 CPU64 = Target({"kind": "cpu", "num_cores": 2, "vector_width": 64})
 
@@ -103,6 +109,32 @@ def test_a_weight_packed_by_channel_blocks_is_read_contiguously():
     assert AnalyticPrior().score_mod(sch.mod, machine) > 1.5 * AnalyticPrior().score_mod(
         guarded.mod, machine
     )
+
+
+def test_a_tile_of_rows_crowding_two_cache_sets_ranks_below_four_rows_and_eight_pixels():
+    # rows of the 112 x 32 image are 14 KiB apart: the 10 input rows of an 8-row window
+    # and its 8 output rows fall in two L1 set groups, 9 lines in a set of 8 ways: the
+    # line beyond the ways comes from L2 on every entry into the tile's region
+    func = _depthwise(112, 112)
+    zen4 = Machine.of_target(CPU64)
+    prior = AnalyticPrior()
+    rows, pixels, fast = (_schedule(func, d).mod for d in (ROWS_8, PIXELS_8, FAST))
+    assert prior.score_mod(fast, zen4) > 1.1 * prior.score_mod(rows, zen4)
+    assert prior.score_mod(pixels, zen4) > 1.02 * prior.score_mod(rows, zen4)
+    # with 16 ways (the same 64 sets) their lines fit: the 8 rows lose nothing to the pixels
+    roomy = dataclasses.replace(zen4, l1_ways=16, l1_bytes=64 * 1024)
+    assert prior.score_mod(rows, roomy) >= 0.99 * prior.score_mod(pixels, roomy)
+
+
+def test_the_window_written_out_loads_each_input_vector_once():
+    # the code generator writes the 3x3 window over FAST's 4 rows out step by step and
+    # loads each of its 6 x 3 input vectors once (c_accumulate.straight_line), kept in
+    # registers; without the registers for them every step loads its own 4
+    func = _depthwise(112, 112)
+    zen4 = Machine.of_target(CPU64)
+    few = dataclasses.replace(zen4, vector_registers=16)
+    fast = _schedule(func, FAST).mod
+    assert AnalyticPrior().score_mod(fast, zen4) > 1.1 * AnalyticPrior().score_mod(fast, few)
 
 
 @pytest.mark.compiler
