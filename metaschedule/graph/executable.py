@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from ..runtime.aligned import aligned_copy, empty, is_aligned
 from ..runtime.module import Module, kernel_cache_dir, load_module
 from .interpreter import bind_inputs
 from .ir import Function, TensorType, Var
@@ -74,10 +75,11 @@ class Executable:
         self.outputs = outputs
         self.steps = steps
         self.types = types
-        self.constants = constants
+        # intermediates and constants start on cache lines, as the runner measured them
+        self.constants = {k: v if is_aligned(v) else aligned_copy(v) for k, v in constants.items()}
         self.module = module
         self.plan: MemoryPlan = plan_memory(steps, types, outputs)
-        self._pool = [np.empty(n, np.uint8) for n in self.plan.sizes]
+        self._pool = [empty(n, np.uint8) for n in self.plan.sizes]
         self._kernels = {s.func: module[s.func] for s in steps if s.func is not None}
         self._prepare()
 

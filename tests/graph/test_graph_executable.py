@@ -6,6 +6,7 @@ import pytest
 from metaschedule import graph
 from metaschedule import relax_integration as ri
 from metaschedule.graph import GraphBuilder
+from metaschedule.runtime.aligned import is_aligned
 
 
 def _chain(n=6):
@@ -34,6 +35,18 @@ def test_memory_plan_reuses_buffers_and_results_are_right():
     got2 = exe(x=x * 2)  # the first result is a copy, not a view of the pool
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     assert not np.allclose(got2, got)
+
+
+@pytest.mark.compiler
+def test_planned_buffers_and_constants_start_on_cache_lines(tmp_path):
+    f, rng = _chain(3)
+    exe = ri.compile_relax(None, f, "llvm", None)
+    loaded = graph.load(exe.export_library(tmp_path / "model.ms"))
+    for e in (exe, loaded):
+        assert e.constants and all(is_aligned(c) for c in e.constants.values())
+        assert e._pool and all(is_aligned(buf) for buf in e._pool)
+    x = rng.standard_normal((4, 16)).astype("float32")
+    np.testing.assert_allclose(exe(x), graph.interpret(f, x)[0], rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.compiler
