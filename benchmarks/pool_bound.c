@@ -11,7 +11,7 @@
    WindowTiling sketch with two output rows; "T RxP" register tiles of R rows by P
    pixels; "separable" a horizontal 3-max per input row kept in registers along the row,
    then the vertical 3-max. The floors read the input (and write the output) once,
-   sequentially. Results: README.md, "pool: the bound". */
+   sequentially. Results: docs/benchmarks.md, "pool: the bound". */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
