@@ -26,9 +26,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ..schedule import ScheduleError
-from ..schedule.analysis import iter_kinds_by_var
-from ..schedule.state import child_stmts
-from ..tir import BlockRealize, For, ForKind, IntImm, IterType, SeqStmt, Stmt
+from ..schedule.analysis import data_par_loops
+from ..tir import BlockRealize, For, ForKind, IntImm, IterType, SeqStmt
 from ..tir.expr import PrimExpr, Var, const, is_const_int
 from ..tir.functor import collect_vars, substitute
 from ..tir.transform.affine import affine
@@ -224,24 +223,6 @@ def _contiguous_inner_loops(realize: BlockRealize, loops: list[For]) -> int:
     return best
 
 
-def _spatial_loops(loops: list[For]) -> list[bool]:
-    """For each loop of a chain (outermost first): does it feed only data-parallel iter
-    vars of the blocks under it (or none)? One walk over the statements of the nest."""
-    index = {lp.loop_var: i for i, lp in enumerate(loops)}
-    feeds: list[set[IterType]] = [set() for _ in loops]
-    stack: list[tuple[Stmt, tuple[int, ...]]] = [(loops[0], ())]
-    while stack:
-        node, active = stack.pop()
-        if isinstance(node, For) and node.loop_var in index:
-            active = (*active, index[node.loop_var])
-        elif isinstance(node, BlockRealize):
-            kinds = iter_kinds_by_var(node)
-            for i in active:
-                feeds[i] |= kinds.get(loops[i].loop_var, set())
-        stack.extend((child, active) for child in child_stmts(node))
-    return [f <= {IterType.DATA_PAR} for f in feeds]
-
-
 def plan_block(sch: Schedule, fname: str, realize: BlockRealize, plan: Plan) -> Plan:
     """How many outer loops to parallelise and inner loops to vectorize for one block."""
     if plan.max_parallel_extent is None and plan.max_vectorize_extent is None:
@@ -250,7 +231,7 @@ def plan_block(sch: Schedule, fname: str, realize: BlockRealize, plan: Plan) -> 
     n = len(loops)
     if n == 0:
         return plan
-    spatial = _spatial_loops(loops)
+    spatial = data_par_loops(loops)
     n_rewritable = sum(
         1 for lp, sp in zip(loops, spatial) if sp and _rewritable(lp) and _single_child(lp)
     )

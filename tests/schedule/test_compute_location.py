@@ -509,10 +509,10 @@ def test_replayed_decisions_pick_what_the_candidate_list_picks(illegal):
         loops = cl._candidate_loops(sch.state, "main", realize)
         assert len(loops) == 4
         bad = {id(loops[i]) for i in illegal}
-        real = cl._can_compute_at
+        real = cl.can_compute_at
         with mock.patch.object(
             cl,
-            "_can_compute_at",
+            "can_compute_at",
             lambda st, f, r, lp, bad=bad, real=real: id(lp) not in bad and real(st, f, r, lp),
         ):
             cands = cl.compute_location_candidates(sch.state, "main", realize)

@@ -15,7 +15,7 @@ from metaschedule import te
 from metaschedule.mutator import MutateComputeLocation, MutateParallel
 from metaschedule.mutator.base import Mutator, ReplayMemo, fully_decided
 from metaschedule.schedule import ScheduleError, Trace
-from metaschedule.schedule.analysis import loop_iter_type
+from metaschedule.schedule.analysis import data_par_loops, loop_iter_type
 from metaschedule.schedule.primitives import compute_at_plan
 from metaschedule.schedule.primitives import compute_location_candidates as cl
 from metaschedule.schedule.state import ScheduleState, child_stmts
@@ -52,7 +52,7 @@ def slow_paths():
     """Switch the search's shortcuts off."""
     with contextlib.ExitStack() as stack:
         stack.enter_context(mock.patch.object(cl, "can_compute_at", _full_plan_check))
-        stack.enter_context(mock.patch.object(cl, "_feeds_only_data_par", _iter_types_one_by_one))
+        stack.enter_context(mock.patch.object(cl, "data_par_loops", _iter_types_one_by_one))
         stack.enter_context(
             mock.patch.object(Mutator, "_replay_memo", lambda self: ReplayMemo(max_size=0))
         )
@@ -139,7 +139,7 @@ def test_one_walk_gives_the_iter_type_of_every_loop_of_a_chain(make):
         for realize in (n for n in _nodes(func.body) if isinstance(n, BlockRealize)):
             chain = state.loops_above("main", realize)
             want = [loop_iter_type(state, "main", lp) == IterType.DATA_PAR for lp in chain]
-            assert cl._feeds_only_data_par(chain) == want
+            assert data_par_loops(chain) == want
             seen.update(want)
     assert seen == {True, False}
 

@@ -17,6 +17,7 @@ this package re-exports them.
 from .block_kinds import (
     check_complete_or_reduction,
     check_only_writer,
+    data_par_loops,
     is_leaf_block,
     iter_kinds_by_var,
     loop_iter_type,
@@ -64,6 +65,7 @@ __all__ = [
     "buffers_of",
     "check_complete_or_reduction",
     "check_only_writer",
+    "data_par_loops",
     "check_storage_scope",
     "clamp_region",
     "conjuncts",

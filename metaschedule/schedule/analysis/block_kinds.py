@@ -12,6 +12,7 @@ from ...tir import (
     Buffer,
     For,
     IterType,
+    Stmt,
     Var,
 )
 from ...tir.functor import collect_vars, post_order_visit
@@ -19,7 +20,7 @@ from ..error import (
     NotCompleteOrReductionBlockError,
     NotOnlyWriterError,
 )
-from ..state import ScheduleState
+from ..state import ScheduleState, child_stmts
 from .dataflow import buffers_of, writers_in_scope
 from .regions import expr_vars
 from .tree import subtree_blocks
@@ -129,6 +130,29 @@ def iter_kinds_by_var(realize: BlockRealize) -> dict[Var, set[IterType]]:
         for var in expr_vars((v,)):
             kinds.setdefault(var, set()).add(iv.iter_type)
     return kinds
+
+
+def data_par_loops(chain: Sequence[For]) -> list[bool]:
+    """For each loop of a chain (outermost first, each inside the previous): whether it
+    feeds only data-parallel iter vars of the blocks under it (or none), i.e. whether
+    :func:`loop_iter_type` is DATA_PAR. One walk of the outermost loop, not one per loop."""
+    if not chain:
+        return []
+    index = {lp.loop_var: i for i, lp in enumerate(chain)}
+    kinds: list[set[IterType]] = [set() for _ in chain]
+    stack: list[tuple[Stmt, tuple[int, ...]]] = [(chain[0], ())]
+    while stack:
+        node, active = stack.pop()
+        if isinstance(node, For):
+            i = index.get(node.loop_var)
+            if i is not None and chain[i] is node:
+                active = (*active, i)
+        elif isinstance(node, BlockRealize):
+            by_var = iter_kinds_by_var(node)
+            for i in active:
+                kinds[i] |= by_var.get(chain[i].loop_var, set())
+        stack.extend((child, active) for child in child_stmts(node))
+    return [k <= {IterType.DATA_PAR} for k in kinds]
 
 
 def loop_iter_type(state: ScheduleState, fname: str, loop: For) -> IterType:

@@ -3,19 +3,14 @@ and ``MutateComputeLocation`` moves between (-2 inline, -1 root, i >= 0 a loop).
 
 from __future__ import annotations
 
-from ...tir import (
-    BlockRealize,
-    For,
-    IterType,
-    Stmt,
-)
+from ...tir import BlockRealize, For
 from ..analysis import (
     consumers,
-    iter_kinds_by_var,
+    data_par_loops,
     lowest_common_ancestor,
     scope_blocks,
 )
-from ..state import ScheduleState, child_stmts
+from ..state import ScheduleState
 from .compute_at_plan import can_compute_at
 from .compute_inline import can_compute_inline
 
@@ -38,41 +33,13 @@ def _candidate_loops(state: ScheduleState, fname: str, realize: BlockRealize) ->
     if depth is None:
         return []
     chain = loops[: depth + 1]
-    spatial = _feeds_only_data_par(chain)
+    spatial = data_par_loops(chain)
     out = []
     for lp, ok in zip(chain, spatial):
         if not ok:
             break
         out.append(lp)
     return out
-
-
-def _feeds_only_data_par(chain: list[For]) -> list[bool]:
-    """For each loop of a chain (outermost first, each inside the previous): whether
-    :func:`~..analysis.loop_iter_type` is DATA_PAR, i.e. the loop feeds only
-    data-parallel iteration variables of the blocks under it. One walk of the outermost
-    loop instead of one per loop."""
-    if not chain:
-        return []
-    index = {lp.loop_var: i for i, lp in enumerate(chain)}
-    kinds: list[set[IterType]] = [set() for _ in chain]
-    stack: list[tuple[Stmt, tuple[int, ...]]] = [(chain[0], ())]
-    while stack:
-        node, active = stack.pop()
-        if isinstance(node, For):
-            i = index.get(node.loop_var)
-            if i is not None and chain[i] is node:
-                active = (*active, i)
-        elif isinstance(node, BlockRealize):
-            by_var = iter_kinds_by_var(node)
-            for i in active:
-                kinds[i] |= by_var.get(chain[i].loop_var, set())
-        stack.extend((child, active) for child in child_stmts(node))
-    return [k <= {IterType.DATA_PAR} for k in kinds]
-
-
-def _can_compute_at(state: ScheduleState, fname: str, realize: BlockRealize, loop: For) -> bool:
-    return can_compute_at(state, fname, realize, loop)
 
 
 def compute_location_candidates(
@@ -89,7 +56,7 @@ def compute_location_candidates(
         out.append((-2, None))
     out.append((-1, None))
     for i, lp in enumerate(_candidate_loops(state, fname, realize)):
-        if _can_compute_at(state, fname, realize, lp):
+        if can_compute_at(state, fname, realize, lp):
             out.append((i, lp))
     return out
 
@@ -103,7 +70,7 @@ def closest_compute_location(
     if decision >= 0:
         loops = _candidate_loops(state, fname, realize)
         for i in range(min(decision, len(loops) - 1), -1, -1):
-            if _can_compute_at(state, fname, realize, loops[i]):
+            if can_compute_at(state, fname, realize, loops[i]):
                 return i, loops[i]
     if decision >= -1:
         return -1, None
