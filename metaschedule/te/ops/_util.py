@@ -92,6 +92,12 @@ def pad_tuple(
     return pads[:n], pads[n:]
 
 
+def window_index(o: PrimExpr, r: PrimExpr, stride: int, dilation: int) -> PrimExpr:
+    """Input index ``o * stride + r * dilation`` of a sliding window (output ``o``, window
+    position ``r``), without multiplications by 1."""
+    return (o * stride if stride != 1 else o) + (r * dilation if dilation != 1 else r)
+
+
 def to_dtype(value: PrimExpr, dtype: str | None) -> PrimExpr:
     return value if dtype is None else cast(dtype, value)
 

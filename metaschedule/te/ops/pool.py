@@ -10,7 +10,7 @@ from ...tir.expr import PrimExpr, cast, const
 from ..tensor import Tensor, compute, reduce_axis
 from ..tensor import max as te_max
 from ..tensor import sum as te_sum
-from ._util import check_tensor, named, pad_tuple, positive_tuple
+from ._util import check_tensor, named, pad_tuple, positive_tuple, window_index
 from .transform import pad
 
 IntOrSeq = int | Sequence[int]
@@ -55,14 +55,11 @@ def _pooled(data, ks, strides, dilations, before, total_after, fill, reducer):
         padded = pad(data, (0, *before, 0), (0, *total_after, 0), pad_value=fill, name="pad_temp")
     ry, rx = reduce_axis((0, ks[0]), name="rv0"), reduce_axis((0, ks[1]), name="rv1")
 
-    def window(o, r, s, d):
-        return (o * s if s != 1 else o) + (r * d if d != 1 else r)
-
     def body(n, y, x, c):
         src = padded[
             n,
-            window(y, ry.var, strides[0], dilations[0]),
-            window(x, rx.var, strides[1], dilations[1]),
+            window_index(y, ry.var, strides[0], dilations[0]),
+            window_index(x, rx.var, strides[1], dilations[1]),
             c,
         ]
         return reducer(src, axis=[ry, rx])
