@@ -21,6 +21,7 @@ from ._util import (
     positive_tuple,
     spread_source,
     to_dtype,
+    window_count,
     window_index,
 )
 from .transform import pad
@@ -42,13 +43,13 @@ def _prepare(
     before, after = pad_tuple(padding, ks, dilations, op)
     out = []
     for d in range(nd):
-        size = data.shape[1 + d] + before[d] + after[d] - dilations[d] * (ks[d] - 1) - 1
-        if size < 0:
+        n = window_count(data.shape[1 + d], ks[d], strides[d], dilations[d], before[d], after[d])
+        if n is None:
             raise ValueError(
                 f"{op}: the dilated kernel {tuple(ks)} (dilation {dilations}) does not fit in "
                 f"the padded input {data.shape} (padding {before}, {after})"
             )
-        out.append(size // strides[d] + 1)
+        out.append(n)
     padded = data
     if any(before) or any(after):
         padded = pad(data, (0, *before, 0), (0, *after, 0), name="PaddedInput")

@@ -14,19 +14,16 @@ from ...tir.expr import const
 from ..tensor import Tensor, compute, reduce_axis
 from ..tensor import max as te_max
 from ..tensor import sum as te_sum
-from ._util import check_tensor, layout_free, named, spread_source, window_index
+from ._util import check_tensor, layout_free, named, spread_source, window_count, window_index
 from .transform import pad
 
 Pads = Sequence[int]
 
 
 def _out(size: int, k: int, s: int, d: int, lo: int, hi: int, ceil: bool = False) -> int:
-    span = size + lo + hi - d * (k - 1) - 1
-    if span < 0:
+    n = window_count(size, k, s, d, lo, hi, ceil)
+    if n is None:
         raise ValueError(f"window {k} (dilation {d}) is larger than the padded input {size}")
-    n = (-(-span // s) if ceil else span // s) + 1
-    if ceil and (n - 1) * s >= size + lo:
-        n -= 1
     return n
 
 
