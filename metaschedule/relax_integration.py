@@ -59,7 +59,7 @@ from .task_scheduler import TaskScheduler
 from .tir.function import IRModule, PrimFunc
 from .tir.structural import structural_equal
 from .trace_apply import schedule_using_anchor_trace
-from .tune import DEFAULT_FINAL_SELECTION_TOP_K, _component, tune_tasks
+from .tune import DEFAULT_FINAL_SELECTION_TOP_K, _component, _ContextMaker, tune_tasks
 from .tune_context import TuneContext
 
 __all__ = [
@@ -187,30 +187,9 @@ def extracted_tasks_to_tune_contexts(
     :func:`~metaschedule.tune_tasks`.
     """
     del work_dir
-    used: set[int] = set()
-
-    def fresh(component):
-        if isinstance(component, (SpaceGenerator, SearchStrategy)):
-            if id(component) in used:
-                return component.clone()
-            used.add(id(component))
-        return component
-
-    tasks, weights = [], []
-    for t in extracted_tasks:
-        tasks.append(
-            TuneContext(
-                t.mod,
-                target=t.target,
-                space_generator=fresh(space),
-                search_strategy=fresh(strategy),
-                task_name=t.task_name,
-                rand_state=-1 if seed is None else seed,
-                num_threads=num_threads,
-            )
-        )
-        weights.append(float(t.weight))
-    return tasks, weights
+    make_context = _ContextMaker(strategy, seed, num_threads)
+    tasks = [make_context(t.mod, t.target, t.task_name, space) for t in extracted_tasks]
+    return tasks, [float(t.weight) for t in extracted_tasks]
 
 
 def tune_relax(

@@ -395,15 +395,7 @@ def tune_tir(
         )
     if task_scheduler == "gradient" and seed is not None:  # reproducible tie-breaking too
         task_scheduler = TaskScheduler.create("gradient", seed=seed)
-    used: set[int] = set()
-
-    def fresh(component):  # an object serves once; later tasks get clones
-        if isinstance(component, (SpaceGenerator, SearchStrategy)):
-            if id(component) in used:
-                return component.clone()
-            used.add(id(component))
-        return component
-
+    make_context = _ContextMaker(strategy, seed, num_tuning_cores)
     tasks = []
     for name, func in mod.items():
         if not isinstance(func, PrimFunc):
@@ -419,17 +411,7 @@ def tune_tir(
         ):
             if isinstance(value, str) or arg == "num_tuning_cores":
                 _named(arg, make, value)
-        tasks.append(
-            TuneContext(
-                IRModule({"main": func}),
-                target=target,
-                space_generator=fresh(space_value),
-                search_strategy=fresh(strategy),
-                task_name=name,
-                rand_state=-1 if seed is None else seed,
-                num_threads=num_tuning_cores,
-            )
-        )
+        tasks.append(make_context(IRModule({"main": func}), target, name, space_value))
     return tune_tasks(
         tasks=tasks,
         task_weights=[1.0] * len(tasks),
@@ -450,6 +432,36 @@ def tune_tir(
 
 
 # --------------------------------------------------------------------------- components
+class _ContextMaker:
+    """Makes the TuneContexts of one tuning call (``tune_tir``, and ``tune_relax``'s
+    ``extracted_tasks_to_tune_contexts``): a space or strategy object serves the first
+    task given it, later tasks get clones, so no two tasks share tuning state."""
+
+    def __init__(self, strategy, seed: int | None, num_threads) -> None:
+        self.strategy = strategy
+        self.seed = seed
+        self.num_threads = num_threads
+        self._used: set[int] = set()
+
+    def __call__(self, mod: IRModule, target: Target, task_name: str, space) -> TuneContext:
+        return TuneContext(
+            mod,
+            target=target,
+            space_generator=self._fresh(space),
+            search_strategy=self._fresh(self.strategy),
+            task_name=task_name,
+            rand_state=-1 if self.seed is None else self.seed,
+            num_threads=self.num_threads,
+        )
+
+    def _fresh(self, component):
+        if isinstance(component, (SpaceGenerator, SearchStrategy)):
+            if id(component) in self._used:
+                return component.clone()
+            self._used.add(id(component))
+        return component
+
+
 #: Neighbours a Droplet search measures per task when ``post_optimization`` is on.
 POST_OPTIMIZATION_TRIALS = 100
 

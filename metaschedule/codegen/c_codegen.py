@@ -52,6 +52,7 @@ from ..tir.buffer import Buffer
 from ..tir.dtype import c_type, nbytes
 from ..tir.function import IRModule, PrimFunc
 from ..tir.functor import Visitor
+from ..tir.names import unique_name
 from ..tir.stmt import (
     Allocate,
     Block,
@@ -212,10 +213,7 @@ class NameTable:
             base = "v_" + base
         if base.startswith(("ms_", "__")) or keyword.iskeyword(base):
             base = "u_" + base
-        name, n = base, 0
-        while name in self.used:
-            n += 1
-            name = f"{base}_{n}"
+        name = unique_name(base, self.used)
         self.used.add(name)
         return name
 

@@ -133,12 +133,7 @@ def emit_lane_sums(fw: FunctionWriter, loop: For, name: str, accs: tuple[str, ..
         if full == 1:
             _chunk(fw, loop, name, t, 0, lambda: body.emit(lanes))
         else:
-            stop = affine(loop.min).offset(full * lanes).to_expr(loop.loop_var.dtype)
-            fw.for_header(loop, name, step=lanes, stop=stop)
-            fw.indent += 1
-            body.emit(lanes)
-            fw.indent -= 1
-            fw.line("}")
+            _strided_loop(fw, loop, name, full, lanes, body)
         fw.lane_sums = {}
         for a, v in vaccs.items():
             fw.line(f"{a} = {a} + {hsum}({v});")
@@ -300,6 +295,18 @@ def _native_lanes(fw: FunctionWriter, loop: For) -> int:
 # ----------------------------------------------------------------------------- emission
 
 
+def _strided_loop(
+    fw: FunctionWriter, loop: For, name: str, full: int, lanes: int, body: _VectorBody
+) -> None:
+    """A C loop over the ``full`` chunks of ``lanes`` iterations, one vector body each."""
+    stop = affine(loop.min).offset(full * lanes).to_expr(loop.loop_var.dtype)
+    fw.for_header(loop, name, step=lanes, stop=stop)
+    fw.indent += 1
+    body.emit(lanes)
+    fw.indent -= 1
+    fw.line("}")
+
+
 def _emit_chunks(fw: FunctionWriter, loop: For, name: str, lanes: int) -> None:
     t = c_type(loop.loop_var.dtype)
     extent = loop.extent.value
@@ -311,12 +318,7 @@ def _emit_chunks(fw: FunctionWriter, loop: For, name: str, lanes: int) -> None:
         for c in range(full):
             _chunk(fw, loop, name, t, c * lanes, lambda c=c: body.emit(lanes, c * lanes))
     elif full > EXPLICIT_CHUNKS:
-        stop = affine(loop.min).offset(full * lanes).to_expr(loop.loop_var.dtype)
-        fw.for_header(loop, name, step=lanes, stop=stop)
-        fw.indent += 1
-        body.emit(lanes)
-        fw.indent -= 1
-        fw.line("}")
+        _strided_loop(fw, loop, name, full, lanes, body)
     if full == 1:
         _chunk(fw, loop, name, t, 0, lambda: body.emit(lanes, 0))
     offset = full * lanes

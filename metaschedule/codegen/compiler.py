@@ -56,6 +56,21 @@ class BuildError(RuntimeError):
         self.compiler_output = compiler_output
         self.command = command
 
+    @classmethod
+    def failed(
+        cls, language: str, returncode: int, command: list[str], source: str, output: str
+    ) -> BuildError:
+        """The error of a compiler run that exited with ``returncode``: the command line
+        and the first 60 lines of its ``output``."""
+        shown = "\n".join(output.splitlines()[:60]) or "(no output)"
+        return cls(
+            f"{language} compilation failed (exit code {returncode}) running: "
+            f"{' '.join(shlex.quote(c) for c in command)}\n{shown}",
+            source,
+            output,
+            command,
+        )
+
 
 def compiler_command() -> list[str]:
     """The compiler to run: ``$CC`` split like a shell would, else ``cc``."""
@@ -172,14 +187,7 @@ def compile_shared(source: str, flags: list[str], cache_dir: str | None = None) 
             ) from None
         output = (proc.stdout + proc.stderr).strip()
         if proc.returncode != 0 or not os.path.exists(out_path):
-            shown = "\n".join(output.splitlines()[:60]) or "(no output)"
-            raise BuildError(
-                f"C compilation failed (exit code {proc.returncode}) running: "
-                f"{' '.join(shlex.quote(c) for c in full)}\n{shown}",
-                source,
-                output,
-                full,
-            )
+            raise BuildError.failed("C", proc.returncode, full, source, output)
         os.replace(out_path, final)
     finally:
         for p in (src_path, out_path):

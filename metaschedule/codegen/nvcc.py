@@ -12,7 +12,6 @@ import hashlib
 import json
 import os
 import re
-import shlex
 import shutil
 import subprocess
 import tempfile
@@ -144,14 +143,7 @@ def _run(cmd: list[str], source: str) -> str:
         raise BuildError("nvcc took more than 300 s", source, "", cmd) from None
     output = (proc.stdout + proc.stderr).strip()
     if proc.returncode != 0:
-        shown = "\n".join(output.splitlines()[:60]) or "(no output)"
-        raise BuildError(
-            f"CUDA compilation failed (exit code {proc.returncode}) running: "
-            f"{' '.join(shlex.quote(c) for c in cmd)}\n{shown}",
-            source,
-            output,
-            cmd,
-        )
+        raise BuildError.failed("CUDA", proc.returncode, cmd, source, output)
     return output
 
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..feature_extractor import FeatureExtractor
 from ..profiler import Profiler
 from .base import CostModel, check_lengths
-from .metric import TrainingData, costs_of, workload_key
+from .metric import TrainingData, costs_of, read_archive, workload_key, write_archive
 
 if TYPE_CHECKING:
     from ..measure_candidate import MeasureCandidate
@@ -80,6 +82,57 @@ class LearnedCostModel(CostModel):
             features = self.extractor.extract_from(context, candidates)
         with Profiler.timeit("CostModel/Predict"):
             return self.predict_features(features)
+
+    # ------------------------------------------------------------------ persistence
+    def _write_archive(
+        self, path: str, name: str, meta: dict[str, Any], model: dict[str, bytes]
+    ) -> None:
+        """Write the tar file ``path``: ``meta.json`` (the format ``metaschedule.<name>/1``,
+        the counters, ``meta`` and the generator state), ``data.npz`` (the training data)
+        and the ``model`` members."""
+        meta = {
+            "format": f"metaschedule.{name}/1",
+            "last_train_size": self.last_train_size,
+            **meta,
+            "rng": self.rng.bit_generator.state,
+        }
+        members = {"meta.json": json.dumps(meta).encode(), "data.npz": self.data.to_bytes()}
+        write_archive(path, {**members, **model})
+
+    def _read_archive(self, path: str, name: str) -> tuple[dict[str, Any], dict[str, bytes]]:
+        """Restore the training data, counters and generator state that
+        :meth:`_write_archive` wrote to ``path``; returns its meta and all its members.
+
+        Raises:
+            ValueError: ``path`` was not written by ``<name>.save``.
+        """
+        members = read_archive(path, name)
+        if "meta.json" not in members or "data.npz" not in members:
+            raise ValueError(
+                f"{name}.load: {path!r} lacks meta.json/data.npz; it was not "
+                f"written by {name}.save (members: {sorted(members)})"
+            )
+        meta = json.loads(members["meta.json"])
+        self.data = TrainingData.from_bytes(members["data.npz"])
+        self.last_train_size = int(meta["last_train_size"])
+        self.rng = generator_from_state(meta["rng"])
+        return meta, members
+
+
+def resolve_extractor(extractor: str | FeatureExtractor, owner: str) -> FeatureExtractor:
+    """The feature extractor of a learned model: ``extractor`` itself, or created from a kind.
+
+    Raises:
+        TypeError: neither a FeatureExtractor nor a kind (``owner`` names the model).
+    """
+    if isinstance(extractor, str):
+        extractor = FeatureExtractor.create(extractor)
+    if not isinstance(extractor, FeatureExtractor):
+        raise TypeError(
+            f"{owner}: extractor must be a FeatureExtractor or a kind, "
+            f"got {type(extractor).__name__}"
+        )
+    return extractor
 
 
 def generator_from_state(state: dict[str, Any]) -> np.random.Generator:

@@ -18,15 +18,14 @@ from __future__ import annotations
 
 import io
 import itertools
-import json
 from typing import Literal
 
 import numpy as np
 
 from ..feature_extractor import FeatureExtractor
 from ..registry import register
-from .learned import LearnedCostModel, generator_from_state
-from .metric import TrainingData, read_archive, write_archive
+from .learned import LearnedCostModel, resolve_extractor
+from .metric import TrainingData
 
 __all__ = ["MLPModel", "pool_features"]
 
@@ -72,13 +71,7 @@ class MLPModel(LearnedCostModel):
         adaptive_training: bool = True,
         seed: int = 0,
     ) -> None:
-        if isinstance(extractor, str):
-            extractor = FeatureExtractor.create(extractor)
-        if not isinstance(extractor, FeatureExtractor):
-            raise TypeError(
-                f"MLPModel: extractor must be a FeatureExtractor or a kind, "
-                f"got {type(extractor).__name__}"
-            )
+        extractor = resolve_extractor(extractor, "MLPModel")
         if not hidden_sizes or any(h < 1 for h in hidden_sizes) or epochs < 1 or batch_size < 1:
             raise ValueError(
                 "MLPModel: hidden_sizes must be positive widths and epochs, batch_size >= 1; "
@@ -103,34 +96,19 @@ class MLPModel(LearnedCostModel):
 
     def save(self, path: str) -> None:
         """Write settings, training data and weights to the tar file ``path``."""
-        meta = {
-            "format": "metaschedule.MLPModel/1",
-            "last_train_size": self.last_train_size,
-            "hidden_sizes": list(self.hidden_sizes),
-            "rng": self.rng.bit_generator.state,
-        }
-        members = {"meta.json": json.dumps(meta).encode(), "data.npz": self.data.to_bytes()}
+        model: dict[str, bytes] = {}
         if self.params is not None:
             buf = io.BytesIO()
             np.savez(
                 buf, mean=self.mean, std=self.std, **{f"p{i}": p for i, p in enumerate(self.params)}
             )
-            members["model.npz"] = buf.getvalue()
-        write_archive(path, members)
+            model["model.npz"] = buf.getvalue()
+        self._write_archive(path, "MLPModel", {"hidden_sizes": list(self.hidden_sizes)}, model)
 
     def load(self, path: str) -> None:
         """Restore what :meth:`save` wrote to ``path``."""
-        members = read_archive(path, "MLPModel")
-        if "meta.json" not in members or "data.npz" not in members:
-            raise ValueError(
-                f"MLPModel.load: {path!r} lacks meta.json/data.npz; it was not "
-                f"written by MLPModel.save (members: {sorted(members)})"
-            )
-        meta = json.loads(members["meta.json"])
-        self.data = TrainingData.from_bytes(members["data.npz"])
-        self.last_train_size = int(meta["last_train_size"])
+        meta, members = self._read_archive(path, "MLPModel")
         self.hidden_sizes = tuple(meta["hidden_sizes"])
-        self.rng = generator_from_state(meta["rng"])
         self.params = self.mean = self.std = None
         if "model.npz" in members:
             with np.load(io.BytesIO(members["model.npz"]), allow_pickle=False) as z:

@@ -21,7 +21,6 @@ state), ``data.npz`` (all training features and costs) and, once trained,
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any, Literal, NamedTuple
 
@@ -29,14 +28,8 @@ import numpy as np
 
 from ..feature_extractor import FeatureExtractor
 from ..registry import register
-from .learned import LearnedCostModel, generator_from_state
-from .metric import (
-    TrainingData,
-    average_peak_score,
-    pooled,
-    read_archive,
-    write_archive,
-)
+from .learned import LearnedCostModel, resolve_extractor
+from .metric import TrainingData, average_peak_score, pooled
 
 __all__ = ["XGBConfig", "XGBModel"]
 
@@ -113,13 +106,7 @@ class XGBModel(LearnedCostModel):
                 "`pip install xgboost`; or tune with cost_model='mlp' or 'random'"
             ) from err
 
-        if isinstance(extractor, str):
-            extractor = FeatureExtractor.create(extractor)
-        if not isinstance(extractor, FeatureExtractor):
-            raise TypeError(
-                f"XGBModel: extractor must be a FeatureExtractor or a kind, "
-                f"got {type(extractor).__name__}"
-            )
+        extractor = resolve_extractor(extractor, "XGBModel")
         if num_tuning_cores is not None:
             config = config._replace(nthread=num_tuning_cores)
         if tree_method is not None:
@@ -145,15 +132,10 @@ class XGBModel(LearnedCostModel):
 
     def save(self, path: str) -> None:
         """Write the booster, the training data and the counters to the tar file ``path``."""
-        meta = {
-            "format": "metaschedule.XGBModel/1",
-            "last_train_size": self.last_train_size,
-            "rng": self.rng.bit_generator.state,
-        }
-        members = {"meta.json": json.dumps(meta).encode(), "data.npz": self.data.to_bytes()}
+        model: dict[str, bytes] = {}
         if self.booster is not None:
-            members["model.json"] = bytes(self.booster.save_raw("json"))
-        write_archive(path, members)
+            model["model.json"] = bytes(self.booster.save_raw("json"))
+        self._write_archive(path, "XGBModel", {}, model)
 
     def load(self, path: str) -> None:
         """Restore what :meth:`save` wrote to ``path``.
@@ -163,16 +145,7 @@ class XGBModel(LearnedCostModel):
         """
         import xgboost as xgb
 
-        members = read_archive(path, "XGBModel")
-        if "meta.json" not in members or "data.npz" not in members:
-            raise ValueError(
-                f"XGBModel.load: {path!r} lacks meta.json/data.npz; it was not "
-                f"written by XGBModel.save (members: {sorted(members)})"
-            )
-        meta = json.loads(members["meta.json"])
-        self.data = TrainingData.from_bytes(members["data.npz"])
-        self.last_train_size = int(meta["last_train_size"])
-        self.rng = generator_from_state(meta["rng"])
+        _, members = self._read_archive(path, "XGBModel")
         self.booster = None
         if "model.json" in members:
             self.booster = xgb.Booster(params=self._params())

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ..tir.names import unique_name
 from .infer import infer_call
 from .interpreter import eval_call
 from .ir import Call, Function, TensorType, Var, make_attrs
@@ -28,10 +29,7 @@ class GraphBuilder:
 
     def _fresh(self, hint: str) -> str:
         base = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in hint) or "v"
-        name, n = base, 0
-        while name in self._used:
-            n += 1
-            name = f"{base}_{n}"
+        name = unique_name(base, self._used)
         self._used.add(name)
         return name
 

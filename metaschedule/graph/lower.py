@@ -16,6 +16,7 @@ from typing import Any
 
 from ..te import create_prim_func, placeholder
 from ..tir.function import LAYOUT_FREE_BUFFERS, PrimFunc
+from ..tir.names import unique_name
 from ..tir.structural import structural_equal, structural_hash
 from .fuse import Group, fuse
 from .infer import infer_types
@@ -123,11 +124,7 @@ def lower_model(func: Function, desired_layouts: Mapping[str, Any] | None = None
                 name = cand
                 break
         if name is None:
-            base, n = group.name, 0
-            name = base
-            while name in model.funcs:
-                n += 1
-                name = f"{base}_{n}"
+            name = unique_name(group.name, model.funcs)
             model.funcs[name] = prim
             by_hash.setdefault(h, []).append(name)
         model.weights[name] = model.weights.get(name, 0) + 1

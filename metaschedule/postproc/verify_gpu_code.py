@@ -31,7 +31,7 @@ from ..tir.functor import Visitor, collect_vars
 from ..tir.stmt import Block, BufferStore, Stmt
 from ..tir.transform import GPU_LOWER_PASSES, lower
 from ..tir.transform.affine import Interval, bounds
-from ..tir.transform.region import extent_of
+from ..tir.transform.region import extent_of, interval_hull
 from .base import Postproc
 
 if TYPE_CHECKING:
@@ -195,7 +195,7 @@ class _Checker(Visitor):
             return
         dims = [bounds(i, k.ranges) for i in indices]
         old = k.shared.get(buf)
-        k.shared[buf] = dims if old is None else [_union(a, b) for a, b in zip(old, dims)]
+        k.shared[buf] = dims if old is None else [interval_hull(a, b) for a, b in zip(old, dims)]
 
     # the verdict ----------------------------------------------------------------------
     def _finish(self) -> None:
@@ -225,16 +225,6 @@ class _Checker(Visitor):
                 f"{shared} bytes of shared memory ({names}); at most "
                 f"{lim.max_shared_memory_per_block}"
             )
-
-
-def _union(a: Interval | None, b: Interval | None) -> Interval | None:
-    """The hull of two intervals whose bounds differ by constants (else unknown)."""
-    if a is None or b is None:
-        return None
-    dlo, dhi = a[0] - b[0], a[1] - b[1]
-    if not dlo.is_const() or not dhi.is_const():
-        return None
-    return (a[0] if dlo.const <= 0 else b[0]), (a[1] if dhi.const >= 0 else b[1])
 
 
 def _footprint(buf: Buffer, dims: list[Interval | None]) -> int | None:

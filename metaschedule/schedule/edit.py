@@ -33,6 +33,7 @@ from ..tir import (
 from ..tir.arith import Analyzer
 from ..tir.expr import const
 from ..tir.functor import Mutator, substitute
+from ..tir.names import unique_name
 from .analysis import lowest_common_ancestor
 from .error import ScheduleError
 from .state import ScheduleState
@@ -220,13 +221,7 @@ def remove_stmt(root: Stmt, target: Stmt) -> Stmt:
 
 def unique_block_name(state: ScheduleState, fname: str, base: str) -> str:
     """``base``, or ``base_1``, ``base_2``... whichever no block of the function uses."""
-    taken = state.index(fname).blocks
-    if base not in taken:
-        return base
-    k = 1
-    while f"{base}_{k}" in taken:
-        k += 1
-    return f"{base}_{k}"
+    return unique_name(base, state.index(fname).blocks)
 
 
 def copy_nest(src: Buffer, dst: Buffer, region: Sequence[Range], name: str, ana: Analyzer) -> Stmt:

@@ -302,6 +302,18 @@ class ContextBound:
                 "TuneContext(search_strategy=...), which initialises it"
             )
 
+    def _check_pre_tuning(self, started: bool, design_spaces: list) -> None:
+        """The checks at the start of ``pre_tuning``: bound to a context, not ``started``
+        already, and at least one design space, all Schedules."""
+        self._check_bound()
+        if started:
+            raise ValueError("pre_tuning was already called without a matching post_tuning")
+        if not design_spaces:
+            raise ValueError("pre_tuning needs at least one design space, got none")
+        bad = [s for s in design_spaces if not isinstance(s, Schedule)]
+        if bad:
+            raise TypeError(f"design spaces must be Schedules, got {bad[0]!r}")
+
     def _candidates(self, schs: list[Schedule]) -> list[MeasureCandidate]:
         # From the scheduled module, as TVM: a postprocessor may change the parameters.
         return [MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod)) for sch in schs]
@@ -341,11 +353,3 @@ class TrialWindow:
         """``n`` candidates were measured."""
         self.st += n
         self.ed += n
-
-
-def check_design_spaces(design_spaces: list) -> None:
-    if not design_spaces:
-        raise ValueError("pre_tuning needs at least one design space, got none")
-    bad = [s for s in design_spaces if not isinstance(s, Schedule)]
-    if bad:
-        raise TypeError(f"design spaces must be Schedules, got {bad[0]!r}")

@@ -51,7 +51,6 @@ from .base import (
     SearchStrategy,
     TraceReplayer,
     TrialWindow,
-    check_design_spaces,
     random_seed,
     timed,
     trace_key,
@@ -286,10 +285,7 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
         database: Database | None = None,
         cost_model: CostModel | None = None,
     ) -> None:
-        self._check_bound()
-        if self._state is not None:
-            raise ValueError("pre_tuning was already called without a matching post_tuning")
-        check_design_spaces(design_spaces)
+        self._check_pre_tuning(self._state is not None, design_spaces)
         if database is None or cost_model is None:
             missing = "database" if database is None else "cost_model"
             raise ValueError(

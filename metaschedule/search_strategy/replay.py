@@ -11,7 +11,6 @@ from .base import (
     SearchStrategy,
     TraceReplayer,
     TrialWindow,
-    check_design_spaces,
     timed,
 )
 
@@ -46,10 +45,7 @@ class ReplayStrategy(ContextBound, SearchStrategy):
         database: Database | None = None,
         cost_model: CostModel | None = None,
     ) -> None:
-        self._check_bound()
-        if self._window is not None:
-            raise ValueError("pre_tuning was already called without a matching post_tuning")
-        check_design_spaces(design_spaces)
+        self._check_pre_tuning(self._window is not None, design_spaces)
         self._window = TrialWindow(max_trials, num_trials_per_iter)
         self._prepare(design_spaces)
         self._replayer = TraceReplayer(self.mod, self.postprocs)

@@ -127,7 +127,8 @@ def _truncdiv(a: int, b: int) -> int:
     return q if (a >= 0) == (b >= 0) else -q
 
 
-def _intrinsics(dtype: str) -> dict[str, Callable]:
+def intrinsic_functions(dtype: str) -> dict[str, Callable]:
+    """The numpy meaning of each math intrinsic (``Call.op``) on scalars of the float ``dtype``."""
     t = numpy_dtype(dtype).type
     one = t(1)
     return {
@@ -333,12 +334,12 @@ class _Compiler:
         return lambda env: ft(env) if fc(env) else ff(env)
 
     def expr_Call(self, e: E.Call) -> ExprFn:
-        table = _intrinsics(e.dtype) if is_float(e.dtype) else {}
+        table = intrinsic_functions(e.dtype) if is_float(e.dtype) else {}
         fn = table.get(e.op)
         if fn is None:
             raise self.error(
                 f"a call to {e.op!r} with dtype {e.dtype}; known float "
-                f"intrinsics: {', '.join(sorted(_intrinsics('float32')))}"
+                f"intrinsics: {', '.join(sorted(intrinsic_functions('float32')))}"
             )
         args = [self.expr(a) for a in e.args]
         if len(args) == 1:

@@ -27,6 +27,7 @@ from . import expr as E
 from .buffer import Buffer
 from .function import IRModule, PrimFunc
 from .functor import Visitor
+from .names import unique_name
 from .stmt import (
     Allocate,
     Block,
@@ -184,10 +185,7 @@ class _Printer:
         if got is not None:
             return got
         base = _sanitize(node.name, "v" if isinstance(node, E.Var) else "buf")
-        name, k = base, 0
-        while name in self.used:
-            k += 1
-            name = f"{base}_{k}"
+        name = unique_name(base, self.used)
         self.used.add(name)
         self.names[node] = name
         return name

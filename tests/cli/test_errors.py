@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
 from metaschedule import __version__
 from metaschedule.cli import build_parser, main
+from metaschedule.cli.common import non_negative_int, positive_int
 
 SUBCOMMANDS = ["tune", "show", "report", "compile", "bench", "db", "demo"]
 
@@ -171,3 +174,16 @@ def test_unexpected_errors_are_one_line_and_verbose_shows_the_traceback(monkeypa
     assert main(["show", "x", "--verbose"]) == 1
     err = capsys.readouterr().err
     assert "Traceback" in err and "internal failure" in err
+
+
+def test_integer_arguments():
+    assert positive_int("3") == 3 and non_negative_int("0") == 0
+    for parse, text, message in (
+        (positive_int, "0", "expected a positive integer, got 0"),
+        (positive_int, "x", "expected a positive integer, got 'x'"),
+        (non_negative_int, "-1", "expected an integer >= 0, got -1"),
+        (non_negative_int, "1.5", "expected an integer >= 0, got '1.5'"),
+    ):
+        with pytest.raises(argparse.ArgumentTypeError) as info:
+            parse(text)
+        assert str(info.value) == message

@@ -97,3 +97,5 @@ def test_pool_features_and_create(extractor):
     assert isinstance(CostModel.create("mlp", extractor=extractor), MLPModel)
     with pytest.raises(ValueError, match="hidden_sizes"):
         MLPModel(extractor=extractor, hidden_sizes=())
+    with pytest.raises(TypeError, match="MLPModel: extractor must be a FeatureExtractor or a kind"):
+        MLPModel(extractor=3)

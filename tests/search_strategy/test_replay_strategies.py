@@ -99,6 +99,11 @@ def test_lifecycle_errors_and_create(tile_ij):
         ctx.pre_tuning(4, 2)
     with pytest.raises(ValueError, match="num_trials_per_iter"):
         make_ctx(tile_ij, ReplayTrace()).pre_tuning(4, 0)
+    fresh = make_ctx(tile_ij, ReplayTrace()).search_strategy
+    with pytest.raises(ValueError, match="at least one design space"):
+        fresh.pre_tuning(4, 2, [])
+    with pytest.raises(TypeError, match="design spaces must be Schedules"):
+        fresh.pre_tuning(4, 2, ["not a schedule"])
     with pytest.raises(ValueError, match="max_fail_count"):
         ReplayTrace(max_fail_count=0)
     assert isinstance(SearchStrategy.create("replay-trace", max_fail_count=7), ReplayTrace)

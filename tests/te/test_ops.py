@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from metaschedule import te
 from metaschedule.te import ops
+from metaschedule.te.ops._util import window_count
 from metaschedule.tir.interpreter import interpret
 from metaschedule.tir.verify import verify_well_formed
 
@@ -624,3 +625,13 @@ def test_depthwise_multiplier_one_reads_kernel_column_zero():
         for dx in range(3):
             ref += xp[:, dy : dy + 6, dx : dx + 6, :] * wa[dy, dx, :, 0]
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5)
+
+
+def test_window_count():
+    assert window_count(5, 3, 2, 1, 0, 0) == 2
+    assert window_count(7, 3, 1, 2, 0, 0) == 3  # dilated: taps 0, 2, 4
+    assert window_count(2, 3, 1, 1, 0, 0) is None  # not even one window fits
+    assert window_count(2, 3, 1, 1, 1, 0) == 1  # it does once padded
+    assert window_count(5, 2, 2, 1, 0, 0, ceil_mode=True) == 3  # a last partial window
+    # ceil_mode never starts a window in the trailing padding alone
+    assert window_count(4, 1, 3, 1, 0, 1, ceil_mode=True) == 2

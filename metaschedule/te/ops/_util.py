@@ -92,6 +92,28 @@ def pad_tuple(
     return pads[:n], pads[n:]
 
 
+def window_index(o: PrimExpr, r: PrimExpr, stride: int, dilation: int) -> PrimExpr:
+    """Input index ``o * stride + r * dilation`` of a sliding window (output ``o``, window
+    position ``r``), without multiplications by 1."""
+    return (o * stride if stride != 1 else o) + (r * dilation if dilation != 1 else r)
+
+
+def window_count(
+    size: int, k: int, stride: int, dilation: int, lo: int, hi: int, ceil_mode: bool = False
+) -> int | None:
+    """How many windows of ``k`` taps ``dilation`` apart, ``stride`` apart, fit in an input
+    of ``size`` padded by ``lo`` and ``hi``; None when not even one does. With
+    ``ceil_mode`` a last partial window counts when it starts inside the input or the
+    leading padding (as in TVM's pooling)."""
+    span = size + lo + hi - dilation * (k - 1) - 1
+    if span < 0:
+        return None
+    n = (-(-span // stride) if ceil_mode else span // stride) + 1
+    if ceil_mode and (n - 1) * stride >= size + lo:
+        n -= 1
+    return n
+
+
 def to_dtype(value: PrimExpr, dtype: str | None) -> PrimExpr:
     return value if dtype is None else cast(dtype, value)
 

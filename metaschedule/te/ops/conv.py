@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ...tir import op as _op
-from ...tir.expr import PrimExpr
 from ..tensor import Tensor, compute, reduce_axis
 from ..tensor import sum as te_sum
 from ._util import (
@@ -22,6 +21,8 @@ from ._util import (
     positive_tuple,
     spread_source,
     to_dtype,
+    window_count,
+    window_index,
 )
 from .transform import pad
 
@@ -30,11 +31,6 @@ Padding = int | str | Sequence[int]
 
 _SPATIAL = {1: ("xx",), 2: ("yy", "xx"), 3: ("zz", "yy", "xx")}
 _REDUCE = {1: ("rx",), 2: ("ry", "rx"), 3: ("rz", "ry", "rx")}
-
-
-def _window(o: PrimExpr, r: PrimExpr, stride: int, dilation: int) -> PrimExpr:
-    """Input index ``o * stride + r * dilation``, without multiplications by 1."""
-    return (o * stride if stride != 1 else o) + (r * dilation if dilation != 1 else r)
 
 
 def _prepare(
@@ -47,13 +43,13 @@ def _prepare(
     before, after = pad_tuple(padding, ks, dilations, op)
     out = []
     for d in range(nd):
-        size = data.shape[1 + d] + before[d] + after[d] - dilations[d] * (ks[d] - 1) - 1
-        if size < 0:
+        n = window_count(data.shape[1 + d], ks[d], strides[d], dilations[d], before[d], after[d])
+        if n is None:
             raise ValueError(
                 f"{op}: the dilated kernel {tuple(ks)} (dilation {dilations}) does not fit in "
                 f"the padded input {data.shape} (padding {before}, {after})"
             )
-        out.append(size // strides[d] + 1)
+        out.append(n)
     padded = data
     if any(before) or any(after):
         padded = pad(data, (0, *before, 0), (0, *after, 0), name="PaddedInput")
@@ -98,7 +94,9 @@ def _conv(
             c = rc.var
         else:
             c = g if per_channel else g * cin_g + rc.var
-        src = tuple(_window(o, r.var, s, d) for o, r, s, d in zip(sp, raxes, strides, dilations))
+        src = tuple(
+            window_index(o, r.var, s, d) for o, r, s, d in zip(sp, raxes, strides, dilations)
+        )
         a = to_dtype(padded[(n, *src, c)], out_dtype)
         w_c = 0 if per_channel else rc.var
         w = to_dtype(kernel[(*[r.var for r in raxes], w_c, f)], out_dtype)
@@ -201,8 +199,8 @@ def depthwise_conv2d_nhwc(
         a = to_dtype(
             padded[
                 n,
-                _window(y, ry.var, strides[0], dilations[0]),
-                _window(x, rx.var, strides[1], dilations[1]),
+                window_index(y, ry.var, strides[0], dilations[0]),
+                window_index(x, rx.var, strides[1], dilations[1]),
                 c,
             ],
             out_dtype,

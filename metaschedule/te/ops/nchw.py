@@ -10,27 +10,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ...tir import op as _op
-from ...tir.expr import PrimExpr, const
+from ...tir.expr import const
 from ..tensor import Tensor, compute, reduce_axis
 from ..tensor import max as te_max
 from ..tensor import sum as te_sum
-from ._util import check_tensor, layout_free, named, spread_source
+from ._util import check_tensor, layout_free, named, spread_source, window_count, window_index
 from .transform import pad
 
 Pads = Sequence[int]
 
 
-def _win(o: PrimExpr, r: PrimExpr, s: int, d: int) -> PrimExpr:
-    return (o * s if s != 1 else o) + (r * d if d != 1 else r)
-
-
 def _out(size: int, k: int, s: int, d: int, lo: int, hi: int, ceil: bool = False) -> int:
-    span = size + lo + hi - d * (k - 1) - 1
-    if span < 0:
+    n = window_count(size, k, s, d, lo, hi, ceil)
+    if n is None:
         raise ValueError(f"window {k} (dilation {d}) is larger than the padded input {size}")
-    n = (-(-span // s) if ceil else span // s) + 1
-    if ceil and (n - 1) * s >= size + lo:
-        n -= 1
     return n
 
 
@@ -83,7 +76,7 @@ def conv2d_nchw(
             c = _op.floordiv(f, f_per_g) if f_per_g != 1 else f
         else:
             c = _op.floordiv(f, f_per_g) * cin_g + rc.var
-        a = padded[n, c, _win(y, ry.var, sh, dh), _win(x, rx.var, sw, dw)]
+        a = padded[n, c, window_index(y, ry.var, sh, dh), window_index(x, rx.var, sw, dw)]
         axes = [ry, rx] if cin_g == 1 else [rc, ry, rx]
         w = kernel[f, 0 if cin_g == 1 else rc.var, ry.var, rx.var]
         return te_sum(a * w, axis=axes)
@@ -144,7 +137,7 @@ def conv2d_transpose_nchw(
     dh, dw = dilations
 
     def body(n, f, y, x):
-        a = padded[n, rc.var, _win(y, ry.var, 1, dh), _win(x, rx.var, 1, dw)]
+        a = padded[n, rc.var, window_index(y, ry.var, 1, dh), window_index(x, rx.var, 1, dw)]
         return te_sum(a * kernel[rc.var, f, KH - 1 - ry.var, KW - 1 - rx.var], axis=[rc, ry, rx])
 
     out = (N, F, pshape[2] - ek[0] + 1, pshape[3] - ek[1] + 1)
@@ -185,8 +178,8 @@ def max_pool2d_nchw(
             padded[
                 n,
                 c,
-                _win(y, ry.var, strides[0], dilations[0]),
-                _win(x, rx.var, strides[1], dilations[1]),
+                window_index(y, ry.var, strides[0], dilations[0]),
+                window_index(x, rx.var, strides[1], dilations[1]),
             ],
             axis=[ry, rx],
         )
@@ -213,7 +206,9 @@ def avg_pool2d_nchw(
 
     def body(n, c, y, x):
         return te_sum(
-            padded[n, c, _win(y, ry.var, strides[0], 1), _win(x, rx.var, strides[1], 1)],
+            padded[
+                n, c, window_index(y, ry.var, strides[0], 1), window_index(x, rx.var, strides[1], 1)
+            ],
             axis=[ry, rx],
         )
 

@@ -10,7 +10,7 @@ from ...tir.expr import PrimExpr, cast, const
 from ..tensor import Tensor, compute, reduce_axis
 from ..tensor import max as te_max
 from ..tensor import sum as te_sum
-from ._util import check_tensor, named, pad_tuple, positive_tuple
+from ._util import check_tensor, named, pad_tuple, positive_tuple, window_count, window_index
 from .transform import pad
 
 IntOrSeq = int | Sequence[int]
@@ -34,15 +34,12 @@ def _geometry(
     out, total_after = [], []
     for d in range(2):
         size, window = data.shape[1 + d], dilations[d] * (ks[d] - 1) + 1
-        span = size + before[d] + after[d] - window
-        if span < 0:
+        n = window_count(size, ks[d], strides[d], dilations[d], before[d], after[d], ceil_mode)
+        if n is None:
             raise ValueError(
                 f"{op}: window {ks} (dilation {dilations}) is larger than the "
                 f"padded input {data.shape}"
             )
-        n = (-(-span // strides[d]) if ceil_mode else span // strides[d]) + 1
-        if ceil_mode and (n - 1) * strides[d] >= size + before[d]:
-            n -= 1  # the last window must start inside the input or the leading padding
         out.append(n)
         total_after.append(max(after[d], (n - 1) * strides[d] + window - size - before[d]))
     return ks, strides, dilations, before, after, tuple(total_after), tuple(out)
@@ -55,14 +52,11 @@ def _pooled(data, ks, strides, dilations, before, total_after, fill, reducer):
         padded = pad(data, (0, *before, 0), (0, *total_after, 0), pad_value=fill, name="pad_temp")
     ry, rx = reduce_axis((0, ks[0]), name="rv0"), reduce_axis((0, ks[1]), name="rv1")
 
-    def window(o, r, s, d):
-        return (o * s if s != 1 else o) + (r * d if d != 1 else r)
-
     def body(n, y, x, c):
         src = padded[
             n,
-            window(y, ry.var, strides[0], dilations[0]),
-            window(x, rx.var, strides[1], dilations[1]),
+            window_index(y, ry.var, strides[0], dilations[0]),
+            window_index(x, rx.var, strides[1], dilations[1]),
             c,
         ]
         return reducer(src, axis=[ry, rx])

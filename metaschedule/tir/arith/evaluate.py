@@ -16,27 +16,13 @@ import numpy as np
 
 from .. import expr as E
 from ..dtype import bits, is_bool, is_float
+from ..interpreter import intrinsic_functions
+from ..op import BINARY_INTRINSICS
 
 Scalar = int | float | bool
 
-_UNARY = {
-    "exp": np.exp,
-    "log": np.log,
-    "sqrt": np.sqrt,
-    "tanh": np.tanh,
-    "fabs": np.abs,
-    "floor": np.floor,
-    "ceil": np.ceil,
-    "round": np.rint,
-    "sin": np.sin,
-    "cos": np.cos,
-    "exp2": np.exp2,
-    "log2": np.log2,
-    "trunc": np.trunc,
-    "rsqrt": lambda x: 1 / np.sqrt(x),
-    "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
-    "erf": lambda x: math.erf(float(x)),
-}
+#: the interpreter's intrinsics, computed in float64 and then rounded to the dtype
+_INTRINSICS = intrinsic_functions("float64")
 
 
 def round_float(value: float, dtype: str) -> float:
@@ -144,14 +130,12 @@ def compare_value(op: type, a: Scalar, b: Scalar) -> bool:
 
 def call_value(op: str, args: list[Scalar], dtype: str) -> Scalar:
     """Evaluate the math intrinsic ``op`` on scalar ``args`` in ``dtype``."""
+    fn = _INTRINSICS.get(op)
+    if fn is None or len(args) != (2 if op in BINARY_INTRINSICS else 1):
+        known = ", ".join(sorted(_INTRINSICS))
+        raise ValueError(f"cannot evaluate the call {op}({len(args)} args); known: {known}")
     with np.errstate(all="ignore"):
-        if op == "pow" and len(args) == 2:
-            r = np.power(np.float64(args[0]), np.float64(args[1]))
-        elif op in _UNARY and len(args) == 1:
-            r = _UNARY[op](np.float64(args[0]))
-        else:
-            known = ", ".join(sorted([*_UNARY, "pow"]))
-            raise ValueError(f"cannot evaluate the call {op}({len(args)} args); known: {known}")
+        r = fn(*(np.float64(a) for a in args))
     if is_float(dtype):
         return round_float(float(r), dtype)
     return cast_value(float(r), dtype)

@@ -40,16 +40,7 @@ class _Collector(Visitor):
         if self.region is None:
             self.region = dims
             return
-        self.region = [_union(old, new) for old, new in zip(self.region, dims)]
-
-
-def _union(a: Interval | None, b: Interval | None) -> Interval | None:
-    if a is None or b is None:
-        return None
-    dlo, dhi = a[0] - b[0], a[1] - b[1]
-    if not dlo.is_const() or not dhi.is_const():
-        return None
-    return (a[0] if dlo.const <= 0 else b[0]), (a[1] if dhi.const >= 0 else b[1])
+        self.region = [interval_hull(old, new) for old, new in zip(self.region, dims)]
 
 
 def touched_region(stmt: Stmt, buffer: Buffer) -> Region | None:
@@ -70,6 +61,16 @@ def touches(node, buffer: Buffer) -> bool:
         return (type(n) is BufferLoad or type(n) is BufferStore) and n.buffer is buffer
 
     return any_node(node, access)
+
+
+def interval_hull(a: Interval | None, b: Interval | None) -> Interval | None:
+    """The hull of two intervals whose bounds differ by constants (else unknown: None)."""
+    if a is None or b is None:
+        return None
+    dlo, dhi = a[0] - b[0], a[1] - b[1]
+    if not dlo.is_const() or not dhi.is_const():
+        return None
+    return (a[0] if dlo.const <= 0 else b[0]), (a[1] if dhi.const >= 0 else b[1])
 
 
 def extent_of(iv: Interval | None) -> int | None:
