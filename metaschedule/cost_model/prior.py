@@ -69,7 +69,7 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -90,6 +90,7 @@ from ..feature_extractor.features.loop_nest import LoopNestWalker, Store, const_
 from ..feature_extractor.features.ops import count_store
 from ..feature_extractor.per_store_feature import FEATURE_LOWER_PASSES
 from ..registry import register
+from ..target import HostCpuInfo, host_cpu_info, is_host
 from ..tir import expr as E
 from ..tir.arith.analyzer import Analyzer
 from ..tir.dtype import is_float, nbytes
@@ -162,30 +163,55 @@ class Machine:
     fork_join_cycles: float = 4000.0
     hz: float = 3.0e9
     #: width of the FMA and load units: a wider vector takes several passes (AMD Zen 4
-    #: runs a 512-bit FMA or load as two 256-bit halves: measured here, 16-lane FMA
-    #: chains peak at one vector per cycle and core). Intel server cores with 512-bit
-    #: units: pass a Machine with ``datapath_bits=512``.
+    #: runs a 512-bit FMA or load as two 256-bit halves: measured there, 16-lane FMA
+    #: chains peak at one vector per cycle and core). :meth:`of_target` reads it from
+    #: the host (:func:`~metaschedule.target.vector_datapath_bits`).
     datapath_bits: int = 256
 
     @staticmethod
-    def of_target(target: Any, datapath_bits: int = 256) -> Machine:
-        """The defaults with the lanes (float32) and cores of ``target`` (when a CPU),
-        the FMA and load rates scaled for vectors wider than ``datapath_bits``."""
-        lanes, cores = 8, 1
+    def of_target(
+        target: Any, datapath_bits: int | None = None, host: HostCpuInfo | None = None
+    ) -> Machine:
+        """The machine ``target`` names: the defaults with its float32 lanes and cores
+        (when a CPU) and, when it is the host (:func:`~metaschedule.target.is_host`:
+        ``-mcpu=native``), the host's datapath width, the target's L1 and L2 sizes and the
+        host's ways; the defaults for any fact missing and for other targets. The FMA and
+        load rates are scaled for vectors wider than the datapath.
+
+        Args:
+            target: a :class:`~metaschedule.target.Target` (anything else: the defaults).
+            datapath_bits: the datapath width, over what the host says.
+            host: the host's facts (default: :func:`~metaschedule.target.host_cpu_info`).
+        """
+        base = Machine()
+        lanes, cores = base.lanes, base.cores
         try:
             lanes = int(target.vector_lanes("float32"))
             cores = int(target.num_cores)
         except (AttributeError, ValueError, TypeError):
             pass
+        facts: dict[str, Any] = {}
+        if is_host(target, host):
+            host = host if host is not None else host_cpu_info()
+            facts = {
+                "datapath_bits": host.datapath_bits,
+                "l1_bytes": getattr(target, "l1_cache_bytes", None),
+                "l1_ways": host.l1_cache_ways,
+                "l2_bytes": getattr(target, "l2_cache_bytes", None),
+                "l2_ways": host.l2_cache_ways,
+            }
+        if datapath_bits is not None:
+            facts["datapath_bits"] = datapath_bits
+        facts = {k: int(v) for k, v in facts.items() if v}
         lanes = max(1, lanes)
-        passes = max(1.0, lanes * 32 / datapath_bits)
-        base = Machine()
-        return Machine(
+        passes = max(1.0, lanes * 32 / facts.get("datapath_bits", base.datapath_bits))
+        return replace(
+            base,
             lanes=lanes,
             cores=max(1, cores),
             fma_ports=base.fma_ports / passes,
             loads_per_cycle=base.loads_per_cycle / passes,
-            datapath_bits=datapath_bits,
+            **facts,
         )
 
 
