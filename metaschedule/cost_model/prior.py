@@ -145,21 +145,41 @@ class Machine:
     scales them for vectors wider than ``datapath_bits``.
     """
 
+    # Measured on the project's 2-core EPYC Zen 5 (cpu family 26, 4.2 GHz) with
+    # benchmarks/prior_constants.c; "ranks" is benchmarks/prior_rank.py on 64 measured
+    # random schedules each of cbr, c2d, tbg, dns and gmm, scored with each value.
     lanes: int = 8
     cores: int = 1
     vector_registers: int = 32
+    #: measured 4.0 cycles a 16-lane FMA in one dependent chain
     fma_latency: float = 4.0
+    #: measured 1.97 16-lane FMAs a cycle (12 chains); of_target halves it on a 256-bit
+    #: datapath
     fma_ports: float = 2.0
+    #: measured 1.96-1.99 16-lane loads a cycle from L1 (FMAs with two loaded operands)
     loads_per_cycle: float = 2.0
+    #: measured 0.89 16-lane stores a cycle into L1
     stores_per_cycle: float = 1.0
-    memory_round_trip: float = 5.0  # cycles: store-to-load forwarding of an accumulator
+    #: cycles: store-to-load forwarding of an accumulator. Measured: a 16-lane FMA chain
+    #: through memory takes 15.1 cycles an FMA (4 of them the FMA); kept: at 11 or 15 the
+    #: ranks did not change (their random schedules keep every update in registers)
+    memory_round_trip: float = 5.0
     reorder_window: float = 256.0  # instructions in flight (the reorder buffer)
     l1_bytes: int = 32 * 1024
     l1_ways: int = 8
     l2_bytes: int = 1024 * 1024
     l2_ways: int = 16
+    #: measured: a 512 KiB buffer read at 61.8 bytes a cycle (61.1 per core with both
+    #: reading), an 8 MiB one (L3) at 27.3; kept at 32 and 12, the balance the prior was
+    #: tuned to (the L1 set conflicts are priced in it): 61 and 26 moved the rank
+    #: correlations by -0.04 to +0.05 (cbr -0.02, c2d 0, tbg -0.04, dns +0.05, gmm -0.01)
+    #: and the simulated warm-up batches' best not at all
     l2_bytes_per_cycle: float = 32.0
     l3_bytes_per_cycle: float = 12.0
+    #: measured per entry into an `omp parallel for` of 2 iterations on 2 threads, as the
+    #: runner times on a quiet machine (GOMP_SPINCOUNT=10000): 1.9k cycles empty, 5.3-6.0k
+    #: around 2 x 2-20 us of work; under passive waiting (a busy machine) 33k-184k. The
+    #: ranks did not change from 2000 to 180000
     fork_join_cycles: float = 4000.0
     hz: float = 3.0e9
     #: width of the FMA and load units: a wider vector takes several passes (AMD Zen 4
