@@ -78,6 +78,7 @@ from ..codegen.c_accumulate import (
     HOIST_INNER_REDUCTIONS,
     MAX_ACCUMULATORS,
     MAX_STRAIGHT_ACCUMULATORS,
+    MERGE_CONTIGUOUS,
     MIN_SPLIT_ACCUMULATORS,
     MIN_STRAIGHT_LANES,
     SPLIT_LARGE_TILES,
@@ -452,10 +453,18 @@ def _store_cycles(
 
     # the register tile of a reduction, as the code generator plans it (c_accumulate)
     store_loops = {j for j in moving if store_flat[j] != 0}
-    plan = _register_tile(st, store_lin, store_loops, vec_loop, per_elem) if is_update else None
+    plan = None
+    if is_update:
+        plan = _register_tile(st, store_lin, accesses, store_loops, vec_loop, per_elem, m.lanes)
     stats = _stats(st, store_lin, accesses, m)
     if plan is not None:
-        start, tile = plan
+        start, tile, tile_per_elem = plan
+        if tile_per_elem != per_elem:
+            # tile loops merged into the vector loop (MERGE_CONTIGUOUS): the region runs
+            # the merged loop's chunks
+            per_elem = tile_per_elem
+            compute *= tile_per_elem / (chunks / total)
+            chunks = total * per_elem
         tile_points = float(math.prod(ext[j] for j in tile))
         # a tile split to fit (SPLIT_LARGE_TILES): its outer loops run around the region
         split_out = [j for j in range(start, n) if j in store_loops and j not in tile]
@@ -708,7 +717,7 @@ def _shared_loads(
     store_lin: list[LinearForm],
     accesses: list,
     m: Machine,
-    plan: tuple[int, list[int]],
+    plan: tuple[int, list[int], float],
     split_out: list[int],
     vec_loop: int,
     per_elem: float,
@@ -718,7 +727,7 @@ def _shared_loads(
     (:func:`~metaschedule.codegen.c_accumulate.straight_line`): each distinct operand
     vector of the region is loaded once and kept in a register (a 3x3 window over 4 rows
     loads 6 x 3 input vectors, not 9 x 4). None for a scalar tile."""
-    start, tile = plan
+    start, tile, _ = plan
     if vec_loop < 0 or vec_loop not in tile or st.extents[vec_loop] < MIN_STRAIGHT_LANES:
         return None
     ext = st.extents
@@ -791,13 +800,16 @@ def _flat_const(buf: Any, lin: list[LinearForm]) -> float:
 def _register_tile(
     st: Store,
     store_lin: list[LinearForm],
+    accesses: list,
     store_loops: set[int],
     vec_loop: int,
     per_elem: float,
-) -> tuple[int, list[int]] | None:
+    lanes: int,
+) -> tuple[int, list[int], float] | None:
     """Where the code generator keeps the stored tile in accumulators
-    (:func:`~metaschedule.codegen.c_accumulate.plan_accumulators`): ``(start, tile)``,
-    the loop its region starts at and the loops of the tile, or None.
+    (:func:`~metaschedule.codegen.c_accumulate.plan_accumulators`): ``(start, tile,
+    per_elem)``, the loop its region starts at, the loops of the tile and the vector
+    chunks per element of its vector loop (with the tile loops merged into it), or None.
 
     As the code generator, from the outermost loop in: a serial reduction loop (it does
     not move the stored element) that heads a perfect nest whose tile (the loops below it
@@ -809,18 +821,18 @@ def _register_tile(
     tile loops leave the tile until it fits, if at least
     :data:`~metaschedule.codegen.c_accumulate.MIN_SPLIT_ACCUMULATORS` vectors stay.
     """
-    found = _tile_candidates(st, store_lin, store_loops, vec_loop, per_elem)
-    for i, (start, tile, vectors) in enumerate(found):
+    found = _tile_candidates(st, store_lin, accesses, store_loops, vec_loop, per_elem, lanes)
+    for i, (start, tile, vectors, merged, tile_per_elem) in enumerate(found):
         if vectors <= MAX_ACCUMULATORS:
-            return start, tile
-        if not SPLIT_LARGE_TILES or any(v <= MAX_ACCUMULATORS for _, _, v in found[i + 1 :]):
+            return start, tile, tile_per_elem
+        if not SPLIT_LARGE_TILES or any(c[2] <= MAX_ACCUMULATORS for c in found[i + 1 :]):
             continue
-        scalar = [j for j in tile if j != vec_loop]
+        scalar = [j for j in tile if j != vec_loop and j not in merged]
         while scalar and vectors > MAX_ACCUMULATORS:
             vectors /= st.extents[scalar.pop(0)]
         if MIN_SPLIT_ACCUMULATORS <= vectors <= MAX_ACCUMULATORS:
-            kept = [j for j in tile if j in scalar or j == vec_loop]
-            return start, kept
+            kept = [j for j in tile if j in scalar or j in merged or j == vec_loop]
+            return start, kept, tile_per_elem
         return None
     return None
 
@@ -828,16 +840,19 @@ def _register_tile(
 def _tile_candidates(
     st: Store,
     store_lin: list[LinearForm],
+    accesses: list,
     store_loops: set[int],
     vec_loop: int,
     per_elem: float,
-) -> list[tuple[int, list[int], float]]:
+    lanes: int,
+) -> list[tuple[int, list[int], float, list[int], float]]:
     """Every loop that could head a register tile, outermost first: ``(start, tile,
-    vectors)`` (see :func:`_register_tile`)."""
+    vectors, merged, per_elem)``, with the tile loops merged into the vector loop and the
+    vector chunks per element of the merged loop (see :func:`_register_tile`)."""
     ext, loops = st.extents, st.loops
     n = len(ext)
     serial = (ForKind.SERIAL, ForKind.UNROLLED)
-    found: list[tuple[int, list[int], float]] = []
+    found: list[tuple[int, list[int], float, list[int], float]] = []
     for start in range(n):
         if ext[start] == 1 or start in store_loops or loops[start].kind not in serial:
             continue
@@ -857,9 +872,62 @@ def _tile_candidates(
             continue
         if not all(_affine_in(store_lin, j) for j in tile):
             continue
-        vectors = math.prod(ext[j] for j in tile) * (per_elem if vec_loop in tile else 1.0)
-        found.append((start, tile, vectors))
+        merged: list[int] = []
+        tile_per_elem = per_elem
+        if vec_loop in tile:
+            merged = _merged_loops(st, [store_lin, *(lin for _, lin in accesses)], tile, vec_loop)
+            extent = ext[vec_loop] * math.prod(ext[j] for j in merged)
+            tile_per_elem = (extent // lanes + bin(extent % lanes).count("1")) / extent
+        vectors = math.prod(ext[j] for j in tile) * (tile_per_elem if vec_loop in tile else 1.0)
+        found.append((start, tile, vectors, merged, tile_per_elem))
     return found
+
+
+def _merged_loops(st: Store, lins: list[list[LinearForm]], tile: list[int], vec: int) -> list[int]:
+    """The tile loops the code generator merges into the vector loop ``vec``
+    (:func:`~metaschedule.codegen.c_accumulate.merge_contiguous`, with
+    :data:`~metaschedule.codegen.c_accumulate.MERGE_CONTIGUOUS`): outermost first, a loop
+    ``L`` whose every index moves by the merged loop's extent times what ``vec`` moves
+    it (its points lie side by side along ``vec``), while neither appears outside the
+    indices of the store's loads."""
+    if not MERGE_CONTIGUOUS or not all(_affine_in(lin, vec) for lin in lins):
+        return []
+    ext = st.extents
+    merged: list[int] = []
+    extent = ext[vec]
+    loose = _vars_outside_loads(st.store.value)
+    if st.loops[vec].var in loose:
+        return []
+    rest = [j for j in tile if j != vec and ext[j] > 1 and st.loops[j].var not in loose]
+    while True:
+        for j in rest:
+            if all(form.coef(j) == extent * form.coef(vec) for lin in lins for form in lin) and all(
+                _affine_in(lin, j) for lin in lins
+            ):
+                merged.append(j)
+                extent *= ext[j]
+                rest.remove(j)
+                break
+        else:
+            return merged
+
+
+def _vars_outside_loads(e: E.PrimExpr) -> set[E.Var]:
+    """The variables of ``e`` outside the indices of its buffer loads."""
+    found = _LooseVars()
+    found.visit(e)
+    return found.vars
+
+
+class _LooseVars(Visitor):
+    def __init__(self) -> None:
+        self.vars: set[E.Var] = set()
+
+    def visit_Var(self, node: E.Var) -> None:
+        self.vars.add(node)
+
+    def visit_BufferLoad(self, node: E.BufferLoad) -> None:
+        pass  # its indices are checked as linear forms
 
 
 def _lins_of(

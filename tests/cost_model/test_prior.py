@@ -148,13 +148,14 @@ def test_arguments_are_checked():
 
 
 # ------------------------------------------------------------------ the default space
-def _space_samples(func, n, seed=0):
-    """``n`` random schedules of the default llvm space of ``func``, postprocessed."""
+def _space_samples(func, n, seed=0, target="llvm"):
+    """``n`` random schedules of the default space of ``func`` for ``target``,
+    postprocessed."""
     from metaschedule.schedule.trace import Trace
     from metaschedule.space_generator import PostOrderApply
     from metaschedule.tune_context import TuneContext
 
-    ctx = TuneContext(func, target="llvm", space_generator=PostOrderApply(), rand_state=seed)
+    ctx = TuneContext(func, target=target, space_generator=PostOrderApply(), rand_state=seed)
     spaces, post = ctx.generate_design_space(), ctx.space_generator.postprocs
     rng = np.random.default_rng(seed)
     out = []
@@ -208,6 +209,35 @@ def test_the_register_tiles_are_the_code_generators():
             assert sorted(register_tiles(sch.mod, machine)) == emitted, str(sch.trace)
             hoisted += bool(re.search(r"accumulators? (of \d+ lanes )?across loops \w+, ", code))
     assert hoisted  # some tiles span two reduction loops
+
+
+def test_merged_register_tiles_are_the_code_generators(monkeypatch):
+    """Tile loops whose points lie side by side along the vector loop are merged into it
+    (c_accumulate.MERGE_CONTIGUOUS): a 127 x 511 x 255 matmul's rows of 5 x 51 lanes are
+    one 255-lane run of 19 vectors, not 5 x 5. The prior counts the tiles so."""
+    import re
+
+    from metaschedule.codegen import c_accumulate
+    from metaschedule.codegen.c_codegen import codegen_c
+    from metaschedule.cost_model import prior as prior_module
+    from metaschedule.cost_model.prior import register_tiles
+    from metaschedule.tir.function import IRModule
+    from metaschedule.tir.transform import lower
+
+    assert c_accumulate.MERGE_CONTIGUOUS and prior_module.MERGE_CONTIGUOUS
+    target = native_target(ZEN5)
+    machine = Machine.of_target(target, host=ZEN5)
+    merged = 0
+    for sch in _space_samples(matmul(127, 255, 511), 40, seed=1, target=target):
+        lowered = IRModule({name: lower(f) for name, f in sch.mod.items()})
+        code = codegen_c(lowered, target).code
+        emitted = sorted(int(x) for x in re.findall(r"kept in (\d+) accumulator", code))
+        tiles = sorted(register_tiles(sch.mod, machine))
+        assert tiles == emitted, str(sch.trace)
+        monkeypatch.setattr(prior_module, "MERGE_CONTIGUOUS", False)
+        merged += sorted(register_tiles(sch.mod, machine)) != tiles
+        monkeypatch.setattr(prior_module, "MERGE_CONTIGUOUS", True)
+    assert merged  # some tiles are merged
 
 
 def test_a_tile_over_hoisted_reductions_ranks_above_a_small_tile():
