@@ -874,8 +874,9 @@ def _tile_candidates(
             continue
         merged: list[int] = []
         tile_per_elem = per_elem
-        if vec_loop in tile:
+        if vec_loop in tile and per_elem < 1.0:
             merged = _merged_loops(st, [store_lin, *(lin for _, lin in accesses)], tile, vec_loop)
+        if merged:
             extent = ext[vec_loop] * math.prod(ext[j] for j in merged)
             tile_per_elem = (extent // lanes + bin(extent % lanes).count("1")) / extent
         vectors = math.prod(ext[j] for j in tile) * (tile_per_elem if vec_loop in tile else 1.0)
