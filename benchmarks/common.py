@@ -39,15 +39,15 @@ FMA_UNITS = 2
 
 
 def fma_units(lanes: int) -> int:
-    """Vector FMAs per cycle and core at ``lanes`` float32 lanes: :data:`FMA_UNITS`, but
-    one for 16-lane (512-bit) FMAs on AMD Zen 2-4 (cpu family 23 or 25), which run
-    them on their two 256-bit pipes (measured here: 12 independent zmm FMA chains gave
-    one FMA a cycle per core)."""
-    vendor = _cpuinfo_field("vendor_id")
-    family = _cpuinfo_field("cpu family")
-    if lanes >= 16 and vendor[:1] == ["AuthenticAMD"] and family[:1] in (["23"], ["25"]):
-        return 1
-    return FMA_UNITS
+    """Vector FMAs per cycle and core at ``lanes`` float32 lanes: :data:`FMA_UNITS`, over
+    the passes a vector wider than the host's FMA units takes
+    (:func:`metaschedule.target.vector_datapath_bits`: one 16-lane FMA a cycle on AMD Zen
+    2-4, which run it on their two 256-bit pipes)."""
+    from metaschedule.target import host_cpu_info
+
+    datapath = host_cpu_info().datapath_bits or lanes * 32
+    passes = max(1, lanes * 32 // datapath)
+    return max(1, FMA_UNITS // passes)
 
 
 # ----------------------------------------------------------------------------- machine

@@ -25,7 +25,7 @@ from typing import Any
 
 from .tir.dtype import check_dtype, nbytes
 
-__all__ = ["Target", "host_cpu_info"]
+__all__ = ["HostCpuInfo", "Target", "host_cpu_info", "is_host", "vector_datapath_bits"]
 
 _KIND_ALIASES = {"cpu": "cpu", "llvm": "cpu", "c": "cpu", "cuda": "cuda", "nvidia": "cuda"}
 
@@ -127,7 +127,11 @@ _MCPU_VECTOR_WIDTH = {
 
 @dataclass(frozen=True)
 class HostCpuInfo:
-    """What /proc/cpuinfo and sysfs say about the host (None where unreadable)."""
+    """What /proc/cpuinfo and sysfs say about the host (None where unreadable).
+
+    ``vendor`` and ``family`` are /proc/cpuinfo's ``vendor_id`` and ``cpu family``
+    (``"AuthenticAMD"``, 25 for Zen 3 and 4); ``avx512f``: the host runs AVX-512.
+    """
 
     physical_cores: int
     vector_width: int
@@ -135,6 +139,56 @@ class HostCpuInfo:
     l1_cache_bytes: int | None
     l2_cache_bytes: int | None
     l3_cache_bytes: int | None
+    l1_cache_ways: int | None = None
+    l2_cache_ways: int | None = None
+    vendor: str | None = None
+    family: int | None = None
+    avx512f: bool = False
+
+    @property
+    def datapath_bits(self) -> int | None:
+        """Width of the host's FMA and load units (:func:`vector_datapath_bits`)."""
+        return vector_datapath_bits(self.vendor, self.family, self.avx512f)
+
+
+def vector_datapath_bits(vendor: str | None, family: int | None, avx512f: bool) -> int | None:
+    """Width in bits of the FMA and load units of a core: a vector wider than this takes
+    several passes through them.
+
+    AMD Zen 2 to 4 (cpu family 23 and 25) run a 512-bit FMA or load as two 256-bit
+    halves (measured on a Zen 4: 12 independent 16-lane FMA chains gave one FMA a cycle
+    per core); AMD family 26 and later (Zen 5 server and desktop parts; measured on an
+    EPYC, family 26 model 2: 529 GFLOPS from 2 cores, two 16-lane FMAs a cycle) and
+    Intel cores with AVX-512 have 512-bit units (the mobile Zen 5 parts, which split
+    them too, are not told apart). None where unknown (another vendor, or no AVX-512:
+    then no vector is wider than 256 bits).
+
+    Args:
+        vendor: /proc/cpuinfo's ``vendor_id`` (``"AuthenticAMD"``, ``"GenuineIntel"``).
+        family: its ``cpu family``.
+        avx512f: whether the core runs AVX-512.
+    """
+    if vendor == "AuthenticAMD" and family in (23, 25):
+        return 256
+    if not avx512f:
+        return None
+    if vendor == "GenuineIntel" or (vendor == "AuthenticAMD" and (family or 0) >= 26):
+        return 512
+    return None
+
+
+def is_host(target: Any, host: HostCpuInfo | None = None) -> bool:
+    """Whether ``target`` is a CPU target of the host (``host``, by default
+    :func:`host_cpu_info`): ``-mcpu=native``, with the cache sizes the host reports (a
+    native target recorded on another machine, or given other sizes, is not)."""
+    if getattr(target, "kind", None) != "cpu" or getattr(target, "mcpu", None) != "native":
+        return False
+    host = host if host is not None else host_cpu_info()
+    for key in ("l1_cache_bytes", "l2_cache_bytes", "l3_cache_bytes"):
+        mine, theirs = getattr(target, key, None), getattr(host, key)
+        if mine is not None and theirs is not None and mine != theirs:
+            return False
+    return True
 
 
 @lru_cache(maxsize=1)
@@ -143,6 +197,7 @@ def host_cpu_info() -> HostCpuInfo:
     cpuinfo = _read("/proc/cpuinfo") or ""
     caches = _sysfs_caches()
     line = caches.get("line")
+    family = _cpuinfo_field(cpuinfo, "cpu family")
     return HostCpuInfo(
         physical_cores=_physical_cores(cpuinfo),
         vector_width=_vector_width_from_flags(cpuinfo),
@@ -150,6 +205,11 @@ def host_cpu_info() -> HostCpuInfo:
         l1_cache_bytes=caches.get(1),
         l2_cache_bytes=caches.get(2),
         l3_cache_bytes=caches.get(3),
+        l1_cache_ways=caches.get((1, "ways")),
+        l2_cache_ways=caches.get((2, "ways")),
+        vendor=_cpuinfo_field(cpuinfo, "vendor_id"),
+        family=int(family) if family and family.isdigit() else None,
+        avx512f="avx512f" in _cpu_flags(cpuinfo),
     )
 
 
@@ -181,13 +241,25 @@ def _physical_cores(cpuinfo: str) -> int:
     return os.cpu_count() or 1
 
 
-def _vector_width_from_flags(cpuinfo: str) -> int:
-    flags: set[str] = set()
+def _cpuinfo_field(cpuinfo: str, name: str) -> str | None:
+    """The value of the first ``name : value`` line of /proc/cpuinfo, or None."""
+    for raw in cpuinfo.splitlines():
+        key, sep, value = raw.partition(":")
+        if sep and key.strip() == name:
+            return value.strip()
+    return None
+
+
+def _cpu_flags(cpuinfo: str) -> set[str]:
     for raw in cpuinfo.splitlines():
         key, _, value = raw.partition(":")
         if key.strip() in ("flags", "Features"):
-            flags.update(value.split())
-            break
+            return set(value.split())
+    return set()
+
+
+def _vector_width_from_flags(cpuinfo: str) -> int:
+    flags = _cpu_flags(cpuinfo)
     if "avx512f" in flags:
         return 64
     if "avx" in flags or "avx2" in flags:
@@ -208,7 +280,8 @@ def _parse_size(text: str) -> int | None:
 
 
 def _sysfs_caches() -> dict[Any, int]:
-    """{level: size of its data/unified cache, "line": coherency line size} of cpu0."""
+    """{level: size of its data/unified cache, (level, "ways"): its associativity,
+    "line": coherency line size} of cpu0."""
     out: dict[Any, int] = {}
     base = "/sys/devices/system/cpu/cpu0/cache"
     try:
@@ -222,8 +295,11 @@ def _sysfs_caches() -> dict[Any, int]:
         level = _parse_size(_read(f"{base}/{entry}/level") or "")
         size = _parse_size(_read(f"{base}/{entry}/size") or "")
         line = _parse_size(_read(f"{base}/{entry}/coherency_line_size") or "")
+        ways = _parse_size(_read(f"{base}/{entry}/ways_of_associativity") or "")
         if level and size:
             out[level] = size
+            if ways:
+                out[(level, "ways")] = ways
         if line and "line" not in out:
             out["line"] = line
     return out

@@ -93,3 +93,29 @@ def test_cpuinfo_parsing(tmp_path):
     assert target_mod._vector_width_from_flags("flags : sse2 avx512f") == 64
     assert target_mod._vector_width_from_flags("Features : fp asimd") == 16
     assert target_mod._parse_size("48K") == 48 * 1024 and target_mod._parse_size("2M") == 2**21
+    zen5 = "vendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 2\nflags\t: avx2 avx512f\n"
+    assert target_mod._cpuinfo_field(zen5, "cpu family") == "26"
+    assert target_mod._cpuinfo_field(zen5, "vendor_id") == "AuthenticAMD"
+    assert target_mod._cpuinfo_field(zen5, "stepping") is None
+    assert "avx512f" in target_mod._cpu_flags(zen5)
+
+
+def test_datapath_width_by_vendor_and_family():
+    from metaschedule.target import vector_datapath_bits
+
+    assert vector_datapath_bits("AuthenticAMD", 25, True) == 256  # Zen 4
+    assert vector_datapath_bits("AuthenticAMD", 23, False) == 256  # Zen 2
+    assert vector_datapath_bits("AuthenticAMD", 26, True) == 512  # Zen 5
+    assert vector_datapath_bits("GenuineIntel", 6, True) == 512
+    assert vector_datapath_bits("GenuineIntel", 6, False) is None
+    assert vector_datapath_bits(None, None, True) is None
+
+
+def test_is_host_needs_native_and_the_hosts_cache_sizes():
+    from metaschedule.target import is_host
+    from metaschedule.testing.hosts import ZEN4, ZEN5, native_target
+
+    assert is_host(native_target(ZEN5), ZEN5)
+    assert not is_host(native_target(ZEN5), ZEN4)  # recorded on a Zen 5, asked on a Zen 4
+    assert not is_host(native_target(ZEN5, mcpu="znver5"), ZEN5)
+    assert not is_host(None, ZEN5)

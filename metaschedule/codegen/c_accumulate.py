@@ -106,10 +106,10 @@ MIN_STRAIGHT_LANES = 4
 #: ... and when two steps read the same input vector (see :func:`straight_line`).
 
 #: Whether a tile loop whose points lie side by side along the vector loop is merged into
-#: it (see :func:`merge_contiguous`). Off until the analytic prior
-#: (``cost_model/prior.py``, ``register_tiles``) counts merged tiles the same way: its
-#: tiles must be the ones emitted (``tests/cost_model/test_prior.py``).
-MERGE_CONTIGUOUS = False
+#: it (see :func:`merge_contiguous`). The analytic prior (``cost_model/prior.py``,
+#: ``register_tiles``) counts merged tiles the same way: its tiles must be the ones
+#: emitted (``tests/cost_model/test_prior.py``).
+MERGE_CONTIGUOUS = True
 
 #: Whether an init nest is folded into the accumulators it starts (see plan_init_fusion).
 FUSE_INIT = True

@@ -69,7 +69,7 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -78,6 +78,7 @@ from ..codegen.c_accumulate import (
     HOIST_INNER_REDUCTIONS,
     MAX_ACCUMULATORS,
     MAX_STRAIGHT_ACCUMULATORS,
+    MERGE_CONTIGUOUS,
     MIN_SPLIT_ACCUMULATORS,
     MIN_STRAIGHT_LANES,
     SPLIT_LARGE_TILES,
@@ -90,6 +91,7 @@ from ..feature_extractor.features.loop_nest import LoopNestWalker, Store, const_
 from ..feature_extractor.features.ops import count_store
 from ..feature_extractor.per_store_feature import FEATURE_LOWER_PASSES
 from ..registry import register
+from ..target import HostCpuInfo, host_cpu_info, is_host
 from ..tir import expr as E
 from ..tir.arith.analyzer import Analyzer
 from ..tir.dtype import is_float, nbytes
@@ -144,48 +146,93 @@ class Machine:
     scales them for vectors wider than ``datapath_bits``.
     """
 
+    # Measured on the project's 2-core EPYC Zen 5 (cpu family 26, 4.2 GHz) with
+    # benchmarks/prior_constants.c; "ranks" is benchmarks/prior_rank.py on 64 measured
+    # random schedules each of cbr, c2d, tbg, dns and gmm, scored with each value.
     lanes: int = 8
     cores: int = 1
     vector_registers: int = 32
+    #: measured 4.0 cycles a 16-lane FMA in one dependent chain
     fma_latency: float = 4.0
+    #: measured 1.97 16-lane FMAs a cycle (12 chains); of_target halves it on a 256-bit
+    #: datapath
     fma_ports: float = 2.0
+    #: measured 1.96-1.99 16-lane loads a cycle from L1 (FMAs with two loaded operands)
     loads_per_cycle: float = 2.0
+    #: measured 0.89 16-lane stores a cycle into L1
     stores_per_cycle: float = 1.0
-    memory_round_trip: float = 5.0  # cycles: store-to-load forwarding of an accumulator
+    #: cycles: store-to-load forwarding of an accumulator. Measured: a 16-lane FMA chain
+    #: through memory takes 15.1 cycles an FMA (4 of them the FMA); kept: at 11 or 15 the
+    #: ranks did not change (their random schedules keep every update in registers)
+    memory_round_trip: float = 5.0
     reorder_window: float = 256.0  # instructions in flight (the reorder buffer)
     l1_bytes: int = 32 * 1024
     l1_ways: int = 8
     l2_bytes: int = 1024 * 1024
     l2_ways: int = 16
+    #: measured: a 512 KiB buffer read at 61.8 bytes a cycle (61.1 per core with both
+    #: reading), an 8 MiB one (L3) at 27.3; kept at 32 and 12, the balance the prior was
+    #: tuned to (the L1 set conflicts are priced in it): 61 and 26 moved the rank
+    #: correlations by -0.04 to +0.05 (cbr -0.02, c2d 0, tbg -0.04, dns +0.05, gmm -0.01)
+    #: and the simulated warm-up batches' best not at all
     l2_bytes_per_cycle: float = 32.0
     l3_bytes_per_cycle: float = 12.0
+    #: measured per entry into an `omp parallel for` of 2 iterations on 2 threads, as the
+    #: runner times on a quiet machine (GOMP_SPINCOUNT=10000): 1.9k cycles empty, 5.3-6.0k
+    #: around 2 x 2-20 us of work; under passive waiting (a busy machine) 33k-184k. The
+    #: ranks did not change from 2000 to 180000
     fork_join_cycles: float = 4000.0
     hz: float = 3.0e9
     #: width of the FMA and load units: a wider vector takes several passes (AMD Zen 4
-    #: runs a 512-bit FMA or load as two 256-bit halves: measured here, 16-lane FMA
-    #: chains peak at one vector per cycle and core). Intel server cores with 512-bit
-    #: units: pass a Machine with ``datapath_bits=512``.
+    #: runs a 512-bit FMA or load as two 256-bit halves: measured there, 16-lane FMA
+    #: chains peak at one vector per cycle and core). :meth:`of_target` reads it from
+    #: the host (:func:`~metaschedule.target.vector_datapath_bits`).
     datapath_bits: int = 256
 
     @staticmethod
-    def of_target(target: Any, datapath_bits: int = 256) -> Machine:
-        """The defaults with the lanes (float32) and cores of ``target`` (when a CPU),
-        the FMA and load rates scaled for vectors wider than ``datapath_bits``."""
-        lanes, cores = 8, 1
+    def of_target(
+        target: Any, datapath_bits: int | None = None, host: HostCpuInfo | None = None
+    ) -> Machine:
+        """The machine ``target`` names: the defaults with its float32 lanes and cores
+        (when a CPU) and, when it is the host (:func:`~metaschedule.target.is_host`:
+        ``-mcpu=native``), the host's datapath width, the target's L1 and L2 sizes and the
+        host's ways; the defaults for any fact missing and for other targets. The FMA and
+        load rates are scaled for vectors wider than the datapath.
+
+        Args:
+            target: a :class:`~metaschedule.target.Target` (anything else: the defaults).
+            datapath_bits: the datapath width, over what the host says.
+            host: the host's facts (default: :func:`~metaschedule.target.host_cpu_info`).
+        """
+        base = Machine()
+        lanes, cores = base.lanes, base.cores
         try:
             lanes = int(target.vector_lanes("float32"))
             cores = int(target.num_cores)
         except (AttributeError, ValueError, TypeError):
             pass
+        facts: dict[str, Any] = {}
+        if is_host(target, host):
+            host = host if host is not None else host_cpu_info()
+            facts = {
+                "datapath_bits": host.datapath_bits,
+                "l1_bytes": getattr(target, "l1_cache_bytes", None),
+                "l1_ways": host.l1_cache_ways,
+                "l2_bytes": getattr(target, "l2_cache_bytes", None),
+                "l2_ways": host.l2_cache_ways,
+            }
+        if datapath_bits is not None:
+            facts["datapath_bits"] = datapath_bits
+        facts = {k: int(v) for k, v in facts.items() if v}
         lanes = max(1, lanes)
-        passes = max(1.0, lanes * 32 / datapath_bits)
-        base = Machine()
-        return Machine(
+        passes = max(1.0, lanes * 32 / facts.get("datapath_bits", base.datapath_bits))
+        return replace(
+            base,
             lanes=lanes,
             cores=max(1, cores),
             fma_ports=base.fma_ports / passes,
             loads_per_cycle=base.loads_per_cycle / passes,
-            datapath_bits=datapath_bits,
+            **facts,
         )
 
 
@@ -406,10 +453,18 @@ def _store_cycles(
 
     # the register tile of a reduction, as the code generator plans it (c_accumulate)
     store_loops = {j for j in moving if store_flat[j] != 0}
-    plan = _register_tile(st, store_lin, store_loops, vec_loop, per_elem) if is_update else None
+    plan = None
+    if is_update:
+        plan = _register_tile(st, store_lin, accesses, store_loops, vec_loop, per_elem, m.lanes)
     stats = _stats(st, store_lin, accesses, m)
     if plan is not None:
-        start, tile = plan
+        start, tile, tile_per_elem = plan
+        if tile_per_elem != per_elem:
+            # tile loops merged into the vector loop (MERGE_CONTIGUOUS): the region runs
+            # the merged loop's chunks
+            per_elem = tile_per_elem
+            compute *= tile_per_elem / (chunks / total)
+            chunks = total * per_elem
         tile_points = float(math.prod(ext[j] for j in tile))
         # a tile split to fit (SPLIT_LARGE_TILES): its outer loops run around the region
         split_out = [j for j in range(start, n) if j in store_loops and j not in tile]
@@ -662,7 +717,7 @@ def _shared_loads(
     store_lin: list[LinearForm],
     accesses: list,
     m: Machine,
-    plan: tuple[int, list[int]],
+    plan: tuple[int, list[int], float],
     split_out: list[int],
     vec_loop: int,
     per_elem: float,
@@ -672,7 +727,7 @@ def _shared_loads(
     (:func:`~metaschedule.codegen.c_accumulate.straight_line`): each distinct operand
     vector of the region is loaded once and kept in a register (a 3x3 window over 4 rows
     loads 6 x 3 input vectors, not 9 x 4). None for a scalar tile."""
-    start, tile = plan
+    start, tile, _ = plan
     if vec_loop < 0 or vec_loop not in tile or st.extents[vec_loop] < MIN_STRAIGHT_LANES:
         return None
     ext = st.extents
@@ -745,13 +800,16 @@ def _flat_const(buf: Any, lin: list[LinearForm]) -> float:
 def _register_tile(
     st: Store,
     store_lin: list[LinearForm],
+    accesses: list,
     store_loops: set[int],
     vec_loop: int,
     per_elem: float,
-) -> tuple[int, list[int]] | None:
+    lanes: int,
+) -> tuple[int, list[int], float] | None:
     """Where the code generator keeps the stored tile in accumulators
-    (:func:`~metaschedule.codegen.c_accumulate.plan_accumulators`): ``(start, tile)``,
-    the loop its region starts at and the loops of the tile, or None.
+    (:func:`~metaschedule.codegen.c_accumulate.plan_accumulators`): ``(start, tile,
+    per_elem)``, the loop its region starts at, the loops of the tile and the vector
+    chunks per element of its vector loop (with the tile loops merged into it), or None.
 
     As the code generator, from the outermost loop in: a serial reduction loop (it does
     not move the stored element) that heads a perfect nest whose tile (the loops below it
@@ -763,18 +821,18 @@ def _register_tile(
     tile loops leave the tile until it fits, if at least
     :data:`~metaschedule.codegen.c_accumulate.MIN_SPLIT_ACCUMULATORS` vectors stay.
     """
-    found = _tile_candidates(st, store_lin, store_loops, vec_loop, per_elem)
-    for i, (start, tile, vectors) in enumerate(found):
+    found = _tile_candidates(st, store_lin, accesses, store_loops, vec_loop, per_elem, lanes)
+    for i, (start, tile, vectors, merged, tile_per_elem) in enumerate(found):
         if vectors <= MAX_ACCUMULATORS:
-            return start, tile
-        if not SPLIT_LARGE_TILES or any(v <= MAX_ACCUMULATORS for _, _, v in found[i + 1 :]):
+            return start, tile, tile_per_elem
+        if not SPLIT_LARGE_TILES or any(c[2] <= MAX_ACCUMULATORS for c in found[i + 1 :]):
             continue
-        scalar = [j for j in tile if j != vec_loop]
+        scalar = [j for j in tile if j != vec_loop and j not in merged]
         while scalar and vectors > MAX_ACCUMULATORS:
             vectors /= st.extents[scalar.pop(0)]
         if MIN_SPLIT_ACCUMULATORS <= vectors <= MAX_ACCUMULATORS:
-            kept = [j for j in tile if j in scalar or j == vec_loop]
-            return start, kept
+            kept = [j for j in tile if j in scalar or j in merged or j == vec_loop]
+            return start, kept, tile_per_elem
         return None
     return None
 
@@ -782,16 +840,19 @@ def _register_tile(
 def _tile_candidates(
     st: Store,
     store_lin: list[LinearForm],
+    accesses: list,
     store_loops: set[int],
     vec_loop: int,
     per_elem: float,
-) -> list[tuple[int, list[int], float]]:
+    lanes: int,
+) -> list[tuple[int, list[int], float, list[int], float]]:
     """Every loop that could head a register tile, outermost first: ``(start, tile,
-    vectors)`` (see :func:`_register_tile`)."""
+    vectors, merged, per_elem)``, with the tile loops merged into the vector loop and the
+    vector chunks per element of the merged loop (see :func:`_register_tile`)."""
     ext, loops = st.extents, st.loops
     n = len(ext)
     serial = (ForKind.SERIAL, ForKind.UNROLLED)
-    found: list[tuple[int, list[int], float]] = []
+    found: list[tuple[int, list[int], float, list[int], float]] = []
     for start in range(n):
         if ext[start] == 1 or start in store_loops or loops[start].kind not in serial:
             continue
@@ -811,9 +872,63 @@ def _tile_candidates(
             continue
         if not all(_affine_in(store_lin, j) for j in tile):
             continue
-        vectors = math.prod(ext[j] for j in tile) * (per_elem if vec_loop in tile else 1.0)
-        found.append((start, tile, vectors))
+        merged: list[int] = []
+        tile_per_elem = per_elem
+        if vec_loop in tile and per_elem < 1.0:
+            merged = _merged_loops(st, [store_lin, *(lin for _, lin in accesses)], tile, vec_loop)
+        if merged:
+            extent = ext[vec_loop] * math.prod(ext[j] for j in merged)
+            tile_per_elem = (extent // lanes + bin(extent % lanes).count("1")) / extent
+        vectors = math.prod(ext[j] for j in tile) * (tile_per_elem if vec_loop in tile else 1.0)
+        found.append((start, tile, vectors, merged, tile_per_elem))
     return found
+
+
+def _merged_loops(st: Store, lins: list[list[LinearForm]], tile: list[int], vec: int) -> list[int]:
+    """The tile loops the code generator merges into the vector loop ``vec``
+    (:func:`~metaschedule.codegen.c_accumulate.merge_contiguous`, with
+    :data:`~metaschedule.codegen.c_accumulate.MERGE_CONTIGUOUS`): outermost first, a loop
+    ``L`` whose every index moves by the merged loop's extent times what ``vec`` moves
+    it (its points lie side by side along ``vec``), while neither appears outside the
+    indices of the store's loads."""
+    if not MERGE_CONTIGUOUS or not all(_affine_in(lin, vec) for lin in lins):
+        return []
+    ext = st.extents
+    merged: list[int] = []
+    extent = ext[vec]
+    loose = _vars_outside_loads(st.store.value)
+    if st.loops[vec].var in loose:
+        return []
+    rest = [j for j in tile if j != vec and ext[j] > 1 and st.loops[j].var not in loose]
+    while True:
+        for j in rest:
+            if all(form.coef(j) == extent * form.coef(vec) for lin in lins for form in lin) and all(
+                _affine_in(lin, j) for lin in lins
+            ):
+                merged.append(j)
+                extent *= ext[j]
+                rest.remove(j)
+                break
+        else:
+            return merged
+
+
+def _vars_outside_loads(e: E.PrimExpr) -> set[E.Var]:
+    """The variables of ``e`` outside the indices of its buffer loads."""
+    found = _LooseVars()
+    found.visit(e)
+    return found.vars
+
+
+class _LooseVars(Visitor):
+    def __init__(self) -> None:
+        self.vars: set[E.Var] = set()
+
+    def visit_Var(self, node: E.Var) -> None:
+        self.vars.add(node)
+
+    def visit_BufferLoad(self, node: E.BufferLoad) -> None:
+        pass  # its indices are checked as linear forms
 
 
 def _lins_of(

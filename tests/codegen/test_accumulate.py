@@ -151,8 +151,7 @@ def test_tile_points_side_by_side_along_the_vector_loop_share_its_vectors(
     """``j1`` moves the output by exactly the vector loop's extent, so the ``j1 x j2``
     points of a row are one contiguous run: chunked as one vector loop (85 lanes: 5
     vectors of 16, one of 4 and a scalar) instead of ``j1`` separate ones (5 x (16, 1)),
-    as LLVM's SLP vectorizer merges TVM's unrolled copies (with MERGE_CONTIGUOUS, off by
-    default until the analytic prior counts such tiles alike)."""
+    as LLVM's SLP vectorizer merges TVM's unrolled copies (MERGE_CONTIGUOUS)."""
     monkeypatch.setattr(c_accumulate, "MERGE_CONTIGUOUS", True)
     sch = _split_j(4, tj1, tj2)
     n = 2 * tj1 * tj2
@@ -180,8 +179,9 @@ def _side_by_side_nest(extra_read: bool):
 
 
 def test_plan_merges_a_tile_loop_only_when_every_access_runs_side_by_side(monkeypatch):
+    monkeypatch.setattr(c_accumulate, "MERGE_CONTIGUOUS", False)
     unmerged = plan_accumulators(_writer(), _side_by_side_nest(extra_read=False))
-    assert unmerged is not None and len(unmerged.points) == 4  # the default: off
+    assert unmerged is not None and len(unmerged.points) == 4
     monkeypatch.setattr(c_accumulate, "MERGE_CONTIGUOUS", True)
     merged = plan_accumulators(_writer(), _side_by_side_nest(extra_read=False))
     assert merged is not None and [p.extent.value for p in merged.points] == [16, 16]

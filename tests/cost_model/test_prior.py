@@ -7,6 +7,7 @@ from metaschedule import te
 from metaschedule.cost_model.prior import AnalyticPrior, Machine
 from metaschedule.schedule import Schedule
 from metaschedule.te.ops.conv import conv2d_nhwc
+from metaschedule.testing.hosts import INTEL_AVX512, UNKNOWN, ZEN4, ZEN5, native_target
 from metaschedule.testing.tuning_records import matmul
 
 MACHINE = Machine(lanes=8, cores=2)
@@ -147,13 +148,14 @@ def test_arguments_are_checked():
 
 
 # ------------------------------------------------------------------ the default space
-def _space_samples(func, n, seed=0):
-    """``n`` random schedules of the default llvm space of ``func``, postprocessed."""
+def _space_samples(func, n, seed=0, target="llvm"):
+    """``n`` random schedules of the default space of ``func`` for ``target``,
+    postprocessed."""
     from metaschedule.schedule.trace import Trace
     from metaschedule.space_generator import PostOrderApply
     from metaschedule.tune_context import TuneContext
 
-    ctx = TuneContext(func, target="llvm", space_generator=PostOrderApply(), rand_state=seed)
+    ctx = TuneContext(func, target=target, space_generator=PostOrderApply(), rand_state=seed)
     spaces, post = ctx.generate_design_space(), ctx.space_generator.postprocs
     rng = np.random.default_rng(seed)
     out = []
@@ -207,6 +209,35 @@ def test_the_register_tiles_are_the_code_generators():
             assert sorted(register_tiles(sch.mod, machine)) == emitted, str(sch.trace)
             hoisted += bool(re.search(r"accumulators? (of \d+ lanes )?across loops \w+, ", code))
     assert hoisted  # some tiles span two reduction loops
+
+
+def test_merged_register_tiles_are_the_code_generators(monkeypatch):
+    """Tile loops whose points lie side by side along the vector loop are merged into it
+    (c_accumulate.MERGE_CONTIGUOUS): a 127 x 511 x 255 matmul's rows of 5 x 51 lanes are
+    one 255-lane run of 19 vectors, not 5 x 5. The prior counts the tiles so."""
+    import re
+
+    from metaschedule.codegen import c_accumulate
+    from metaschedule.codegen.c_codegen import codegen_c
+    from metaschedule.cost_model import prior as prior_module
+    from metaschedule.cost_model.prior import register_tiles
+    from metaschedule.tir.function import IRModule
+    from metaschedule.tir.transform import lower
+
+    assert c_accumulate.MERGE_CONTIGUOUS and prior_module.MERGE_CONTIGUOUS
+    target = native_target(ZEN5)
+    machine = Machine.of_target(target, host=ZEN5)
+    merged = 0
+    for sch in _space_samples(matmul(127, 255, 511), 40, seed=1, target=target):
+        lowered = IRModule({name: lower(f) for name, f in sch.mod.items()})
+        code = codegen_c(lowered, target).code
+        emitted = sorted(int(x) for x in re.findall(r"kept in (\d+) accumulator", code))
+        tiles = sorted(register_tiles(sch.mod, machine))
+        assert tiles == emitted, str(sch.trace)
+        monkeypatch.setattr(prior_module, "MERGE_CONTIGUOUS", False)
+        merged += sorted(register_tiles(sch.mod, machine)) != tiles
+        monkeypatch.setattr(prior_module, "MERGE_CONTIGUOUS", True)
+    assert merged  # some tiles are merged
 
 
 def test_a_tile_over_hoisted_reductions_ranks_above_a_small_tile():
@@ -335,9 +366,7 @@ def test_a_split_tile_sweeps_its_operand_panel_once_per_outer_tile_loop():
     (measured 22 ms). The 8 x 4-vector tile reads a 256 KiB panel per row block (10.5
     ms). The prior used to count the split panel once, as in the loop order before the
     split, and ranked the two alike."""
-    from metaschedule.target import Target
-
-    zen4 = Machine.of_target(Target({"kind": "cpu", "num_cores": 2, "vector_width": 64}))
+    zen4 = Machine.of_target(native_target(ZEN4), host=ZEN4)
     split = _with_decisions(matmul(1024), [[8, 1, 32, 4], [4, 2, 8, 16], [1024, 1], 3])
     wide = _with_decisions(matmul(1024), [[4, 32, 4, 2], [8, 2, 4, 16], [1024, 1], 0])
     prior = AnalyticPrior()
@@ -351,11 +380,68 @@ def test_memory_terms_are_not_hidden_behind_the_fma_bound():
     terms rank an 8-vector tile reloaded every 32 steps of k from rows 4 KiB apart (36 ms)
     below a 16-vector tile over the whole k loop (9.9 ms)."""
     from metaschedule.cost_model import prior as prior_module
-    from metaschedule.target import Target
 
-    zen4 = Machine.of_target(Target({"kind": "cpu", "num_cores": 2, "vector_width": 64}))
+    zen4 = Machine.of_target(native_target(ZEN4), host=ZEN4)
     slow = _with_decisions(matmul(1024), [[4, 4, 16, 4], [1, 2, 16, 32], [32, 32], 1])
     fast = _with_decisions(matmul(1024), [[2, 64, 8, 1], [8, 4, 1, 32], [64, 16], 1])
     assert prior_module.PARTIAL_OVERLAP > 0
     prior = AnalyticPrior()
     assert prior.score_mod(fast.mod, zen4) > 1.3 * prior.score_mod(slow.mod, zen4)
+
+
+# ----------------------------------------------------------------------------- Machine
+def test_machine_of_a_zen4_host_runs_16_lanes_in_two_passes():
+    zen4 = Machine.of_target(native_target(ZEN4), host=ZEN4)
+    assert (zen4.lanes, zen4.cores, zen4.datapath_bits) == (16, 2, 256)
+    assert (zen4.fma_ports, zen4.loads_per_cycle) == (1.0, 1.0)
+    assert (zen4.l1_bytes, zen4.l1_ways, zen4.l2_bytes, zen4.l2_ways) == (32768, 8, 1 << 20, 8)
+
+
+def test_machine_of_a_zen5_host_runs_16_lanes_in_one_pass_on_its_caches():
+    zen5 = Machine.of_target(native_target(ZEN5), host=ZEN5)
+    assert (zen5.lanes, zen5.datapath_bits, zen5.fma_ports, zen5.loads_per_cycle) == (
+        16,
+        512,
+        2.0,
+        2.0,
+    )
+    assert (zen5.l1_bytes, zen5.l1_ways, zen5.l2_bytes, zen5.l2_ways) == (49152, 12, 1 << 20, 16)
+
+
+def test_machine_of_an_intel_avx512_host_has_a_512_bit_datapath():
+    intel = Machine.of_target(native_target(INTEL_AVX512), host=INTEL_AVX512)
+    assert (intel.datapath_bits, intel.fma_ports, intel.l2_bytes) == (512, 2.0, 2 << 20)
+
+
+def test_machine_keeps_the_defaults_where_the_host_tells_nothing():
+    from types import SimpleNamespace
+
+    base = Machine()
+    bare = SimpleNamespace(kind="cpu", mcpu="native", num_cores=2, vector_lanes=lambda _: 16)
+    told = Machine.of_target(bare, host=UNKNOWN)
+    assert (told.datapath_bits, told.fma_ports, told.l1_bytes, told.l1_ways) == (
+        base.datapath_bits,
+        1.0,
+        base.l1_bytes,
+        base.l1_ways,
+    )
+    assert Machine.of_target(None, host=ZEN5) == base
+
+
+def test_machine_of_a_target_other_than_the_host_keeps_the_defaults():
+    base = Machine()
+    for target in (
+        native_target(ZEN5, mcpu="znver5"),  # named, not the host
+        native_target(ZEN5, l1_cache_bytes=32768),  # a native target of another machine
+    ):
+        machine = Machine.of_target(target, host=ZEN5)
+        assert (machine.datapath_bits, machine.l1_bytes, machine.l1_ways) == (
+            base.datapath_bits,
+            base.l1_bytes,
+            base.l1_ways,
+        ), target
+
+
+def test_machine_datapath_given_wins_over_the_host():
+    assert Machine.of_target(native_target(ZEN4), 512, host=ZEN4).fma_ports == 2.0
+    assert Machine.of_target(native_target(ZEN5), 256, host=ZEN5).fma_ports == 1.0

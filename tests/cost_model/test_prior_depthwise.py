@@ -34,8 +34,8 @@ from metaschedule.schedule import Schedule
 from metaschedule.schedule.trace import Trace
 from metaschedule.search_strategy.base import TraceReplayer
 from metaschedule.space_generator import PostOrderApply
-from metaschedule.target import Target
 from metaschedule.te import ops
+from metaschedule.testing.hosts import ZEN4, native_target
 from metaschedule.tune_context import TuneContext
 
 FAST = [[1, 1, 1, 1], [28, 1, 1, 4], [1, 14, 8, 1], [1, 2, 1, 16], [1, 3], [1, 3], 3, -2]
@@ -47,7 +47,8 @@ SLOW_GUARDED = [[1, 1, 1, 1], [4, 1, 2, 14], [7, 1, 1, 16], [2, 1, 1, 16], [1, 3
 ROWS_8 = [[1, 1, 1, 1], [14, 1, 1, 8], [1, 14, 8, 1], [1, 2, 1, 16], [1, 3], [1, 3], 3, -2]
 PIXELS_8 = [[1, 1, 1, 1], [28, 1, 4, 1], [1, 14, 1, 8], [1, 2, 1, 16], [1, 3], [1, 3], 3, -2]
 
-CPU64 = Target({"kind": "cpu", "num_cores": 2, "vector_width": 64})
+#: the Zen 4 these schedules were measured on (16 lanes on a 256-bit datapath, L1D 8-way)
+CPU64 = native_target(ZEN4)
 
 
 def _depthwise(h: int, w: int, c: int = 32):
@@ -78,7 +79,7 @@ def _schedule(func, decisions) -> Schedule:
 @pytest.fixture(scope="module")
 def scores():
     func = _depthwise(112, 112)
-    machine = Machine.of_target(CPU64)
+    machine = Machine.of_target(CPU64, host=ZEN4)
     prior = AnalyticPrior()
     named = {"fast": FAST, "at": SLOW_AT, "wide": SLOW_WIDE, "guarded": SLOW_GUARDED}
     return {k: prior.score_mod(_schedule(func, d).mod, machine) for k, d in named.items()}
@@ -89,11 +90,11 @@ def test_the_fast_depthwise_schedule_ranks_first(scores):
 
 
 def test_a_wide_vector_halves_the_fma_and_load_rates_of_a_256_bit_datapath():
-    zen4 = Machine.of_target(CPU64)
+    zen4 = Machine.of_target(CPU64, host=ZEN4)
     assert (zen4.lanes, zen4.fma_ports, zen4.loads_per_cycle) == (16, 1.0, 1.0)
-    avx2 = Machine.of_target(Target({"kind": "cpu", "num_cores": 2, "vector_width": 32}))
+    avx2 = Machine.of_target(native_target(ZEN4, vector_width=32), host=ZEN4)
     assert (avx2.lanes, avx2.fma_ports, avx2.loads_per_cycle) == (8, 2.0, 2.0)
-    wide = Machine.of_target(CPU64, datapath_bits=512)
+    wide = Machine.of_target(CPU64, datapath_bits=512, host=ZEN4)
     assert wide.fma_ports == 2.0
 
 
@@ -116,7 +117,7 @@ def test_a_tile_of_rows_crowding_two_cache_sets_ranks_below_four_rows_and_eight_
     # and its 8 output rows fall in two L1 set groups, 9 lines in a set of 8 ways: the
     # line beyond the ways comes from L2 on every entry into the tile's region
     func = _depthwise(112, 112)
-    zen4 = Machine.of_target(CPU64)
+    zen4 = Machine.of_target(CPU64, host=ZEN4)
     prior = AnalyticPrior()
     rows, pixels, fast = (_schedule(func, d).mod for d in (ROWS_8, PIXELS_8, FAST))
     assert prior.score_mod(fast, zen4) > 1.1 * prior.score_mod(rows, zen4)
@@ -131,7 +132,7 @@ def test_the_window_written_out_loads_each_input_vector_once():
     # loads each of its 6 x 3 input vectors once (c_accumulate.straight_line), kept in
     # registers; without the registers for them every step loads its own 4
     func = _depthwise(112, 112)
-    zen4 = Machine.of_target(CPU64)
+    zen4 = Machine.of_target(CPU64, host=ZEN4)
     few = dataclasses.replace(zen4, vector_registers=16)
     fast = _schedule(func, FAST).mod
     assert AnalyticPrior().score_mod(fast, zen4) > 1.1 * AnalyticPrior().score_mod(fast, few)
