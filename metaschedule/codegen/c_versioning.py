@@ -349,10 +349,12 @@ class _Update:
 
 
 def _body_facts(body: Stmt) -> tuple[list[_Update], bool, int]:
-    """The updates in ``body``, whether it holds a parallel loop, and its node count."""
+    """The updates in ``body`` of buffers allocated outside it (one allocated inside
+    accumulates inside), whether it holds a parallel loop, and its node count."""
     updates: list[_Update] = []
     parallel = False
     nodes = 0
+    local: set[Buffer] = set()  # allocated inside body: its updates run inside it too
 
     class _V(Visitor):
         def visit_For(self, loop: For) -> None:
@@ -378,6 +380,7 @@ def _body_facts(body: Stmt) -> tuple[list[_Update], bool, int]:
                 self.visit(s.else_case)
 
         def visit_Allocate(self, s: Allocate) -> None:
+            local.add(s.buffer)
             self.visit(s.body)
 
         def visit_SeqStmt(self, s: SeqStmt) -> None:
@@ -385,7 +388,7 @@ def _body_facts(body: Stmt) -> tuple[list[_Update], bool, int]:
                 self.visit(x)
 
     _V().visit(body)
-    return updates, parallel, nodes
+    return [u for u in updates if u.buffer not in local], parallel, nodes
 
 
 def _invariant(loop: For, test: E.PrimExpr | None, proofs: _Proofs) -> bool:
