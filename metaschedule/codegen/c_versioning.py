@@ -22,10 +22,23 @@ variables of ``L`` and the loops around it. When all the tests hold, no guard in
       else
         <the body as it was>                # tiles on the border
 
-(the original body stays for the tiles that touch the border). Guards are ``Select``
-conditions and ``if`` statements (the predicates of imperfect tiles); comparisons that
-cannot be bounded (``(y + ry) % 2 == 0`` of a strided transposed convolution) stay in
-both copies.
+(the original body stays for the tiles that touch the border). When the test does not
+depend on ``L`` itself (the guards are invariant in it), the test goes ahead of ``L``
+instead, and the copy is the whole loop, the loop the C compiler would vectorize::
+
+    for pixel:                              # a padding block computed per pixel
+      if (<the pixel's window inside the input>)
+        for c: pad[ry, rx, c] = X[...]      # 9 plain loads a channel: vectorized
+      else
+        for c: pad[ry, rx, c] = (<ry, rx inside>) ? X[...] : 0
+
+GCC vectorizes a loop with one or two invariant guards by unswitching it, but with
+more it keeps each ``cond ? X[i] : 0`` a masked load with a scalar mask, which it does
+not vectorize (the 9 window loads of an average pool ran 0.13x as fast as LLVM's code).
+
+Guards are ``Select`` conditions and ``if`` statements (the predicates of imperfect
+tiles); comparisons that cannot be bounded (``(y + ry) % 2 == 0`` of a strided
+transposed convolution) stay in both copies.
 
 Where the test goes, and the bounds on code growth:
 
@@ -35,11 +48,14 @@ Where the test goes, and the bounds on code growth:
   :mod:`.c_accumulate`); ``L`` is not vectorized and its body holds no parallel loop.
 * The guards left without a bounds comparison must feed an accumulation (the loads of
   a window; a padding block copied into its own buffer is left alone) and run at least
-  :data:`MIN_GUARDS_PER_TEST` times per test (a test per guard gains nothing). The body
-  holds at most :data:`MAX_BODY_NODES` statements and runs at most
+  :data:`MIN_GUARDS_PER_TEST` times per test (a test per guard gains nothing); or, for
+  the test ahead of ``L``, ``L`` is serial, of at least two iterations, holds no
+  vectorized loop, and at least :data:`MIN_INVARIANT_GUARDS` guards (any, a padding
+  copy's too) run per iteration.
+* The body holds at most :data:`MAX_BODY_NODES` statements and runs at most
   :data:`MAX_BODY_STEPS` stores (larger tiles measured slower with the copy): one copy
-  of it is added, once per nest (the copies are not versioned again). At least
-  :data:`MIN_INTERIOR_SHARE` of the iterations must take the unguarded copy
+  of it (or of ``L``) is added, once per nest (the copies are not versioned again). At
+  least :data:`MIN_INTERIOR_SHARE` of the iterations must take the unguarded copy
   (:func:`interior_share` evaluates the test over the loops' iteration space): a row
   of 8 pixels tiled by 4 has no interior tile, and gets no copy.
 """
@@ -62,12 +78,18 @@ __all__ = [
     "MAX_BODY_STEPS",
     "MIN_GUARDS_PER_TEST",
     "MIN_INTERIOR_SHARE",
+    "MIN_INVARIANT_GUARDS",
     "interior_share",
     "version_guards",
 ]
 
 #: Fewest guard evaluations a test must replace (per execution of the versioned body).
 MIN_GUARDS_PER_TEST = 4
+#: Fewest guards per iteration, invariant in the loop, that make a loop versioned as a
+#: whole (the test ahead of it): GCC unswitches a loop on one or two invariant guards and
+#: vectorizes it, but not on more (the 9 selects of a 3x3 window stay masked loads with a
+#: scalar mask, "no vectype for stmt .MASK_LOAD", and the loop stays scalar).
+MIN_INVARIANT_GUARDS = 3
 #: Most statements (IR nodes) in a body that gets an unguarded copy.
 MAX_BODY_NODES = 512
 #: Most stores one execution of a versioned body runs (a vector store counts once):
@@ -203,6 +225,7 @@ class _Proofs:
 
     tests: dict = field(default_factory=dict)
     saved: int = 0
+    freed: int = 0  # as ``saved``, counting every guard (a padding copy's too)
     steps: int = 0  # stores run per execution of the body (a vector store counts once)
 
     def add(self, lo: Affine, dtype: str) -> None:
@@ -236,9 +259,11 @@ class _Unguard(Mutator):
             elif proof is not True:
                 self.proofs.add(proof, atom.a.dtype)
         changed = len(kept) < len(_atoms(cond))
-        if counts and changed and all(_nonneg_form(a) is None for a in kept):
+        if changed and all(_nonneg_form(a) is None for a in kept):
             # no bounds test left (a deeper test could not remove more)
-            self.proofs.saved += self.trips
+            self.proofs.freed += self.trips
+            if counts:
+                self.proofs.saved += self.trips
         return _conjunction(kept), changed
 
     def visit_For(self, loop: For) -> Stmt:
@@ -324,10 +349,12 @@ class _Update:
 
 
 def _body_facts(body: Stmt) -> tuple[list[_Update], bool, int]:
-    """The updates in ``body``, whether it holds a parallel loop, and its node count."""
+    """The updates in ``body`` of buffers allocated outside it (one allocated inside
+    accumulates inside), whether it holds a parallel loop, and its node count."""
     updates: list[_Update] = []
     parallel = False
     nodes = 0
+    local: set[Buffer] = set()  # allocated inside body: its updates run inside it too
 
     class _V(Visitor):
         def visit_For(self, loop: For) -> None:
@@ -353,6 +380,7 @@ def _body_facts(body: Stmt) -> tuple[list[_Update], bool, int]:
                 self.visit(s.else_case)
 
         def visit_Allocate(self, s: Allocate) -> None:
+            local.add(s.buffer)
             self.visit(s.body)
 
         def visit_SeqStmt(self, s: SeqStmt) -> None:
@@ -360,7 +388,34 @@ def _body_facts(body: Stmt) -> tuple[list[_Update], bool, int]:
                 self.visit(x)
 
     _V().visit(body)
-    return updates, parallel, nodes
+    return [u for u in updates if u.buffer not in local], parallel, nodes
+
+
+def _invariant(loop: For, test: E.PrimExpr | None, proofs: _Proofs) -> bool:
+    """True if ``loop``, a loop the C compiler may vectorize (serial, at least two
+    iterations, no vectorized loop inside), has guards invariant in it (``test`` does not
+    depend on its variable) that the unguarded copy rids of their bounds tests, at least
+    :data:`MIN_INVARIANT_GUARDS` per iteration."""
+    if loop.kind is not ForKind.SERIAL or not isinstance(loop.extent, E.IntImm):
+        return False
+    if loop.extent.value < 2 or proofs.freed < MIN_INVARIANT_GUARDS:
+        return False
+    if test is not None and loop.loop_var in collect_vars(test):
+        return False
+    return not _has_vectorized(loop.body)
+
+
+def _has_vectorized(s: Stmt) -> bool:
+    hit = False
+
+    class _V(Visitor):
+        def visit_For(self, loop: For) -> None:
+            nonlocal hit
+            hit = hit or loop.kind is ForKind.VECTORIZED
+            self.generic_visit(loop)
+
+    _V().visit(s)
+    return hit
 
 
 def _unit(loop: For) -> bool:
@@ -407,16 +462,19 @@ class _Versioner:
             return loop, False
         proofs = _Proofs()
         fast = _Unguard(proofs, {f.loop_var for f in (*chain, loop)}).visit(loop.body)
-        if fast is loop.body or proofs.saved < MIN_GUARDS_PER_TEST:
-            return loop, False
-        if proofs.steps > MAX_BODY_STEPS:
+        if fast is loop.body or proofs.steps > MAX_BODY_STEPS:
             return loop, False
         test = proofs.condition()
+        around = _invariant(loop, test, proofs)
+        if not around and proofs.saved < MIN_GUARDS_PER_TEST:
+            return loop, False
         if test is None:  # every guard holds everywhere: the unguarded body is the body
             return _with_body(loop, fast), True
         share = interior_share(test, [*chain, loop])
         if share is not None and share < MIN_INTERIOR_SHARE:
             return loop, False  # a copy that (almost) never runs
+        if around:  # the test ahead of the loop: an unguarded loop for the compiler
+            return IfThenElse(test, _with_body(loop, fast), loop), True
         return _with_body(loop, IfThenElse(test, fast, loop.body)), True
 
     @staticmethod

@@ -323,6 +323,128 @@ def test_an_imperfect_tile_predicate_is_dropped_in_the_interior():
     assert test == "xx_0 * 4 <= 9 and yy >= 1 and yy <= 12 and xx_0 * 4 >= 1"
 
 
+# ----------------------------------------------------------------------------- invariant guards
+def _pool_padding_per_channel() -> tir.Schedule:
+    """An average pool whose padding is computed per output pixel and channel (its 3x3
+    window into a small buffer), as TVM's best apool schedule: the 9 guards are invariant
+    in the channel loop ``ax3``."""
+    sch = tir.Schedule(_avg_pool(9, 9, 16))
+    n, y, x, ch, _, _ = sch.get_loops(sch.get_block("pool_sum"))
+    sch.parallel(sch.fuse(n, y, x))
+    sch.compute_at(sch.get_block("pad_temp"), ch)
+    return sch
+
+
+def _versioned_loops(stmt) -> list[IfThenElse]:
+    """The versioned loops: an if whose two branches are copies of one loop."""
+    return [
+        s
+        for s in _stmts(stmt)
+        if isinstance(s, IfThenElse)
+        and isinstance(s.then_case, For)
+        and isinstance(s.else_case, For)
+        and s.then_case.loop_var is s.else_case.loop_var
+    ]
+
+
+@pytest.mark.compiler
+def test_a_loop_with_invariant_guards_gets_an_unguarded_copy_ahead_of_it():
+    sch = _pool_padding_per_channel()
+    x = rand(1, 9, 9, 16)
+    lib = build(sch.mod, CPU)
+    out = np.zeros((1, 5, 5, 16), "float32")
+    lib(x, out)
+    np.testing.assert_allclose(out, _avg_pool_np(x), rtol=1e-5, atol=1e-5)
+    src = lib.get_source()
+    m = re.search(
+        r"\n( *)if \((\(ax0_ax1_ax2_fused[^\n]*)\) \{\n(.*?)\n\1\} else \{\n(.*?)\n\1\}\n",
+        src,
+        re.S,
+    )
+    assert m is not None, "no versioned channel loop"
+    # the test: the pixel's window inside the input, ahead of the channel loop
+    assert "ax3" not in m.group(2)
+    fast, slow = m.group(3), m.group(4)
+    assert fast.lstrip().startswith("for (int32_t ax3 = 0; ax3 < 16; ++ax3) {")
+    assert slow.lstrip().startswith("for (int32_t ax3 = 0; ax3 < 16; ++ax3) {")
+    # the interior loop loads plainly (GCC vectorizes it), the border one keeps its guard
+    assert "?" not in fast and "pad_temp[ax0 * 3 + ax1] = X[" in fast
+    assert len(re.findall(r"\? X\[", slow)) == 1
+
+
+def test_the_test_of_invariant_guards_goes_ahead_of_the_loop(monkeypatch):
+    from metaschedule.codegen import c_versioning
+
+    body = _lowered(_pool_padding_per_channel()).body
+    (versioned,) = _versioned_loops(version_guards(body))
+    assert versioned.then_case.loop_var.name == "ax3"
+    assert {v.name for v in tir.functor.collect_vars(versioned.condition)} == {"ax0_ax1_ax2_fused"}
+    assert any(f is versioned.else_case for f in _loops(body))  # the original loop, kept
+    selects: list[E.Select] = []
+    for s in _stmts(versioned.then_case):
+        if isinstance(s, BufferStore):
+            _collect_selects(s.value, selects)
+    assert not selects
+    # 9 guards an iteration: a loop with fewer than MIN_INVARIANT_GUARDS keeps its guards
+    # (GCC unswitches one or two), and a padding copy is not versioned otherwise
+    monkeypatch.setattr(c_versioning, "MIN_INVARIANT_GUARDS", 9)
+    assert _versioned_loops(version_guards(body))
+    monkeypatch.setattr(c_versioning, "MIN_INVARIANT_GUARDS", 10)
+    assert tir.structural_equal(version_guards(body), body)
+
+
+def test_a_loop_holding_a_vectorized_loop_is_not_versioned_whole():
+    # the depthwise tile's channel loop ff_0 holds the vectorized c1: the test stays in it
+    body = version_guards(_lowered(_depthwise_tile()).body)
+    assert not _versioned_loops(body)
+    assert [f.loop_var.name for f in _versioned(body)] == ["ff_0"]
+
+
+def test_an_accumulator_allocated_inside_the_loop_leaves_it_eligible():
+    # pool_sum computed per channel (allocated in the channel loop's body, as TVM's rfactor
+    # apool schedule has it): its accumulation runs inside the body, not across ax3
+    sch = tir.Schedule(_avg_pool(9, 9, 16))
+    sch.compute_inline(sch.get_block("pad_temp"))
+    n, y, x, c = sch.get_loops(sch.get_block("pool_avg"))
+    sch.parallel(sch.fuse(n, y, x))
+    sch.compute_at(sch.get_block("pool_sum"), c)
+    versioned = _versioned_loops(version_guards(_lowered(sch).body))
+    assert [s.then_case.loop_var.name for s in versioned] == ["ax3"]
+
+
+@pytest.mark.compiler
+@pytest.mark.parametrize("name", ["avg_pool", "depthwise", "max_pool"])
+def test_sampled_schedules_with_a_loop_versioned_whole_compute_the_numpy_result(name, monkeypatch):
+    # sampled schedules with a loop versioned whole (invariant guards): the vector build,
+    # the bounds-checked one, and for the pools (sums, maxima: no product to contract into
+    # an FMA) the very bits of the build without versioning
+    _, _, args, want = _space(name)
+    checked = 0
+    for seed in range(40):
+        sch = _sampled(name, seed)
+        if sch is None or not _versioned_loops(version_guards(_lowered(sch).body)):
+            continue
+        outs = []
+        for debug in (False, True):
+            lib = build(sch.mod, CPU, debug=debug)
+            out = np.zeros(want.shape, "float32")
+            packed = lib.pack_weights(*args, out)
+            lib(*packed[:-1], out)
+            np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4, err_msg=str(sch.trace))
+            outs.append(out)
+        if name != "depthwise":
+            with monkeypatch.context() as m:
+                m.setattr(c_codegen, "VERSION_GUARDS", False)
+                lib = build(sch.mod, CPU)
+            plain = np.zeros(want.shape, "float32")
+            lib(*lib.pack_weights(*args, plain)[:-1], plain)
+            np.testing.assert_array_equal(outs[0], plain, err_msg=str(sch.trace))
+        checked += 1
+        if checked == 2:
+            break
+    assert checked >= 1
+
+
 def _stmts(s):
     yield s
     for name in ("body", "then_case", "else_case"):
