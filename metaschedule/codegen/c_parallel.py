@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING
 from ..tir import expr as E
 from ..tir.buffer import Buffer
 from ..tir.dtype import c_type
-from ..tir.functor import Visitor
+from ..tir.functor import Visitor, has_loop_kind
 from ..tir.stmt import Allocate, BufferStore, Evaluate, For, ForKind, SeqStmt, Stmt
 from ..tir.transform.affine import affine, const_bounds
 from .c_expr import linear_index, strip_parens
@@ -131,20 +131,6 @@ class Item:
         return self._acc
 
 
-def _has_parallel(s: Stmt) -> bool:
-    found = False
-
-    class _V(Visitor):
-        def visit_For(self, lp: For) -> None:
-            nonlocal found
-            found = found or lp.kind is ForKind.PARALLEL
-            if not found:
-                self.generic_visit(lp)
-
-    _V().visit(s)
-    return found
-
-
 def _unit(s: Stmt) -> bool:
     """A serial loop of one iteration (batch 1): its variable is a constant."""
     return (
@@ -177,7 +163,8 @@ def plan_items(body: Stmt) -> tuple[list[Stmt], list[Item]]:
         elif isinstance(s, Evaluate) and isinstance(s.value, (E.IntImm, E.FloatImm)):
             pass  # a no-op (the code generator skips it too)
         else:
-            items.append(Item(s, "nested" if _has_parallel(s) else "serial", units))
+            kind = "nested" if has_loop_kind(s, ForKind.PARALLEL) else "serial"
+            items.append(Item(s, kind, units))
 
     walk(body, ())
     return outer, items

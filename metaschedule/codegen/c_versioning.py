@@ -69,7 +69,7 @@ import numpy as np
 from ..tir import expr as E
 from ..tir.buffer import Buffer
 from ..tir.dtype import is_int
-from ..tir.functor import Mutator, Visitor, collect_vars
+from ..tir.functor import Mutator, Visitor, collect_vars, has_loop_kind
 from ..tir.stmt import Allocate, BufferStore, For, ForKind, IfThenElse, SeqStmt, Stmt
 from ..tir.transform.affine import Affine, Ranges, affine, bounds
 
@@ -402,20 +402,7 @@ def _invariant(loop: For, test: E.PrimExpr | None, proofs: _Proofs) -> bool:
         return False
     if test is not None and loop.loop_var in collect_vars(test):
         return False
-    return not _has_vectorized(loop.body)
-
-
-def _has_vectorized(s: Stmt) -> bool:
-    hit = False
-
-    class _V(Visitor):
-        def visit_For(self, loop: For) -> None:
-            nonlocal hit
-            hit = hit or loop.kind is ForKind.VECTORIZED
-            self.generic_visit(loop)
-
-    _V().visit(s)
-    return hit
+    return not has_loop_kind(loop.body, ForKind.VECTORIZED)
 
 
 def _unit(loop: For) -> bool:

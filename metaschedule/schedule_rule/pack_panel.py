@@ -63,8 +63,8 @@ class PackPanel(ScheduleRule):
         structure = blk.annotations.get(TILING_STRUCTURE_KEY)
         if not isinstance(structure, str) or "S" not in structure:
             return [sch]
-        reads = panel_reads(sch.mod[fname], blk)
         moved = transposed_dims(sch.mod[fname], blk)
+        reads = sorted(set(_row_panel_reads(sch.mod[fname], blk)) | set(moved))
         if not reads:
             return [sch]
         n_spatial = sum(1 for iv in blk.iter_vars if iv.iter_type == IterType.DATA_PAR)

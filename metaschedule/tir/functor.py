@@ -597,6 +597,24 @@ def substitute(node: Any, vmap: Mapping[Var, Any], bmap: Mapping[Buffer, Buffer]
     return _Substituter(vmap, bmap).visit(node)
 
 
+def has_loop_kind(node: Any, kind: Any) -> bool:
+    """Whether a ``For`` loop of ``kind`` (a :class:`~.stmt.ForKind`) is in ``node``; the
+    walk stops at the first one."""
+    from .stmt import For
+
+    found = False
+
+    class _Finder(Visitor):
+        def visit_For(self, loop: For) -> None:
+            nonlocal found
+            found = found or loop.kind is kind
+            if not found:
+                self.generic_visit(loop)
+
+    _Finder().visit(node)
+    return found
+
+
 def collect_vars(node: Any) -> set[Var]:
     """All variables used in ``node`` (free or bound)."""
     out: set[Var] = set()
