@@ -600,12 +600,10 @@ def substitute(node: Any, vmap: Mapping[Var, Any], bmap: Mapping[Buffer, Buffer]
 def has_loop_kind(node: Any, kind: Any) -> bool:
     """Whether a ``For`` loop of ``kind`` (a :class:`~.stmt.ForKind`) is in ``node``; the
     walk stops at the first one."""
-    from .stmt import For
-
     found = False
 
     class _Finder(Visitor):
-        def visit_For(self, loop: For) -> None:
+        def visit_For(self, loop: Any) -> None:  # a For (the visitor dispatches on it)
             nonlocal found
             found = found or loop.kind is kind
             if not found:
