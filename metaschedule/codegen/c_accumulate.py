@@ -108,9 +108,13 @@ MIN_STRAIGHT_LANES = 4
 #: convolution's input pixel across the output-channel vectors; see straight_line) ...
 SHARE_BROADCASTS = True
 #: ... when the accumulators and the shared values held at once fit this many vector
-#: registers (AVX-512's 32: beyond, the kept values would be spilled to the stack and
-#: reloaded, a load per use again plus the spill stores).
+#: registers (AVX-512's 32), or when the tile has at most
+#: :data:`BROADCAST_ACCUMULATORS`. Measured on random conv2d schedules (one thread, the
+#: sharing against none): tiles of 28 accumulators holding 16 to 55 values more ran
+#: 0.35-1.1x (GCC spilled them), tiles of 8 to 16 holding up to 57 more 0.87-2.2x
+#: (mostly 1.05-1.3x: a kept value spilled is reloaded, as the broadcast it replaces).
 STRAIGHT_REGISTERS = 32
+BROADCAST_ACCUMULATORS = 16
 
 #: Whether a tile loop whose points lie side by side along the vector loop is merged into
 #: it (see :func:`merge_contiguous`). The analytic prior (``cost_model/prior.py``,
@@ -536,9 +540,10 @@ def straight_line(plan: AccumulatorPlan) -> tuple[tuple[For, ...], Stmt | None, 
     is shared by the tile's pixels): each is loaded (and broadcast) once and kept in a
     register (``FunctionWriter.shared_loads``), as LLVM's value numbering does for TVM
     after it unrolls the same nest. Broadcasts are shared when two steps read the same
-    one and the accumulators and the values held at once fit :data:`STRAIGHT_REGISTERS`;
-    else only the vector loads, if two steps read the same vector. Each element is
-    updated by the same steps in the same order.
+    one and the accumulators and the values held at once fit :data:`STRAIGHT_REGISTERS`
+    (or the accumulators are few, :data:`BROADCAST_ACCUMULATORS`); else only the vector
+    loads, if two steps read the same vector. Each element is updated by the same steps
+    in the same order.
     """
     n = len(plan.points)
     if plan.lanes < MIN_STRAIGHT_LANES or n > MAX_STRAIGHT_ACCUMULATORS:
@@ -557,7 +562,8 @@ def straight_line(plan: AccumulatorPlan) -> tuple[tuple[For, ...], Stmt | None, 
         return plan.region, None, False
     combos = _loop_points(list(inner), {})
     vectors_reused, broadcasts_reused, held = _shared_values(plan, combos)
-    broadcasts = SHARE_BROADCASTS and broadcasts_reused and n + held <= STRAIGHT_REGISTERS
+    fits = n + held <= STRAIGHT_REGISTERS or n <= BROADCAST_ACCUMULATORS
+    broadcasts = SHARE_BROADCASTS and broadcasts_reused and fits
     if not (broadcasts or vectors_reused):
         return plan.region, None, False  # nothing to share that the compiler does not share
     updates = [substitute(p, c) for c in combos for p in plan.points]

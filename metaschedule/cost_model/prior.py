@@ -76,6 +76,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..codegen.c_accumulate import (
+    BROADCAST_ACCUMULATORS,
     HOIST_INNER_REDUCTIONS,
     MAX_ACCUMULATORS,
     MAX_STRAIGHT_ACCUMULATORS,
@@ -724,9 +725,10 @@ def _shared_loads(
     innermost loops of a register tile's region out step by step
     (:func:`~metaschedule.codegen.c_accumulate.straight_line`), else None: each
     operand vector, and each broadcast input scalar when the accumulators and the
-    values held at once fit the registers, is loaded once per written-out block and
-    kept in a register (a 3x3 window over 4 pixels loads 6 x 3 input pixels, not 9 x 4);
-    an input scalar not kept is loaded by each step that reads it.
+    values held at once fit the registers (or the accumulators are few), is loaded once
+    per written-out block and kept in a register (a 3x3 window over 4 pixels loads 6 x 3
+    input pixels, not 9 x 4); an input scalar not kept is loaded by each step that
+    reads it.
 
     As the code generator: a tile of at most ``MAX_STRAIGHT_ACCUMULATORS`` vectors of
     at least ``MIN_STRAIGHT_LANES`` lanes; the innermost region loops while they make at
@@ -774,7 +776,8 @@ def _shared_loads(
     if not operands:
         return None
     reused, distinct, per_step, held = _window_sharing(tuple(operands))
-    if SHARE_BROADCASTS and reused[1] and accumulators + held <= m.vector_registers:
+    fits = accumulators + held <= m.vector_registers or accumulators <= BROADCAST_ACCUMULATORS
+    if SHARE_BROADCASTS and reused[1] and fits:
         loads = distinct[0] + distinct[1]  # the broadcasts kept too
     elif reused[0] and accumulators + distinct[0] <= m.vector_registers:
         # the broadcasts of each step, not kept; the vectors counted as kept only when

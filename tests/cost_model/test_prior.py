@@ -1,7 +1,5 @@
 """AnalyticPrior: hand-written schedules ranked as a CPU runs them, no data needed."""
 
-from dataclasses import replace
-
 import numpy as np
 import pytest
 
@@ -452,7 +450,7 @@ def test_machine_datapath_given_wins_over_the_host():
 def conv_window(pixels: int, f: int = 32):
     """``pixels`` output pixels of a row x ``f`` channels in registers under the 3x3
     window (ry, rx innermost of the reduction: the code generator writes them out)."""
-    sch = Schedule(conv(hw=16, c=16, f=f))
+    sch = Schedule(conv(hw=28 if pixels == 14 else 16, c=16, f=f))
     sch.compute_inline(sch.get_block("PaddedInput"))
     block = sch.get_block("conv2d_nhwc")
     nn, yy, xx, ff, ry, rx, rc = sch.get_loops(block)
@@ -467,15 +465,15 @@ def test_a_conv_window_keeps_its_broadcast_input_pixels_in_registers(monkeypatch
     x 2 vectors broadcasts each of its 3 x 6 input pixels once and keeps it
     (c_accumulate.SHARE_BROADCASTS), instead of once per step that reads it (36): fewer
     loads per multiply-add, a faster estimate (a little: the window is bound by its
-    multiply-adds). With too few registers for the 8 accumulators and the values held
-    between steps (or the sharing off) the estimate is the per-step one."""
+    multiply-adds). A window over 14 pixels (28 accumulators) leaves too few registers
+    for the values held between steps: its estimate is the per-step one, as with the
+    sharing off."""
     from metaschedule.cost_model import prior as prior_module
 
     machine = Machine(lanes=16, cores=1)
-    mod = conv_window(4).mod
-    kept = AnalyticPrior().score_mod(mod, machine)
-    crowded = AnalyticPrior().score_mod(mod, replace(machine, vector_registers=12))
+    narrow, wide = conv_window(4).mod, conv_window(14).mod
+    kept = AnalyticPrior().score_mod(narrow, machine)
+    crowded = AnalyticPrior().score_mod(wide, machine)
     monkeypatch.setattr(prior_module, "SHARE_BROADCASTS", False)
-    per_step = AnalyticPrior().score_mod(mod, machine)
-    assert kept > 1.01 * per_step
-    assert crowded == pytest.approx(per_step)
+    assert kept > 1.01 * AnalyticPrior().score_mod(narrow, machine)
+    assert crowded == pytest.approx(AnalyticPrior().score_mod(wide, machine))
