@@ -527,10 +527,9 @@ def test_versioned_sampled_schedules_compute_the_numpy_result(name):
     assert checked >= 1
 
 
-@pytest.mark.parametrize("name", sorted(OPERATORS))
-def test_the_walk_skipping_guard_free_nests_versions_what_the_full_walk_does(name):
-    """Loops with no guard inside are passed over without a look (_guarded_loops); the
-    result is the one of a walk that examines every loop."""
+def _full_walk(body):
+    """``version_guards(body)`` by a walk that analyses every loop (none passed over by
+    its facts: guard-free, too many stores, too few guards)."""
     from metaschedule.codegen import c_versioning  # local: private parts under test
 
     class _AllLoops(tir.functor.Visitor):
@@ -541,15 +540,22 @@ def test_the_walk_skipping_guard_free_nests_versions_what_the_full_walk_does(nam
             self.ids.add(id(loop))
             self.generic_visit(loop)
 
+    every = _AllLoops()
+    every.visit(body)
+    anything = c_versioning._Facts(steps=0, counted=1 << 40, guards=1 << 40, vectorized=False)
+    return c_versioning._Versioner(dict.fromkeys(every.ids, anything)).walk(body, [], {})[0]
+
+
+@pytest.mark.parametrize("name", sorted(OPERATORS))
+def test_the_walk_passing_over_loops_by_their_facts_versions_what_the_full_walk_does(name):
+    """Loops with no guard inside, too many stores or too few guards are passed over
+    without a look (_FactsWalk); the result is the one of a walk that examines every loop."""
     compared = 0
     for seed in range(12):
         sch = _sampled(name, seed)
         if sch is None:
             continue
         body = _lowered(sch).body
-        every = _AllLoops()
-        every.visit(body)
-        full = c_versioning._Versioner(every.ids).walk(body, [], {})[0]
-        assert tir.structural_equal(version_guards(body), full), str(sch.trace)
+        assert tir.structural_equal(version_guards(body), _full_walk(body)), str(sch.trace)
         compared += 1
     assert compared >= 4
