@@ -79,6 +79,8 @@ __all__ = [
     "MIN_GUARDS_PER_TEST",
     "MIN_INTERIOR_SHARE",
     "MIN_INVARIANT_GUARDS",
+    "adds_tests",
+    "count_ifs",
     "interior_share",
     "version_guards",
 ]
@@ -108,6 +110,37 @@ def version_guards(body: Stmt) -> Stmt:
     facts = _FactsWalk()
     facts.visit(body)
     return _Versioner(facts.loops).walk(body, [], {})[0]
+
+
+def adds_tests(body: Stmt) -> bool:
+    """Whether :func:`version_guards` gives ``body`` more ``if`` statements than it has:
+    some nest gets a test ahead of an unguarded copy. The same walk, which stops at the
+    first such nest when the rest of ``body`` cannot make up for it (a copy whose guards
+    all hold removes ``if`` statements), instead of counting them in the result."""
+    facts = _FactsWalk()
+    facts.visit(body)
+    versioner = _Versioner(facts.loops, stop_above=facts.ifs)
+    try:
+        versioner.walk(body, [], {})
+    except _Decided:
+        return True
+    return versioner.added > 0
+
+
+def count_ifs(node: Stmt) -> int:
+    """The number of ``if`` statements in ``node``."""
+    counter = _IfCounter()
+    counter.visit(node)
+    return counter.count
+
+
+class _IfCounter(Visitor):
+    def __init__(self) -> None:
+        self.count = 0
+
+    def visit_IfThenElse(self, node: IfThenElse) -> None:
+        self.count += 1
+        self.generic_visit(node)
 
 
 @dataclass(frozen=True)
@@ -465,16 +498,25 @@ def _unit(loop: For) -> bool:
     return isinstance(loop.extent, E.IntImm) and loop.extent.value == 1
 
 
+class _Decided(Exception):
+    """:func:`adds_tests` knows its answer: the tests added so far outnumber the ``if``
+    statements the rest of the walk could remove."""
+
+
 class _Versioner:
     """The top-down walk: versions the deepest eligible loop on each path.
 
     Args:
         facts: the :class:`_Facts` of the loops with a guard inside, by id: only those
             can be versioned, or hold a loop that can.
+        stop_above: count the ``if`` statements the versioning adds (``added``) and raise
+            :class:`_Decided` once they are more than this; None: do not count.
     """
 
-    def __init__(self, facts: dict[int, _Facts]) -> None:
+    def __init__(self, facts: dict[int, _Facts], stop_above: int | None = None) -> None:
         self.facts = facts
+        self.stop_above = stop_above
+        self.added = 0
 
     def walk(self, s: Stmt, chain: list[For], alloc_depth: dict[Buffer, int]) -> tuple[Stmt, bool]:
         if isinstance(s, SeqStmt):
@@ -524,13 +566,26 @@ class _Versioner:
         if not around and proofs.saved < MIN_GUARDS_PER_TEST:
             return loop, False
         if test is None:  # every guard holds everywhere: the unguarded body is the body
+            self._count(loop.body, fast, 0)
             return _with_body(loop, fast), True
         share = interior_share(test, [*chain, loop])
         if share is not None and share < MIN_INTERIOR_SHARE:
             return loop, False  # a copy that (almost) never runs
+        self._count(None, fast, 1)
         if around:  # the test ahead of the loop: an unguarded loop for the compiler
             return IfThenElse(test, _with_body(loop, fast), loop), True
         return _with_body(loop, IfThenElse(test, fast, loop.body)), True
+
+    def _count(self, replaced: Stmt | None, copy: Stmt, tests: int) -> None:
+        """Count the ``if`` statements a versioning adds: ``tests`` and those of the
+        unguarded ``copy``, less those of the ``replaced`` body (the copy replaces it)."""
+        if self.stop_above is None:
+            return
+        if self.stop_above > 0:  # else neither has any
+            tests += count_ifs(copy) - (count_ifs(replaced) if replaced is not None else 0)
+        self.added += tests
+        if self.added > self.stop_above:
+            raise _Decided
 
     @staticmethod
     def _eligible(loop: For, chain: list[For], alloc_depth: dict[Buffer, int]) -> bool:

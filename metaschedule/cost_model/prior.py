@@ -84,7 +84,7 @@ from ..codegen.c_accumulate import (
     SPLIT_LARGE_TILES,
     STRAIGHT_STEPS,
 )
-from ..codegen.c_versioning import version_guards
+from ..codegen.c_versioning import adds_tests
 from ..feature_extractor.features.buffers import BufferStats
 from ..feature_extractor.features.linear import LinearForm
 from ..feature_extractor.features.loop_nest import LoopNestWalker, Store, const_int
@@ -334,7 +334,7 @@ class AnalyticPrior(CostModel):
             walker = LoopNestWalker()
             body = lower(func, FEATURE_LOWER_PASSES).body
             walker.walk(body)
-            versioned = _versions_guards(body)
+            versioned = adds_tests(body)
             tiled: set[Any] = set()  # buffers an update keeps in a register tile
             cycles = []
             for st in walker.stores:
@@ -362,7 +362,7 @@ def register_tiles(mod: IRModule | PrimFunc, machine: Machine | None = None) -> 
         walker = LoopNestWalker()
         body = lower(func, FEATURE_LOWER_PASSES).body
         walker.walk(body)
-        versioned = _versions_guards(body)
+        versioned = adds_tests(body)
         for st in walker.stores:
             _store_cycles(st, machine or Machine(), tiles, versioned)
     return [int(round(t)) for t in tiles]
@@ -568,27 +568,6 @@ def _moved(form: LinearForm, new: dict[int, int]) -> LinearForm:
         [({new[j]: c for j, c in coefs.items()}, cap) for coefs, cap in form.capped],
         form.const,
     )
-
-
-def _versions_guards(body: Any) -> bool:
-    """Whether the code generator versions some guarded nest of the lowered ``body``
-    (:func:`~metaschedule.codegen.c_versioning.version_guards` adds a test)."""
-    return _count_ifs(version_guards(body)) > _count_ifs(body)
-
-
-class _IfCounter(Visitor):
-    def __init__(self) -> None:
-        self.count = 0
-
-    def visit_IfThenElse(self, node: Any) -> None:
-        self.count += 1
-        self.generic_visit(node)
-
-
-def _count_ifs(body: Any) -> int:
-    counter = _IfCounter()
-    counter.visit(body)
-    return counter.count
 
 
 def _is_init(st: Store) -> bool:
