@@ -338,19 +338,20 @@ class AnalyticPrior(CostModel):
             walker.walk(body)
             versioned = adds_tests(body)
             tiled: set[Any] = set()  # buffers an update keeps in a register tile
-            cycles = []
-            for st in walker.stores:
+            cycles: list[float | None] = [None] * len(walker.stores)
+            for i, st in enumerate(walker.stores):
+                if _is_init(st):
+                    continue  # (an init has no register tile) estimated below if it counts
                 tiles: list[float] = []
-                cycles.append(_store_cycles(st, machine, tiles, versioned, self._indices))
+                cycles[i] = _store_cycles(st, machine, tiles, versioned, self._indices)
                 if tiles:
                     tiled.add(st.store.buffer)
             # a reduction's init is folded into its register tile (c_accumulate's
             # plan_init_fusion): the tile starts from the value in registers
-            total += sum(
-                c
-                for st, c in zip(walker.stores, cycles)
-                if not (st.store.buffer in tiled and _is_init(st))
-            )
+            for i, st in enumerate(walker.stores):
+                if cycles[i] is None and st.store.buffer not in tiled:
+                    cycles[i] = _store_cycles(st, machine, None, versioned, self._indices)
+            total += sum(c for c in cycles if c is not None)
         return total
 
 
