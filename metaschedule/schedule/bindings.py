@@ -244,8 +244,8 @@ class LoopVarRewriter(Mutator):
             body = self.visit(node.body)
         finally:
             del self.dom[node.loop_var]
-        if lo is node.min and ext is node.extent and body is node.body:
-            return node
+        if lo is node.min and ext is node.extent:
+            return node if body is node.body else node.with_body(body)
         return dataclasses.replace(node, min=lo, extent=ext, body=body)
 
     def visit_BlockRealize(self, node: BlockRealize) -> BlockRealize:

@@ -135,7 +135,10 @@ def _rebuilt(node: Stmt, mapping: dict[int, Stmt | None], paths: set[int]) -> St
     if key not in paths:
         return node
     kind = type(node)
-    if kind is For or kind is Allocate:
+    if kind is For:
+        body = _rebuilt(node.body, mapping, paths)
+        return node if body is node.body else node.with_body(body)
+    if kind is Allocate:
         body = _rebuilt(node.body, mapping, paths)
         return node if body is node.body else replace_fields(node, body=body)
     if kind is SeqStmt:
