@@ -25,7 +25,7 @@ from .search_strategy import EvolutionarySearch, SearchStrategy
 from .space_generator import SpaceGenerator
 from .target import Target, host_cpu_info
 from .tir.function import IRModule, PrimFunc, as_module
-from .utils import cpu_count
+from .utils import cpu_count, deferred_full_collections
 
 if TYPE_CHECKING:
     from .cost_model.base import CostModel
@@ -138,8 +138,10 @@ class TuneContext:
         self._strategy().post_tuning()
 
     def generate_measure_candidates(self) -> list[MeasureCandidate] | None:
-        """The next batch of candidates, None when the search is over (delegated)."""
-        return self._strategy().generate_measure_candidates()
+        """The next batch of candidates, None when the search is over (delegated; no full
+        garbage collection meanwhile: :func:`~metaschedule.utils.deferred_full_collections`)."""
+        with deferred_full_collections():
+            return self._strategy().generate_measure_candidates()
 
     def notify_runner_results(
         self, measure_candidates: list[MeasureCandidate], results: list[RunnerResult]

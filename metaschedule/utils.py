@@ -7,10 +7,12 @@ implements every abstract method of its ``Py*`` base, and returns the class unch
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import importlib
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 T = TypeVar("T", bound=type)
@@ -91,3 +93,21 @@ def describe_exit(exitcode: int | None) -> str:
         except ValueError:
             return f"signal {-exitcode}"
     return f"exit code {exitcode}"
+
+
+@contextlib.contextmanager
+def deferred_full_collections(threshold2: int = 1000) -> Iterator[None]:
+    """Within the block, Python's cyclic garbage collector seldom runs a full collection
+    (its third threshold raised to ``threshold2``; restored after, when the next
+    collection catches up); the young generations are collected as usual.
+
+    A search allocates millions of IR nodes that stay alive for the batch (schedules,
+    traces, memos): with the default threshold each full collection walks them all again,
+    1.1 s of cbr's 9 s search in 8 collections, 0.2 s and no more memory without them.
+    """
+    g0, g1, g2 = gc.get_threshold()
+    gc.set_threshold(g0, g1, max(g2, threshold2))
+    try:
+        yield
+    finally:
+        gc.set_threshold(g0, g1, g2)

@@ -79,6 +79,8 @@ __all__ = [
     "MIN_GUARDS_PER_TEST",
     "MIN_INTERIOR_SHARE",
     "MIN_INVARIANT_GUARDS",
+    "adds_tests",
+    "count_ifs",
     "interior_share",
     "version_guards",
 ]
@@ -105,35 +107,112 @@ SHARE_POINTS = 1 << 16
 
 def version_guards(body: Stmt) -> Stmt:
     """``body`` with the guarded loop bodies versioned (see the module docstring)."""
-    return _Versioner(_guarded_loops(body)).walk(body, [], {})[0]
+    facts = _FactsWalk()
+    facts.visit(body)
+    return _Versioner(facts.loops).walk(body, [], {})[0]
 
 
-def _guarded_loops(body: Stmt) -> set[int]:
-    """The ids of the loops of ``body`` with a guard (an ``if`` or a select) inside: only
-    those can be versioned, or hold a loop that can (one pass, so that the walk need not
-    search guard-free nests, such as a convolution's beside its padding stage)."""
-    found: set[int] = set()
-    guarded = [False]
+def adds_tests(body: Stmt) -> bool:
+    """Whether :func:`version_guards` gives ``body`` more ``if`` statements than it has:
+    some nest gets a test ahead of an unguarded copy. The same walk, which stops at the
+    first such nest when the rest of ``body`` cannot make up for it (a copy whose guards
+    all hold removes ``if`` statements), instead of counting them in the result."""
+    facts = _FactsWalk()
+    facts.visit(body)
+    versioner = _Versioner(facts.loops, stop_above=facts.ifs)
+    try:
+        versioner.walk(body, [], {})
+    except _Decided:
+        return True
+    return versioner.added > 0
 
-    class _V(Visitor):
-        def visit_For(self, loop: For) -> None:
-            outer = guarded[0]
-            guarded[0] = False
-            self.generic_visit(loop)
-            if guarded[0]:
-                found.add(id(loop))
-            guarded[0] = outer or guarded[0]
 
-        def visit_IfThenElse(self, s: IfThenElse) -> None:
-            guarded[0] = True
-            self.generic_visit(s)
+def count_ifs(node: Stmt) -> int:
+    """The number of ``if`` statements in ``node``."""
+    counter = _IfCounter()
+    counter.visit(node)
+    return counter.count
 
-        def visit_Select(self, e: E.Select) -> None:
-            guarded[0] = True
-            self.generic_visit(e)
 
-    _V().visit(body)
-    return found
+class _IfCounter(Visitor):
+    def __init__(self) -> None:
+        self.count = 0
+
+    def visit_IfThenElse(self, node: IfThenElse) -> None:
+        self.count += 1
+        self.generic_visit(node)
+
+
+@dataclass(frozen=True)
+class _Facts:
+    """What one walk learns of the body of a loop with a guard (an ``if`` or a select)
+    inside, so that :class:`_Versioner` passes over the loops it would reject anyway
+    without analysing them: the guard-free ones (a convolution's beside its padding
+    stage), those of too many stores or too few guards."""
+
+    steps: int  # stores one execution runs, as :attr:`_Proofs.steps` counts them
+    counted: int  # guard evaluations feeding an accumulation: at least ``_Proofs.saved``
+    guards: int  # guard evaluations: at least ``_Proofs.freed``
+    vectorized: bool  # a vectorized loop inside
+
+
+class _FactsWalk(Visitor):
+    """One walk: the :class:`_Facts` of the loops with a guard inside (``loops``, by id)
+    and the number of ``if`` statements (``ifs``)."""
+
+    def __init__(self) -> None:
+        self.loops: dict[int, _Facts] = {}
+        self.ifs = 0
+        # of the loop body being walked, so far
+        self.steps = self.counted = self.guards = 0
+        self.guarded = self.vectorized = False
+        self.ifs_open = 0  # ``if`` statements around the node being walked
+        self.update = False  # a store that reads its own buffer (under the open ``if``)
+
+    def visit_For(self, loop: For) -> None:
+        outer = (self.steps, self.counted, self.guards, self.guarded, self.vectorized)
+        self.steps = self.counted = self.guards = 0
+        self.guarded = self.vectorized = False
+        self.generic_visit(loop)
+        if self.guarded:
+            self.loops[id(loop)] = _Facts(self.steps, self.counted, self.guards, self.vectorized)
+        trips = 1 if loop.kind is ForKind.VECTORIZED else _trips(loop)
+        self.steps = outer[0] + trips * self.steps
+        self.counted = outer[1] + trips * self.counted
+        self.guards = outer[2] + trips * self.guards
+        self.guarded = outer[3] or self.guarded
+        self.vectorized = outer[4] or self.vectorized or loop.kind is ForKind.VECTORIZED
+
+    def visit_BufferStore(self, s: BufferStore) -> None:
+        self.steps += 1
+        before = self.guards
+        self.generic_visit(s)
+        selects = self.guards - before  # no loop inside a store: each runs once
+        if (selects or self.ifs_open) and _reads(s.value, s.buffer):
+            self.counted += selects  # the guards of an accumulation's loads
+            self.update = True
+
+    def visit_IfThenElse(self, s: IfThenElse) -> None:
+        self.ifs += 1
+        self.guarded = True
+        outer = self.update
+        self.update = False
+        self.ifs_open += 1
+        self.generic_visit(s)
+        self.ifs_open -= 1
+        self.guards += 1
+        self.counted += self.update  # an ``if`` around an accumulation
+        self.update = outer or self.update
+
+    def visit_Select(self, e: E.Select) -> None:
+        self.guarded = True
+        self.guards += 1
+        self.generic_visit(e)
+
+
+def _trips(loop: For) -> int:
+    """Iterations of ``loop`` as :class:`_Unguard` counts them (a symbolic extent: many)."""
+    return loop.extent.value if isinstance(loop.extent, E.IntImm) else 1 << 20
 
 
 # ----------------------------------------------------------------------------- guards
@@ -267,10 +346,9 @@ class _Unguard(Mutator):
         return _conjunction(kept), changed
 
     def visit_For(self, loop: For) -> Stmt:
-        const = isinstance(loop.extent, E.IntImm)
         saved = self.trips
         if loop.kind is not ForKind.VECTORIZED:
-            self.trips *= loop.extent.value if const else 1 << 20
+            self.trips *= _trips(loop)
         self.inner[loop.loop_var] = (loop.min, loop.extent)
         try:
             return self.generic_visit(loop)
@@ -405,15 +483,40 @@ def _invariant(loop: For, test: E.PrimExpr | None, proofs: _Proofs) -> bool:
     return not has_loop_kind(loop.body, ForKind.VECTORIZED)
 
 
+def _may_be_invariant(loop: For, facts: _Facts) -> bool:
+    """Whether :func:`_invariant` may hold of ``loop``, as far as ``facts`` tell."""
+    return (
+        loop.kind is ForKind.SERIAL
+        and isinstance(loop.extent, E.IntImm)
+        and loop.extent.value >= 2
+        and facts.guards >= MIN_INVARIANT_GUARDS
+        and not facts.vectorized
+    )
+
+
 def _unit(loop: For) -> bool:
     return isinstance(loop.extent, E.IntImm) and loop.extent.value == 1
 
 
-class _Versioner:
-    """The top-down walk: versions the deepest eligible loop on each path."""
+class _Decided(Exception):
+    """:func:`adds_tests` knows its answer: the tests added so far outnumber the ``if``
+    statements the rest of the walk could remove."""
 
-    def __init__(self, guarded: set[int]) -> None:
-        self.guarded = guarded  # ids of the loops with a guard inside (_guarded_loops)
+
+class _Versioner:
+    """The top-down walk: versions the deepest eligible loop on each path.
+
+    Args:
+        facts: the :class:`_Facts` of the loops with a guard inside, by id: only those
+            can be versioned, or hold a loop that can.
+        stop_above: count the ``if`` statements the versioning adds (``added``) and raise
+            :class:`_Decided` once they are more than this; None: do not count.
+    """
+
+    def __init__(self, facts: dict[int, _Facts], stop_above: int | None = None) -> None:
+        self.facts = facts
+        self.stop_above = stop_above
+        self.added = 0
 
     def walk(self, s: Stmt, chain: list[For], alloc_depth: dict[Buffer, int]) -> tuple[Stmt, bool]:
         if isinstance(s, SeqStmt):
@@ -435,16 +538,23 @@ class _Versioner:
             if not (c1 or c2):
                 return s, False
             return IfThenElse(s.condition, then_case, else_case), True
-        if isinstance(s, For) and s.kind is not ForKind.VECTORIZED and id(s) in self.guarded:
-            return self._loop(s, chain, alloc_depth)
+        if isinstance(s, For) and s.kind is not ForKind.VECTORIZED:
+            facts = self.facts.get(id(s))
+            if facts is not None:
+                return self._loop(s, chain, alloc_depth, facts)
         return s, False
 
     def _loop(
-        self, loop: For, chain: list[For], alloc_depth: dict[Buffer, int]
+        self, loop: For, chain: list[For], alloc_depth: dict[Buffer, int], facts: _Facts
     ) -> tuple[Stmt, bool]:
         body, changed = self.walk(loop.body, [*chain, loop], alloc_depth)
         if changed:  # versioned deeper
             return _with_body(loop, body), True
+        # the checks below, on bounds of what the proofs would count
+        if facts.steps > MAX_BODY_STEPS:
+            return loop, False
+        if facts.counted < MIN_GUARDS_PER_TEST and not _may_be_invariant(loop, facts):
+            return loop, False
         if not self._eligible(loop, chain, alloc_depth):
             return loop, False
         proofs = _Proofs()
@@ -456,13 +566,26 @@ class _Versioner:
         if not around and proofs.saved < MIN_GUARDS_PER_TEST:
             return loop, False
         if test is None:  # every guard holds everywhere: the unguarded body is the body
+            self._count(loop.body, fast, 0)
             return _with_body(loop, fast), True
         share = interior_share(test, [*chain, loop])
         if share is not None and share < MIN_INTERIOR_SHARE:
             return loop, False  # a copy that (almost) never runs
+        self._count(None, fast, 1)
         if around:  # the test ahead of the loop: an unguarded loop for the compiler
             return IfThenElse(test, _with_body(loop, fast), loop), True
         return _with_body(loop, IfThenElse(test, fast, loop.body)), True
+
+    def _count(self, replaced: Stmt | None, copy: Stmt, tests: int) -> None:
+        """Count the ``if`` statements a versioning adds: ``tests`` and those of the
+        unguarded ``copy``, less those of the ``replaced`` body (the copy replaces it)."""
+        if self.stop_above is None:
+            return
+        if self.stop_above > 0:  # else neither has any
+            tests += count_ifs(copy) - (count_ifs(replaced) if replaced is not None else 0)
+        self.added += tests
+        if self.added > self.stop_above:
+            raise _Decided
 
     @staticmethod
     def _eligible(loop: For, chain: list[For], alloc_depth: dict[Buffer, int]) -> bool:

@@ -88,7 +88,7 @@ from ..codegen.c_accumulate import (
     STRAIGHT_STATEMENTS,
     STRAIGHT_STEPS,
 )
-from ..codegen.c_versioning import version_guards
+from ..codegen.c_versioning import adds_tests
 from ..feature_extractor.features.buffers import BufferStats
 from ..feature_extractor.features.linear import LinearForm
 from ..feature_extractor.features.loop_nest import LoopNestWalker, Store, const_int
@@ -286,11 +286,13 @@ class AnalyticPrior(CostModel):
         self.refine_rounds = refine_rounds
         self.machine = machine
         self._cache: dict[int, tuple[Any, Machine, float]] = {}  # id(mod) -> (mod, m, score)
+        self._indices: IndexMemo = {}  # simplified indices of the stores' accesses
 
     def clone(self) -> AnalyticPrior:
-        """A copy with the same settings (of the same class) and an empty cache."""
+        """A copy with the same settings (of the same class) and empty caches."""
         twin = copy.copy(self)
         twin._cache = {}
+        twin._indices = {}
         return twin
 
     def __str__(self) -> str:
@@ -338,21 +340,22 @@ class AnalyticPrior(CostModel):
             walker = LoopNestWalker()
             body = lower(func, FEATURE_LOWER_PASSES).body
             walker.walk(body)
-            versioned = _versions_guards(body)
+            versioned = adds_tests(body)
             tiled: set[Any] = set()  # buffers an update keeps in a register tile
-            cycles = []
-            for st in walker.stores:
+            cycles: list[float | None] = [None] * len(walker.stores)
+            for i, st in enumerate(walker.stores):
+                if _is_init(st):
+                    continue  # (an init has no register tile) estimated below if it counts
                 tiles: list[float] = []
-                cycles.append(_store_cycles(st, machine, tiles, versioned))
+                cycles[i] = _store_cycles(st, machine, tiles, versioned, self._indices)
                 if tiles:
                     tiled.add(st.store.buffer)
             # a reduction's init is folded into its register tile (c_accumulate's
             # plan_init_fusion): the tile starts from the value in registers
-            total += sum(
-                c
-                for st, c in zip(walker.stores, cycles)
-                if not (st.store.buffer in tiled and _is_init(st))
-            )
+            for i, st in enumerate(walker.stores):
+                if cycles[i] is None and st.store.buffer not in tiled:
+                    cycles[i] = _store_cycles(st, machine, None, versioned, self._indices)
+            total += sum(c for c in cycles if c is not None)
         return total
 
 
@@ -366,7 +369,7 @@ def register_tiles(mod: IRModule | PrimFunc, machine: Machine | None = None) -> 
         walker = LoopNestWalker()
         body = lower(func, FEATURE_LOWER_PASSES).body
         walker.walk(body)
-        versioned = _versions_guards(body)
+        versioned = adds_tests(body)
         for st in walker.stores:
             _store_cycles(st, machine or Machine(), tiles, versioned)
     return [int(round(t)) for t in tiles]
@@ -408,12 +411,17 @@ def _affine_in(lin: list[LinearForm], j: int) -> bool:
 
 
 def _store_cycles(
-    st: Store, m: Machine, tiles: list[float] | None = None, versioned: bool = False
+    st: Store,
+    m: Machine,
+    tiles: list[float] | None = None,
+    versioned: bool = False,
+    simplified: IndexMemo | None = None,
 ) -> float:
     """Estimated cycles of one store; ``tiles`` (if given) gets the vectors of its
     register tile, when it has one. ``versioned``: the code generator gives the
     function's guarded accumulations an unguarded copy for the interior
-    (:mod:`..codegen.c_versioning`), whose padding guards then cost nothing."""
+    (:mod:`..codegen.c_versioning`), whose padding guards then cost nothing.
+    ``simplified``: a memo of simplified indices to use and fill (:class:`_IndexForms`)."""
     ext = st.extents
     n = len(ext)
     total = float(math.prod(ext))
@@ -421,7 +429,7 @@ def _store_cycles(
         return 0.0
     pos = {lp.var: j for j, lp in enumerate(st.loops)}
     ops, loads = count_store(st.store)
-    form = _IndexForms(st, pos)
+    form = _IndexForms(st, pos, simplified)
     store_lin = [form(i) for i in st.store.indices]
     store_flat = _flat(st.store.buffer, store_lin, n)
     accesses = [(ld.buffer, [form(i) for i in ld.indices]) for ld in loads]
@@ -570,27 +578,6 @@ def _moved(form: LinearForm, new: dict[int, int]) -> LinearForm:
     )
 
 
-def _versions_guards(body: Any) -> bool:
-    """Whether the code generator versions some guarded nest of the lowered ``body``
-    (:func:`~metaschedule.codegen.c_versioning.version_guards` adds a test)."""
-    return _count_ifs(version_guards(body)) > _count_ifs(body)
-
-
-class _IfCounter(Visitor):
-    def __init__(self) -> None:
-        self.count = 0
-
-    def visit_IfThenElse(self, node: Any) -> None:
-        self.count += 1
-        self.generic_visit(node)
-
-
-def _count_ifs(body: Any) -> int:
-    counter = _IfCounter()
-    counter.visit(body)
-    return counter.count
-
-
 def _is_init(st: Store) -> bool:
     """Whether the store writes a constant (a reduction's init)."""
     return isinstance(st.store.value, (E.IntImm, E.FloatImm))
@@ -603,18 +590,58 @@ class _IndexForms:
     that weight by 1 along ``c_i``, as the code generator emits it, not by
     ``1 + stride/16`` (a gather) as the unsimplified form says."""
 
-    def __init__(self, st: Store, pos: dict[E.Var, int]) -> None:
+    #: most simplified indices a memo holds
+    MAX_MEMO = 16384
+
+    def __init__(self, st: Store, pos: dict[E.Var, int], memo: IndexMemo | None = None) -> None:
         self.st, self.pos = st, pos
         self._analyzer: Analyzer | None = None
+        self.memo = memo
 
     def __call__(self, index: E.PrimExpr) -> LinearForm:
-        if _has_divmod(index):
-            if self._analyzer is None:
-                self._analyzer = Analyzer()
-                for lp in self.st.loops:
-                    self._analyzer.bind(lp.var, Range(0, max(1, lp.extent)), allow_override=True)
-            index = self._analyzer.simplify(index)
-        return LinearForm.of(index, self.pos)
+        if not _has_divmod(index):
+            return LinearForm.of(index, self.pos)
+        memo, key = self.memo, None
+        if memo is not None:
+            key = self._key(index)
+            hit = memo.get(key) if key is not None else None
+            if hit is not None:  # simplified for another store: its loops' positions
+                return LinearForm.of(*hit)
+        if self._analyzer is None:
+            self._analyzer = Analyzer()
+            for lp in self.st.loops:
+                self._analyzer.bind(lp.var, Range(0, max(1, lp.extent)), allow_override=True)
+        simple = self._analyzer.simplify(index)
+        if memo is not None and key is not None:
+            if len(memo) >= self.MAX_MEMO:
+                memo.clear()
+            memo[key] = (simple, self.pos)
+        return LinearForm.of(simple, self.pos)
+
+    def _key(self, e: E.PrimExpr) -> tuple | None:
+        """``e`` with its loop variables as (position, extent): what the simplified
+        index depends on; None for another variable or node."""
+        t = type(e)
+        if t is E.Var:
+            j = self.pos.get(e)
+            return None if j is None else (j, self.st.loops[j].extent, e.dtype)
+        if t is E.IntImm:
+            return (e.dtype, e.value)
+        if t in _INDEX_OPS:
+            a, b = self._key(e.a), self._key(e.b)
+            return None if a is None or b is None else (t, a, b)
+        if t is E.Cast:
+            a = self._key(e.value)
+            return None if a is None else (t, e.dtype, a)
+        return None
+
+
+#: the index arithmetic :meth:`_IndexForms._key` describes
+_INDEX_OPS = frozenset((E.Add, E.Sub, E.Mul, E.FloorDiv, E.FloorMod, E.Min, E.Max))
+
+#: simplified indices by :meth:`_IndexForms._key` (an index up to the identity of its
+#: loops, with their positions and extents): the simplified index and its loops' positions
+IndexMemo = dict[tuple, tuple[E.PrimExpr, dict[E.Var, int]]]
 
 
 def _has_divmod(e: E.PrimExpr) -> bool:

@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..schedule import ScheduleError
 from ..schedule.analysis import data_par_loops
-from ..tir import BlockRealize, For, ForKind, IntImm, IterType, SeqStmt
+from ..tir import BlockRealize, BufferRegion, For, ForKind, IntImm, IterType, SeqStmt
 from ..tir.expr import PrimExpr, Var, const, is_const_int
 from ..tir.functor import collect_vars, substitute
-from ..tir.transform.affine import affine
+from ..tir.transform.affine import Affine, affine
 from .base import Postproc
 
 if TYPE_CHECKING:
@@ -180,6 +180,38 @@ def _flat_offset(mins: tuple[PrimExpr, ...], shape: tuple[PrimExpr, ...]) -> Pri
     return offset
 
 
+def _composed_offset(
+    access: BufferRegion, bindings: dict[Var, PrimExpr], bound: dict[Var, Affine]
+) -> Affine | None:
+    """The affine form of the row-major offset of ``access`` at its minimum with the block's
+    ``bindings`` substituted (what ``affine`` makes of :func:`_flat_offset` of the
+    substituted minimums), composed from the forms of the bindings (remembered in
+    ``bound``); None when a minimum is not a sum of variables or a stride is symbolic."""
+    shape = access.buffer.shape
+    out = Affine.constant(0)
+    stride = 1
+    for d in range(len(shape) - 1, -1, -1):
+        form = affine(access.region[d].min)
+        if any(type(atom) is not Var for _, atom in form.terms.values()):
+            return None
+        part = Affine.constant(form.const)
+        for coef, var in form.terms.values():
+            value = bindings.get(var)
+            if value is None:
+                part = part + affine(var).scale(coef)
+                continue
+            hit = bound.get(var)
+            if hit is None:
+                hit = bound[var] = affine(value)
+            part = part + hit.scale(coef)
+        out = out + part.scale(stride)
+        if d > 0:
+            if not isinstance(shape[d], IntImm):
+                return None
+            stride *= shape[d].value
+    return out
+
+
 def _contiguous_inner_loops(realize: BlockRealize, loops: list[For]) -> int:
     """How many innermost loops can be fused into one loop with contiguous accesses.
 
@@ -191,13 +223,16 @@ def _contiguous_inner_loops(realize: BlockRealize, loops: list[For]) -> int:
     """
     block = realize.block
     bindings = {iv.var: v for iv, v in zip(block.iter_vars, realize.iter_values)}
+    bound: dict[Var, Affine] = {}  # the forms of the bindings, each made once
     best = len(loops)
     for access in (*block.reads, *block.writes):
-        mins = tuple(substitute(r.min, bindings) for r in access.region)
-        offset = _flat_offset(mins, access.buffer.shape)
-        if offset is None:
-            return 0
-        form = affine(offset)
+        form = _composed_offset(access, bindings, bound)
+        if form is None:
+            mins = tuple(substitute(r.min, bindings) for r in access.region)
+            offset = _flat_offset(mins, access.buffer.shape)
+            if offset is None:
+                return 0
+            form = affine(offset)
         # variables inside non-linear atoms (f // 8, A[i], ...) have no stride
         nonlinear = set().union(
             *(collect_vars(atom) for _, atom in form.terms.values() if not isinstance(atom, Var))

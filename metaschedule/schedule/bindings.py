@@ -25,12 +25,33 @@ from collections.abc import Mapping, Sequence
 from ..tir import Block, BlockRealize, For, IntImm, PrimExpr, Range, Var
 from ..tir.arith import Analyzer
 from ..tir.arith.iter_map import iter_map_simplify
-from ..tir.expr import Add, FloorDiv, FloorMod, Mul, Sub, const, is_const_int
+from ..tir.expr import (
+    EQ,
+    GE,
+    GT,
+    LE,
+    LT,
+    NE,
+    Add,
+    And,
+    FloorDiv,
+    FloorMod,
+    Max,
+    Min,
+    Mul,
+    Or,
+    Sub,
+    const,
+    is_const_int,
+)
 from ..tir.functor import Mutator, collect_vars, substitute
 from .affine import AffineMemo, is_tiling_binding, known_affine, tiling_terms
 from .analysis import expr_vars
+from .state import ScheduleState
 
 _ARITH = (Add, Sub, Mul, FloorDiv, FloorMod)
+#: what bindings and their predicates are made of (:func:`_shape` describes these)
+_SHAPED = frozenset((Add, Sub, Mul, FloorDiv, FloorMod, Min, Max, EQ, NE, LT, LE, GT, GE, And, Or))
 
 
 def is_true(e: PrimExpr) -> bool:
@@ -57,6 +78,84 @@ def simplify_bindings(
             values = [substitute(v, unit) for v in values]
             predicate = substitute(predicate, unit)
     return tuple(iter_map_simplify(list(values), dom, predicate))
+
+
+class BindingsMemo:
+    """Remembers :func:`simplify_bindings` by the structure of its arguments, up to the
+    identity of their variables: the replays of a design space simplify the same bindings
+    over fresh loops again and again (a padding block fused and split alike in every
+    schedule). Answers are pure functions of that structure, so one memo is shared by
+    copies of a state; it holds at most ``_MAX_ENTRIES`` of them."""
+
+    _MAX_ENTRIES = 4096
+
+    def __init__(self) -> None:
+        # structure -> (the variables of the first call, its answer: an output that was
+        # its input value is kept as the input's position, so that a hit returns the
+        # caller's own value, as the simplifier does)
+        self._memo: dict[tuple, tuple[tuple[Var, ...], tuple[PrimExpr | int, ...]]] = {}
+
+    def simplify(
+        self,
+        values: Sequence[PrimExpr],
+        dom: Mapping[Var, Range],
+        predicate: PrimExpr,
+        preserve_unit_iters: bool,
+    ) -> tuple[PrimExpr, ...]:
+        """:func:`simplify_bindings` of the arguments."""
+        order: dict[Var, int] = {}
+        try:
+            shape = (
+                tuple(_shape(v, order) for v in values),
+                _shape(predicate, order),
+                tuple(_dom_shape(v, r, order) for v, r in dom.items()),
+                preserve_unit_iters,
+            )
+        except _Unknown:
+            return simplify_bindings(values, dom, predicate, preserve_unit_iters)
+        hit = self._memo.get(shape)
+        if hit is not None:
+            vmap = dict(zip(hit[0], order))
+            return tuple(
+                values[out] if type(out) is int else substitute(out, vmap) for out in hit[1]
+            )
+        outs = simplify_bindings(values, dom, predicate, preserve_unit_iters)
+        if collect_vars(outs) <= order.keys():
+            if len(self._memo) >= self._MAX_ENTRIES:
+                self._memo.clear()
+            kept = tuple(k if out is v else out for k, (out, v) in enumerate(zip(outs, values)))
+            self._memo[shape] = (tuple(order), kept)
+        return outs
+
+
+class _Unknown(Exception):
+    """An expression :func:`_shape` does not describe."""
+
+
+def _shape(e: PrimExpr, order: dict[Var, int]) -> tuple:
+    """``e``'s structure, its variables numbered by first appearance in ``order``."""
+    t = type(e)
+    if t is Var:
+        k = order.get(e)
+        if k is None:
+            k = order[e] = len(order)
+        return (k, e.dtype)
+    if t is IntImm:
+        return (e.dtype, e.value)
+    if t in _SHAPED:
+        return (t, _shape(e.a, order), _shape(e.b, order))
+    raise _Unknown
+
+
+def _dom_shape(v: Var, r: Range, order: dict[Var, int]) -> tuple:
+    if type(r.min) is not IntImm or type(r.extent) is not IntImm:
+        raise _Unknown
+    return _shape(v, order), _shape(r.min, order), _shape(r.extent, order)
+
+
+def bindings_memo(state: ScheduleState) -> BindingsMemo:
+    """The state's memo of simplified bindings (shared by its copies)."""
+    return state.memo("bindings", BindingsMemo)
 
 
 def tiled_value(
@@ -93,6 +192,7 @@ class LoopVarRewriter(Mutator):
         digit_values: the values of ``vmap`` are digits of one new loop (``f // 8 % 4``,
             as fuse makes): a binding ``c + sum(v_k * s_k)`` in which one term's variable
             was substituted is then already simplified.
+        simplified: the state's memo of simplified bindings, or None.
 
     It does not enter blocks: a well-formed block sees the loops only through its
     bindings (``verify_well_formed`` checks it).
@@ -108,6 +208,7 @@ class LoopVarRewriter(Mutator):
         memo: AffineMemo,
         fast_values: Mapping[int, tuple[PrimExpr, PrimExpr]] | None = None,
         digit_values: bool = False,
+        simplified: BindingsMemo | None = None,
     ):
         self.vmap = vmap
         self.old_ranges = old_ranges
@@ -117,6 +218,7 @@ class LoopVarRewriter(Mutator):
         self.memo = memo
         self.fast_values = fast_values or {}
         self.digit_values = digit_values
+        self.simplified = simplified
 
     def visit_Var(self, v: Var) -> PrimExpr:
         return self.vmap.get(v, v)
@@ -142,8 +244,8 @@ class LoopVarRewriter(Mutator):
             body = self.visit(node.body)
         finally:
             del self.dom[node.loop_var]
-        if lo is node.min and ext is node.extent and body is node.body:
-            return node
+        if lo is node.min and ext is node.extent:
+            return node if body is node.body else node.with_body(body)
         return dataclasses.replace(node, min=lo, extent=ext, body=body)
 
     def visit_BlockRealize(self, node: BlockRealize) -> BlockRealize:
@@ -170,7 +272,10 @@ class LoopVarRewriter(Mutator):
         dom = {v: r for v, r in self.dom.items() if v in used}
         # (whether the simplified bindings are affine is left to the checks that ask: the
         # simplifier keeps values, not always forms the affine detection recognises)
-        values = simplify_bindings(values, dom, pred, self.preserve_unit_iters)
+        if self.simplified is not None:
+            values = self.simplified.simplify(values, dom, pred, self.preserve_unit_iters)
+        else:
+            values = simplify_bindings(values, dom, pred, self.preserve_unit_iters)
         pred = _simplify_predicate(pred, self.dom)
         if pred is node.predicate and all(a is b for a, b in zip(values, node.iter_values)):
             return node

@@ -14,8 +14,19 @@ import functools
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..tir import Block, BlockRealize, BufferStore, For, IRModule, PrimFunc, SeqStmt, Stmt, Var
-from ..tir.functor import Mutator
+from ..tir import (
+    Allocate,
+    Block,
+    BlockRealize,
+    BufferStore,
+    For,
+    IRModule,
+    PrimFunc,
+    SeqStmt,
+    Stmt,
+    Var,
+)
+from ..tir.functor import Mutator, replace_fields
 from .error import BlockNotFoundError, LoopNotFoundError, ScheduleError
 
 
@@ -115,6 +126,47 @@ class _Replacer(Mutator):
         return new
 
 
+def _rebuilt(node: Stmt, mapping: dict[int, Stmt | None], paths: set[int]) -> Stmt | None:
+    """``node`` with the statements of ``mapping`` (by id) replaced: what :class:`_Replacer`
+    gives, by a direct walk down the ``paths`` for the statements that hold others."""
+    key = id(node)
+    if key in mapping:
+        return mapping[key]
+    if key not in paths:
+        return node
+    kind = type(node)
+    if kind is For:
+        body = _rebuilt(node.body, mapping, paths)
+        return node if body is node.body else node.with_body(body)
+    if kind is Allocate:
+        body = _rebuilt(node.body, mapping, paths)
+        return node if body is node.body else replace_fields(node, body=body)
+    if kind is SeqStmt:
+        out = []
+        changed = False
+        for x in node.seq:
+            y = _rebuilt(x, mapping, paths)
+            changed = changed or y is not x
+            if y is not None:
+                out.append(y)
+        new = SeqStmt(tuple(out)) if changed else node
+        if len(new.seq) == 1:
+            return new.seq[0]
+        if not new.seq:
+            raise ScheduleError("a primitive tried to remove every statement of a scope")
+        return new
+    if kind is BlockRealize:
+        block = _rebuilt(node.block, mapping, paths)
+        return node if block is node.block else replace_fields(node, block=block)
+    if kind is Block:
+        body = _rebuilt(node.body, mapping, paths)
+        init = node.init if node.init is None else _rebuilt(node.init, mapping, paths)
+        if body is node.body and init is node.init:
+            return node
+        return replace_fields(node, body=body, init=init)
+    return _Replacer(mapping, paths).visit(node)
+
+
 class ScheduleState:
     """The current IRModule of a schedule plus cached indices for lookups.
 
@@ -183,10 +235,11 @@ class ScheduleState:
 
     def ancestors(self, func_name: str, node: Stmt) -> Iterator[Stmt]:
         """Enclosing statements, innermost first."""
-        parent = self.parent(func_name, node)
+        parents = self.index(func_name).parent
+        parent = parents.get(id(node))
         while parent is not None:
             yield parent
-            parent = self.parent(func_name, parent)
+            parent = parents.get(id(parent))
 
     def scope_realize(self, func_name: str, node: Stmt) -> BlockRealize | None:
         """The BlockRealize of the block that encloses ``node`` (its scope block)."""
@@ -232,7 +285,7 @@ class ScheduleState:
             while p is not None and id(p) not in paths:
                 paths.add(id(p))
                 p = parent.get(id(p))
-        new_body = _Replacer({id(k): v for k, v in mapping.items()}, paths).visit(func.body)
+        new_body = _rebuilt(func.body, {id(k): v for k, v in mapping.items()}, paths)
         if new_body is func.body:
             return
         self.set_func(func_name, func.with_body(new_body))

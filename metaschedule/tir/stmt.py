@@ -177,6 +177,15 @@ class For(Stmt):
         if (self.kind is ForKind.THREAD_BINDING) != (self.thread_binding is not None):
             raise ValueError("a thread_binding is given exactly when kind is THREAD_BINDING")
 
+    def with_body(self, body: Stmt) -> For:
+        """This loop around another ``body``: ``replace_fields(self, body=body)`` without
+        checking the other fields again (schedule primitives rebuild every loop above the
+        statements they change)."""
+        new = object.__new__(For)
+        new.__dict__.update(self.__dict__)
+        object.__setattr__(new, "body", body)
+        return new
+
 
 @dataclass(frozen=True, eq=False, repr=False)
 class SeqStmt(Stmt):

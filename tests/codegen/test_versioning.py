@@ -14,13 +14,20 @@ from hypothesis import strategies as st
 
 from metaschedule import te, tir
 from metaschedule.codegen import build, c_codegen
-from metaschedule.codegen.c_versioning import interior_share, version_guards
+from metaschedule.codegen.c_versioning import (
+    adds_tests,
+    count_ifs,
+    interior_share,
+    version_guards,
+)
+from metaschedule.feature_extractor.per_store_feature import FEATURE_LOWER_PASSES
 from metaschedule.space_generator import PostOrderApply
 from metaschedule.target import Target
 from metaschedule.te import ops
 from metaschedule.tir import expr as E
 from metaschedule.tir.stmt import BufferStore, For, ForKind, IfThenElse
 from metaschedule.tir.transform import lower
+from metaschedule.tir.transform.lower import LOWER_PASSES
 from metaschedule.tune_context import TuneContext
 
 CPU = Target({"kind": "cpu", "num_cores": 2, "vector_width": 64})
@@ -527,10 +534,9 @@ def test_versioned_sampled_schedules_compute_the_numpy_result(name):
     assert checked >= 1
 
 
-@pytest.mark.parametrize("name", sorted(OPERATORS))
-def test_the_walk_skipping_guard_free_nests_versions_what_the_full_walk_does(name):
-    """Loops with no guard inside are passed over without a look (_guarded_loops); the
-    result is the one of a walk that examines every loop."""
+def _full_walk(body):
+    """``version_guards(body)`` by a walk that analyses every loop (none passed over by
+    its facts: guard-free, too many stores, too few guards)."""
     from metaschedule.codegen import c_versioning  # local: private parts under test
 
     class _AllLoops(tir.functor.Visitor):
@@ -541,15 +547,104 @@ def test_the_walk_skipping_guard_free_nests_versions_what_the_full_walk_does(nam
             self.ids.add(id(loop))
             self.generic_visit(loop)
 
+    every = _AllLoops()
+    every.visit(body)
+    anything = c_versioning._Facts(steps=0, counted=1 << 40, guards=1 << 40, vectorized=False)
+    return c_versioning._Versioner(dict.fromkeys(every.ids, anything)).walk(body, [], {})[0]
+
+
+@pytest.mark.parametrize("name", sorted(OPERATORS))
+def test_the_walk_passing_over_loops_by_their_facts_versions_what_the_full_walk_does(name):
+    """Loops with no guard inside, too many stores or too few guards are passed over
+    without a look (_FactsWalk); the result is the one of a walk that examines every loop."""
     compared = 0
     for seed in range(12):
         sch = _sampled(name, seed)
         if sch is None:
             continue
         body = _lowered(sch).body
-        every = _AllLoops()
-        every.visit(body)
-        full = c_versioning._Versioner(every.ids).walk(body, [], {})[0]
-        assert tir.structural_equal(version_guards(body), full), str(sch.trace)
+        assert tir.structural_equal(version_guards(body), _full_walk(body)), str(sch.trace)
         compared += 1
     assert compared >= 4
+
+
+# ----------------------------------------------------------------------------- adds_tests
+def _matmul(m: int, n: int, k: int):
+    a = te.placeholder((m, k), "float32", "A")
+    b = te.placeholder((k, n), "float32", "B")
+    return te.create_prim_func([a, b, ops.matmul(a, b)])
+
+
+#: the nests of the predicate's tests: padded windows, and a matmul whose odd sizes give
+#: imperfect tiles (``if`` statements around the updates)
+_NESTS = {
+    "depthwise": lambda: _depthwise(7, 9, 16),
+    "conv": lambda: _conv(6, 6, 8, 16),
+    "max_pool": lambda: _max_pool(9, 9, 16),
+    "avg_pool": lambda: _avg_pool(9, 9, 16),
+    "conv_transpose": lambda: _conv_transpose(5, 5, 8, 16),
+    "matmul": lambda: _matmul(30, 20, 12),
+}
+_NEST_SPACES: dict[str, tuple] = {}
+
+
+def _sampled_nest(name: str, seed: int) -> tir.Schedule | None:
+    if name not in _NEST_SPACES:
+        ctx = TuneContext(_NESTS[name](), target="llvm", space_generator=PostOrderApply())
+        _NEST_SPACES[name] = (ctx, ctx.generate_design_space())
+    ctx, spaces = _NEST_SPACES[name]
+    sch = tir.Schedule(ctx.mod, seed=seed, error_render_level="none")
+    try:
+        tir.Trace(spaces[seed % len(spaces)].trace.insts, {}).apply_to_schedule(
+            sch, remove_postproc=True
+        )
+    except tir.ScheduleError:
+        return None
+    sch.enter_postproc()
+    if not all(p.apply(sch) for p in ctx.space_generator.postprocs):
+        return None
+    return sch
+
+
+def _adds_tests_by_counting(body) -> bool:
+    return count_ifs(version_guards(body)) > count_ifs(body)
+
+
+@pytest.mark.parametrize("name", sorted(_NESTS))
+@settings(max_examples=8, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 2**31 - 1))
+def test_adds_tests_agrees_with_the_transform_on_sampled_schedules(name, seed):
+    """``adds_tests`` (which stops at the first test) says what comparing the ``if``
+    statements of ``version_guards``' result with the body's says, on bodies lowered
+    for the code generator and for the prior; the transform is the full walk's."""
+    sch = _sampled_nest(name, seed)
+    if sch is None:
+        return
+    for passes in (LOWER_PASSES, FEATURE_LOWER_PASSES):
+        body = lower(sch.mod["main"], passes).body
+        assert adds_tests(body) == _adds_tests_by_counting(body), str(sch.trace)
+        assert tir.structural_equal(version_guards(body), _full_walk(body)), str(sch.trace)
+
+
+def test_adds_tests_on_hand_written_nests():
+    versioned = _lowered(_depthwise_tile(10, 16, 32)).body  # a test per output tile
+    assert adds_tests(versioned) and _adds_tests_by_counting(versioned)
+    no_interior = _lowered(_depthwise_tile(10, 8, 32)).body
+    assert not adds_tests(no_interior) and not _adds_tests_by_counting(no_interior)
+    padding_copy = _lowered(tir.Schedule(_depthwise(6, 8, 16))).body
+    assert not adds_tests(padding_copy) and not _adds_tests_by_counting(padding_copy)
+    # ``if`` statements (imperfect tiles) in the body: the count goes on past a test
+    x = te.placeholder((1, 14, 14, 16), "float32", "X")
+    k = te.placeholder((3, 3, 16), "float32", "K")
+    sch = tir.Schedule(
+        te.create_prim_func([x, k, ops.depthwise_conv2d_nhwc(x, k, stride=1, padding=1)])
+    )
+    block = sch.get_block("depthwise_conv2d_nhwc")
+    sch.compute_inline(sch.get_block("PaddedInput"))
+    n, y, xx, ch, ry, rx = sch.get_loops(block)
+    x0, x1 = sch.split(xx, [None, 4])
+    sch.reorder(n, y, x0, ry, rx, x1, ch)
+    sch.vectorize(ch)
+    body = _lowered(sch).body
+    assert count_ifs(body) > 0
+    assert adds_tests(body) and _adds_tests_by_counting(body)

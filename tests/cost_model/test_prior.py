@@ -169,6 +169,48 @@ def _space_samples(func, n, seed=0, target="llvm"):
     return out
 
 
+def test_one_prior_estimates_every_candidate_as_a_fresh_one(monkeypatch):
+    """The prior remembers the simplified indices of the stores it estimated (by their
+    loops' positions and extents): sampled schedules of a convolution, whose packed weight
+    and fused loops are read through ``//`` and ``%``, get the estimates of a new prior."""
+    from metaschedule.cost_model import prior as prior_module
+
+    shared = AnalyticPrior()
+    schs = _space_samples(conv(hw=14, c=32, f=32), 12, seed=4)
+    for sch in schs:
+        assert shared.estimate_cycles(sch.mod, Machine()) == AnalyticPrior().estimate_cycles(
+            sch.mod, Machine()
+        )
+    assert shared._indices
+    calls = []
+    simplify = prior_module.Analyzer.simplify
+    monkeypatch.setattr(
+        prior_module.Analyzer, "simplify", lambda self, e: calls.append(e) or simplify(self, e)
+    )
+    shared.estimate_cycles(schs[0].mod, Machine())  # every index remembered
+    assert not calls
+
+
+def test_an_init_folded_into_a_register_tile_is_not_estimated(monkeypatch):
+    """The init of a reduction kept in registers costs nothing (the tile starts from it):
+    it is not estimated at all; without a tile it is, and counts."""
+    from metaschedule.cost_model import prior as prior_module
+
+    estimated = []
+    store_cycles = prior_module._store_cycles
+
+    def counted(st, *args):
+        estimated.append(prior_module._is_init(st))
+        return store_cycles(st, *args)
+
+    monkeypatch.setattr(prior_module, "_store_cycles", counted)
+    for sch, tiled in ((good_matmul(), True), (bad_matmul(256), False)):  # 256 x 256: no tile
+        sch.decompose_reduction(sch.get_block("C"), sch.get_loops(sch.get_block("C"))[0])
+        estimated.clear()
+        AnalyticPrior().estimate_cycles(sch.mod, Machine())
+        assert estimated.count(True) == (0 if tiled else 1) and estimated.count(False) == 1
+
+
 def _with_decisions(func, decisions):
     """The first design space of ``func`` with its sampling decisions replaced, in order."""
     from metaschedule.schedule.trace import Trace

@@ -285,3 +285,55 @@ def test_malformed_hints_raise_before_any_change(matmul):
     annotate_root(sch, parallel="many")
     with pytest.raises(TypeError, match="'meta_schedule.parallel' must be an int, got 'many'"):
         RewriteParallelVectorizeUnroll().apply(sch)
+
+
+@pytest.mark.parametrize("workload", ["conv", "depthwise", "matmul"])
+def test_composed_access_offsets_are_those_of_the_substituted_indices(workload):
+    """The row-major offset of each access, composed from the forms of the block's
+    bindings, has the terms of the substituted minimums' offset (which it saves building
+    and walking), on the blocks of sampled schedules of padded windows and a matmul."""
+    import numpy as np
+
+    from metaschedule.postproc import rewrite_parallel_vectorize_unroll as rpvu
+    from metaschedule.space_generator import PostOrderApply
+    from metaschedule.te import ops
+    from metaschedule.tir.functor import substitute
+    from metaschedule.tir.transform.affine import affine
+    from metaschedule.tune_context import TuneContext
+
+    x = te.placeholder((1, 8, 8, 16), "float32", "X")
+    if workload == "conv":
+        w = te.placeholder((3, 3, 16, 16), "float32", "W")
+        func = te.create_prim_func([x, w, ops.conv2d_nhwc(x, w, stride=1, padding=1)])
+    elif workload == "depthwise":
+        k = te.placeholder((3, 3, 16), "float32", "K")
+        func = te.create_prim_func([x, k, ops.depthwise_conv2d_nhwc(x, k, stride=1, padding=1)])
+    else:
+        a, b = te.placeholder((24, 20), "float32", "A"), te.placeholder((20, 36), "float32", "B")
+        func = te.create_prim_func([a, b, te.ops.matmul(a, b)])
+    ctx = TuneContext(func, target="llvm", space_generator=PostOrderApply(), rand_state=1)
+    spaces = ctx.generate_design_space()
+    rng = np.random.default_rng(0)
+    composed = 0
+    for seed in range(6):
+        sch = tir.Schedule(ctx.mod, seed=int(rng.integers(2**31)), error_render_level="none")
+        try:
+            spaces[seed % len(spaces)].trace.apply_to_schedule(sch, remove_postproc=True)
+        except tir.ScheduleError:
+            continue
+        for realize in sch.state.index("main").blocks.values():
+            block = realize.block
+            bindings = {iv.var: v for iv, v in zip(block.iter_vars, realize.iter_values)}
+            for access in (*block.reads, *block.writes):
+                form = rpvu._composed_offset(access, bindings, {})
+                mins = tuple(substitute(r.min, bindings) for r in access.region)
+                offset = rpvu._flat_offset(mins, access.buffer.shape)
+                if form is None:
+                    continue
+                want = affine(offset)
+                assert form.const == want.const
+                assert {k: c for k, (c, _) in form.terms.items()} == {
+                    k: c for k, (c, _) in want.terms.items()
+                }
+                composed += 1
+    assert composed >= 20

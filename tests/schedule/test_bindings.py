@@ -151,3 +151,90 @@ def test_fuse_records_the_affinity_of_the_new_bindings():
     dom = an.loop_doms(sch.state.loops_above("main", r))
     assert memo.get(r, dom) is None
     assert af.has_affine_binding(sch.state, "main", r) and memo.get(r, dom) is True
+
+
+# ----------------------------------------------------------------------------- memo
+
+
+def _fused_then_split(dtype: str = "int32"):
+    """The bindings of a padding block fused whole and split by 64 (what the postprocessor
+    does to it in every schedule), over fresh loops."""
+    f0, f1 = Var("f_0", dtype), Var("f_1", dtype)
+    f = f0 * const(64, dtype) + f1
+    values = [const(0, dtype), f // 3584, f // 128 % 28, f % 128]
+    dom = {
+        f0: Range(const(0, dtype), const(1568, dtype)),
+        f1: Range(const(0, dtype), const(64, dtype)),
+    }
+    return values, dom, (f0, f1)
+
+
+def test_the_bindings_memo_answers_for_fresh_loops_as_the_simplifier():
+    memo = bindings.BindingsMemo()
+    for _ in range(3):
+        values, dom, loops = _fused_then_split()
+        got = memo.simplify(values, dom, const(True), True)
+        want = bindings.simplify_bindings(values, dom, const(True), True)
+        assert structural_equal(got, want)
+        assert [str(v) for v in got] == ["0", "f_0 // 56", "f_0 // 2 % 28", "f_0 % 2 * 64 + f_1"]
+        # the answer is in this call's loops
+        assert an.expr_vars(got) == set(loops)
+        assert got[0] is values[0]  # an unchanged binding is the caller's own value
+    assert len(memo._memo) == 1
+
+
+def test_the_bindings_memo_tells_apart_what_the_simplifier_does():
+    memo = bindings.BindingsMemo()
+    values, dom, _ = _fused_then_split()
+    memo.simplify(values, dom, const(True), True)
+    # other extents, another dtype, unit loops dropped: other answers
+    for case in (
+        lambda v, d: (v, {k: Range(r.min, const(r.extent.value * 2)) for k, r in d.items()}),
+        lambda v, d: (v[1:], d),
+    ):
+        other_values, other_dom = case(*_fused_then_split()[:2])
+        got = memo.simplify(other_values, other_dom, const(True), True)
+        want = bindings.simplify_bindings(other_values, other_dom, const(True), True)
+        assert structural_equal(got, want)
+    values64, dom64, _ = _fused_then_split("int64")
+    got = memo.simplify(values64, dom64, const(True), True)
+    assert all(v.dtype == "int64" for v in got)
+    unit = {k: Range(r.min, const(1)) for k, r in _fused_then_split()[1].items()}
+    values, _, loops = _fused_then_split()
+    unit = dict(zip(loops, unit.values()))
+    for preserve in (True, False):
+        got = memo.simplify(values, unit, const(True), preserve)
+        want = bindings.simplify_bindings(values, unit, const(True), preserve)
+        assert structural_equal(got, want)
+    assert len(memo._memo) == 6
+
+
+def test_sampled_schedules_replayed_on_one_memo_are_the_general_ones():
+    """Replays of a design space on copies of one schedule share the memo of simplified
+    bindings (as the search's replays do): each module is the one the general paths give."""
+    from metaschedule.space_generator import PostOrderApply
+    from metaschedule.tune_context import TuneContext
+
+    ctx = TuneContext(conv(), target="llvm", space_generator=PostOrderApply(), rand_state=3)
+    spaces = ctx.generate_design_space()
+    base = tir.Schedule(ctx.mod, seed=0)
+    compared = 0
+    for seed in range(8):
+        sch = base.copy()
+        sch.seed(seed)
+        try:
+            spaces[seed % len(spaces)].trace.apply_to_schedule(sch, remove_postproc=True)
+            sch.enter_postproc()
+            if not all(p.apply(sch) for p in ctx.space_generator.postprocs):
+                continue
+        except tir.ScheduleError:
+            continue
+        with general_paths():
+            slow = tir.Schedule(ctx.mod, seed=seed)
+            Trace(sch.trace.insts, sch.trace.decisions).apply_to_schedule(
+                slow, remove_postproc=False
+            )
+        assert structural_equal(sch.mod, slow.mod), str(sch.trace)
+        compared += 1
+    assert compared >= 4
+    assert bindings.bindings_memo(base.state)._memo  # one memo for all the copies

@@ -95,7 +95,9 @@ def _group_footprint(
     fp = [0.0] * (n + 1)
     widths = [1.0] * ndim
     distinct = [1.0] * ndim
+    total = 0.0
     for k in range(n, -1, -1):
+        moved = k == n  # a loop that widens some dimension (else: the level below's total)
         if k < n and extents[k] > 1:
             span = extents[k] - 1
             for d in range(ndim):
@@ -103,12 +105,18 @@ def _group_footprint(
                 c = lin.plain.get(k)
                 if c:
                     plain_sum[d] += abs(c) * span
+                    moved = True
                 for i, (coefs, _) in enumerate(lin.capped):
                     c = coefs.get(k)
                     if c:
                         capped_sums[d][i] += abs(c) * span
+                        moved = True
                 if k in loops[d]:
                     prods[d] *= extents[k]
+                    moved = True
+        if not moved:
+            fp[k] = total
+            continue
         total = 1.0
         for d in range(ndim):
             w = (

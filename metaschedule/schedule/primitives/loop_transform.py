@@ -24,7 +24,7 @@ from ..analysis import (
     loop_doms,
 )
 from ..base import ScheduleBase, atomic
-from ..bindings import LoopVarRewriter, tiled_value
+from ..bindings import LoopVarRewriter, bindings_memo, tiled_value
 from ..error import ScheduleError
 from ..instruction import InstructionKind, register_inst_kind
 from ..rv import BlockRV, ExprRV, LoopRV
@@ -160,6 +160,7 @@ class LoopTransformMixin(ScheduleBase):
             bool(preserve_unit_iters),
             affine_memo(self.state),
             fast,
+            simplified=bindings_memo(self.state),
         ).visit(node.body)
         for var, f in zip(reversed(new_vars), reversed(ints)):
             body = For(var, const(0, dtype), const(f, dtype), ForKind.SERIAL, body)
@@ -224,6 +225,7 @@ class LoopTransformMixin(ScheduleBase):
             bool(preserve_unit_iters),
             affine_memo(self.state),
             digit_values=True,
+            simplified=bindings_memo(self.state),
         ).visit(nodes[-1].body)
         new = For(fused, const(0, dtype), const(total, dtype), ForKind.SERIAL, body)
         self.state.replace(fname, {nodes[0]: new})

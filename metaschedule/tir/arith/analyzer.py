@@ -18,8 +18,13 @@ from .int_set import (
     IntervalSet,
 )
 from .simplify import _CMP_CLASS, Simplifier, _decide, free_vars
+from .simplify_memo import SimplifyMemo
 
 ExprLike = E.PrimExpr | int
+
+#: simplifications by structure (the search simplifies the same arithmetic over the fresh
+#: loops of every schedule it replays)
+_SIMPLIFIED = SimplifyMemo()
 
 
 class Analyzer:
@@ -140,8 +145,13 @@ class Analyzer:
             return expr
         if kind is E.Var:
             return self._values.get(expr, expr)
-        prover = self._prove_by_intervals if self._symbolic_ranges() else None
-        return Simplifier(self._bounds, self._values, prover).visit(E.convert(expr))
+        if self._values or self._symbolic_ranges():  # facts beyond constant bounds
+            prover = self._prove_by_intervals if self._symbolic_ranges() else None
+            return Simplifier(self._bounds, self._values, prover).visit(E.convert(expr))
+        return _SIMPLIFIED.simplify(E.convert(expr), self._bounds, self._simplify)
+
+    def _simplify(self, expr: E.PrimExpr) -> E.PrimExpr:
+        return Simplifier(self._bounds, self._values, None).visit(expr)
 
     def _symbolic_ranges(self) -> bool:
         return not self._proving and bool(self._symbolic)

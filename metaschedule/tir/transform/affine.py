@@ -206,6 +206,10 @@ def _free_of(e: E.PrimExpr, ranges: Ranges) -> bool:
 def _atom_bounds(atom: E.PrimExpr, ranges: Ranges) -> Interval | None:
     if isinstance(atom, E.Var) and atom in ranges:
         vmin, extent = ranges[atom]
+        if type(vmin) is E.IntImm and type(extent) is E.IntImm:  # a loop's usual range
+            if extent.value <= 0:
+                return None
+            return Affine.constant(vmin.value), Affine.constant(vmin.value + extent.value - 1)
         ext = affine(extent)
         if not ext.is_const() or ext.const <= 0:
             return None

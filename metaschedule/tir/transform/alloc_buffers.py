@@ -19,10 +19,13 @@ from __future__ import annotations
 
 from ..function import PrimFunc
 from ..functor import Mutator, replace_fields
-from ..stmt import Allocate, Block
+from ..stmt import Allocate, Block, BufferStore
 
 
 class _LowerAllocBuffers(Mutator):
+    def visit_BufferStore(self, store: BufferStore) -> BufferStore:
+        return store  # no block inside: its expressions need no walk
+
     def visit_Block(self, block: Block) -> Block:
         block = self.generic_visit(block)
         if not block.alloc_buffers:

@@ -59,6 +59,8 @@ class _Compact(Mutator):
         return BufferLoad(new, _shift(load.indices, offsets))
 
     def visit_BufferStore(self, store: BufferStore) -> Stmt:
+        if not self.remap:
+            return store  # no compacted buffer in scope: nothing to rewrite in it
         store = self.generic_visit(store)
         if store.buffer not in self.remap:
             return store

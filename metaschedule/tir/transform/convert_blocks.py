@@ -24,7 +24,7 @@ from __future__ import annotations
 from ..expr import IntImm
 from ..function import PrimFunc
 from ..functor import Mutator, substitute
-from ..stmt import Block, BlockRealize, IfThenElse, Stmt
+from ..stmt import Block, BlockRealize, BufferStore, IfThenElse, Stmt
 
 
 class _ConvertBlocks(Mutator):
@@ -40,6 +40,9 @@ class _ConvertBlocks(Mutator):
 
     def visit_Block(self, block: Block) -> Stmt:
         raise ValueError(f"block {block.name_hint} appears outside a BlockRealize")
+
+    def visit_BufferStore(self, store: BufferStore) -> Stmt:
+        return store  # no block inside: its expressions need no walk
 
 
 def _check_lowered(block: Block) -> None:

@@ -22,10 +22,13 @@ from __future__ import annotations
 from ..expr import EQ, cast, logical_and
 from ..function import PrimFunc
 from ..functor import Mutator, replace_fields
-from ..stmt import Block, IfThenElse, IterType, seq
+from ..stmt import Block, BufferStore, IfThenElse, IterType, seq
 
 
 class _LowerInit(Mutator):
+    def visit_BufferStore(self, store: BufferStore) -> BufferStore:
+        return store  # no block inside: its expressions need no walk
+
     def visit_Block(self, block: Block) -> Block:
         block = self.generic_visit(block)
         if block.init is None:

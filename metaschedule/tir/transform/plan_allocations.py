@@ -51,7 +51,7 @@ from ..arith import detect_iter_map
 from ..buffer import Buffer
 from ..function import PrimFunc
 from ..functor import Mutator, collect_vars, replace_fields
-from ..stmt import Allocate, For, ForKind, IfThenElse, Range, SeqStmt, Stmt, seq
+from ..stmt import Allocate, BufferStore, For, ForKind, IfThenElse, Range, SeqStmt, Stmt, seq
 from .affine import Affine
 from .region import touched_region, touches
 
@@ -62,6 +62,9 @@ class _PlanAllocations(Mutator):
     def visit_Allocate(self, alloc: Allocate) -> Stmt:
         body = self.visit(alloc.body)
         return _sink(alloc.buffer, body)
+
+    def visit_BufferStore(self, store: BufferStore) -> Stmt:
+        return store  # no allocation inside: its expressions need no walk
 
 
 def _sink(buf: Buffer, stmt: Stmt) -> Stmt:
