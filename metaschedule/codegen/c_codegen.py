@@ -7,7 +7,9 @@ Loops map to C as follows:
 * ``parallel``: the outermost parallel loop of a nest becomes
   ``#pragma omp parallel for num_threads(<target.num_cores>)``; nested ones run serially.
   Consecutive top-level parallel nests share one region instead (:mod:`.c_parallel`).
-* ``vectorized``: GCC vector extensions, see :mod:`.c_vector`.
+* ``vectorized``: GCC vector extensions, see :mod:`.c_vector`. A serial loop over a
+  reduction (``for j: for k: C[j] += ...``, ``j`` the innermost spatial loop) is made
+  vector code too, as LLVM's loop vectorizer does for TVM (``c_vector.vectorize_outputs``).
 * ``unroll``: ``#pragma GCC unroll <extent>``. A loop annotated with
   ``pragma_auto_unroll_max_step = S`` unrolls every loop of its nest whose total step
   count is at most ``S`` (and at most :data:`AUTO_UNROLL_STEPS`, which bounds the
@@ -77,7 +79,7 @@ from .c_accumulate import (
 from .c_expr import CodegenError, ExprWriter, linear_index, strip_parens
 from .c_helpers import HEADER, Helpers
 from .c_parallel import Worksharing, emit_body
-from .c_vector import emit_lane_sums, emit_vectorized
+from .c_vector import emit_lane_sums, emit_vectorized, vectorize_outputs
 from .c_versioning import version_guards
 from .debug import DEBUG_C, OOB_STATUS, DebugSites
 
@@ -488,6 +490,10 @@ class FunctionWriter(ExprWriter):
                     self.init_uses.add(id(loop))
                     return
                 if plan is not None and emit_accumulated(self, plan):
+                    return
+                outputs = vectorize_outputs(self, loop)  # a serial loop over a reduction
+                if outputs is not None:
+                    self.stmt(outputs)
                     return
             self._loop(loop)
         finally:
