@@ -10,6 +10,9 @@ Loops map to C as follows:
 * ``vectorized``: GCC vector extensions, see :mod:`.c_vector`. A serial loop over a
   reduction (``for j: for k: C[j] += ...``, ``j`` the innermost spatial loop) is made
   vector code too, as LLVM's loop vectorizer does for TVM (``c_vector.vectorize_outputs``).
+* serial loops around a register tile (:mod:`.c_accumulate`): loads invariant in them are
+  made once before them, broadcasts read as vectors and scalars once per iteration
+  (:mod:`.c_invariant`).
 * ``unroll``: ``#pragma GCC unroll <extent>``. A loop annotated with
   ``pragma_auto_unroll_max_step = S`` unrolls every loop of its nest whose total step
   count is at most ``S`` (and at most :data:`AUTO_UNROLL_STEPS`, which bounds the
@@ -78,6 +81,7 @@ from .c_accumulate import (
 )
 from .c_expr import CodegenError, ExprWriter, linear_index, strip_parens
 from .c_helpers import HEADER, Helpers
+from .c_invariant import InvariantScope
 from .c_parallel import Worksharing, emit_body
 from .c_vector import emit_lane_sums, emit_vectorized, vectorize_outputs
 from .c_versioning import version_guards
@@ -304,6 +308,11 @@ class FunctionWriter(ExprWriter):
         self.symbol = ""
         self.omp_region: Worksharing | None = None  # set: a loop of a shared region (c_parallel)
         self.version = VERSION_GUARDS  # an unguarded copy of guarded loop bodies (c_versioning)
+        # serial C loops being emitted, innermost last, and the loads hoisted out of them
+        # (c_invariant); variables bound to constants by written-out code (unrolled
+        # copies, vector chunks) and their values
+        self.scopes: list[InvariantScope] = []
+        self.known: dict[E.Var, E.PrimExpr] = {}
 
     # output ---------------------------------------------------------------------------
     def line(self, text: str) -> None:
@@ -519,13 +528,18 @@ class FunctionWriter(ExprWriter):
                 for k in range(loop.extent.value):
                     value = _add(loop.min, E.const(k, var.dtype))
                     self.line(f"{{ const {c_type(var.dtype)} {name} = {self.expr(value)};")
-                    self.block(loop.body)
+                    self.known[var] = value
+                    try:
+                        self.block(loop.body)
+                    finally:
+                        del self.known[var]
                     self.line("}")
                 return
             parallel = loop.kind is ForKind.PARALLEL and not self.in_parallel
             if parallel and self.omp_region is not None:  # in a shared region (c_parallel)
                 self.omp_region.emit_loop(self, loop, name)
                 return
+            at = len(self.lines)  # where loads hoisted out of the loop go (c_invariant)
             if parallel:
                 heap = _heap_allocations(loop.body, inside_parallel=True)
                 if heap:
@@ -545,11 +559,29 @@ class FunctionWriter(ExprWriter):
                 self.line(f"#pragma GCC unroll {min(loop.extent.value, 65534)}")
             elif loop.kind is ForKind.PARALLEL:
                 self.line("// parallel loop nested in a parallel region: runs serially")
+            scope = None
+            unit = isinstance(loop.extent, E.IntImm) and loop.extent.value == 1
+            if unit:  # its variable is a constant (c_invariant)
+                self.known[var] = loop.min
+            elif not parallel:
+                outer = frozenset(v for v in self.ranges if v is not var)
+                scope = InvariantScope(loop, outer, self.lines, at, self.indent)
+                self.scopes.append(scope)
             self.for_header(loop, name)
+            if scope is not None:
+                scope.body_at = len(self.lines)
             saved, self.in_parallel = self.in_parallel, self.in_parallel or parallel
-            self.block(loop.body)
-            self.in_parallel = saved
+            try:
+                self.block(loop.body)
+            finally:
+                self.in_parallel = saved
+                if scope is not None:
+                    self.scopes.pop()
+                if unit:
+                    del self.known[var]
             self.line("}")
+            if scope is not None:
+                scope.close(self)
         finally:
             del self.ranges[var]
 
@@ -581,6 +613,14 @@ class FunctionWriter(ExprWriter):
         inc = f"++{name}" if step == 1 else f"{name} += {step}"
         end = strip_parens(self.expr(stop))
         self.line(f"for ({t} {name} = {strip_parens(lo)}; {name} < {end}; {inc}) {{")
+
+    def invariant_load(self, load: E.BufferLoad, lanes: int, broadcast: bool = False) -> str | None:
+        """``load`` (``lanes`` of it, or broadcast to ``lanes``) read from a register that
+        the innermost serial loop being emitted loads once, before it or per iteration
+        (:mod:`.c_invariant`); only in the code of a register tile. None: a load."""
+        if self.accumulated is None or not self.scopes or load.buffer is self.accumulated:
+            return None
+        return self.scopes[-1].value(self, load, lanes, broadcast)
 
     def accumulator(self, buf: Buffer, indices: tuple[E.PrimExpr, ...]) -> str | None:
         """The variable holding ``buf[indices]`` (see :mod:`.c_accumulate`), or None.

@@ -405,12 +405,16 @@ def _emit_chunks(fw: FunctionWriter, loop: For, name: str, lanes: int) -> None:
 def _chunk(fw, loop: For, name: str, t: str, offset: int, emit, nested: bool = True) -> None:
     start = affine(loop.min).offset(offset).to_expr(loop.loop_var.dtype)
     fw.line(f"{{ const {t} {name} = {fw.expr(start)};")
-    if nested:
-        fw.indent += 1
-        emit()
-        fw.indent -= 1
-    else:
-        emit()
+    fw.known[loop.loop_var] = start  # a constant here (see c_invariant)
+    try:
+        if nested:
+            fw.indent += 1
+            emit()
+            fw.indent -= 1
+        else:
+            emit()
+    finally:
+        fw.known.pop(loop.loop_var, None)
     fw.line("}")
 
 
@@ -515,6 +519,11 @@ class _VectorBody:
 
     def expr(self, e: E.PrimExpr) -> _Val:
         if not self.depends(e):
+            if isinstance(e, E.BufferLoad) and not self.guarded:
+                # broadcast once per iteration of the loop around (c_invariant)
+                shared = self.fw.invariant_load(e, self.lanes, broadcast=True)
+                if shared is not None:
+                    return _Val(shared, "vec", e.dtype)
             return _Val(self.fw.expr(e), "scalar", e.dtype)
         if e is self.v:
             iota = self.h.viota(e.dtype, self.lanes)
@@ -538,6 +547,9 @@ class _VectorBody:
             if is_bool(e.dtype):  # bytes of 0/1 become a mask of -1/0
                 load, zero = self.h.vload("int8", self.lanes), self.h.vbroadcast("int8", self.lanes)
                 return _Val(f"({load}((const int8_t*){ptr}) != {zero}(0))", "mask", bits=8)
+            hoisted = None if self.guarded else self.fw.invariant_load(e, self.lanes)
+            if hoisted is not None:  # made before a loop it is invariant in (c_invariant)
+                return _Val(hoisted, "vec", e.dtype)
             load = self.h.vload(e.dtype, self.lanes)
             return _Val(self._shared_load(e, f"{load}({ptr})"), "vec", e.dtype)
         if isinstance(e, E.Cast):

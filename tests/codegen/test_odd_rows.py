@@ -1,5 +1,7 @@
 """Odd rows: a serial loop over a reduction made vector code
-(codegen/c_vector.vectorize_outputs): when it applies, the generated C, and numerics."""
+(codegen/c_vector.vectorize_outputs), and loads invariant in the loop around a register
+tile made once before it, broadcasts read as vectors and as scalars once per iteration
+(codegen/c_invariant.py): when they apply, the generated C, and numerics."""
 
 from __future__ import annotations
 
@@ -11,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from metaschedule import te, tir
-from metaschedule.codegen import build, c_vector
-from metaschedule.codegen.c_codegen import FunctionWriter
+from metaschedule.codegen import build, c_invariant, c_vector
+from metaschedule.codegen.c_codegen import FunctionWriter, codegen_c
 from metaschedule.codegen.c_helpers import Helpers
 from metaschedule.codegen.c_vector import vectorize_outputs
 from metaschedule.target import Target
@@ -23,6 +25,7 @@ from metaschedule.tir import (
     BufferStore,
     For,
     ForKind,
+    IfThenElse,
     PrimFunc,
     Var,
     const,
@@ -67,24 +70,58 @@ def _run(sch, shape):
     return lib.get_source(), c, a @ b
 
 
+def _loop_body(src: str, header: str) -> str:
+    """The source from the loop ``header`` to its closing brace."""
+    start = src.index(header)
+    depth, i = 0, src.index("{", start)
+    while True:
+        depth += {"{": 1, "}": -1}.get(src[i], 0)
+        if depth == 0:
+            return src[start : i + 1]
+        i += 1
+
+
 # ----------------------------------------------------------------------------- generated C
 
 
 @pytest.mark.compiler
-def test_without_unrolling_the_row_is_still_vector_code():
+@pytest.mark.parametrize("cache", [False, True])
+def test_a_serial_row_of_17_over_an_unrolled_reduction_is_vector_code_with_b_in_registers(
+    cache,
+):
+    """TVM's best mmodd schedule leaves the 17 columns ``j1`` serial around the 7 steps of
+    ``k1``: they become a vector of 16 lanes and a scalar kept across ``k1``; the 7 x 17
+    panel of ``B`` (7 vectors, 7 scalars) is loaded once per ``k0``, before the row loop,
+    and each ``A`` element broadcast once per row, its first lane serving the scalar."""
+    sch, shape = _odd_matmul(9, 17, 7, cache=cache)
+    src, c, ref = _run(sch, shape)
+    np.testing.assert_allclose(c, ref, rtol=1e-4, atol=1e-4)
+    assert re.search(r"kept in 2 accumulators of 16/1 lanes across loops k_1", src)
+    assert "14 loads invariant in loop i, in registers" in src
+    assert "7 elements broadcast once per iteration of i" in src
+    rows = _loop_body(src, "for (int32_t i = 0;")
+    assert "&B[" not in rows and "B[" not in rows  # B only in registers inside the rows
+    assert re.search(r"\+ A_bc(_\d+)?\[0\] \* B_inv", rows)  # the scalar column's update
+
+
+@pytest.mark.compiler
+def test_without_unrolling_the_row_is_still_vector_code_and_b_stays_in_the_loop():
     sch, shape = _odd_matmul(5, 17, 7, unroll=0)
     src, c, ref = _run(sch, shape)
     np.testing.assert_allclose(c, ref, rtol=1e-4, atol=1e-4)
     assert "kept in 2 accumulators of 16/1 lanes across loops k_1" in src
+    assert "invariant in loop" not in src  # k1 is a C loop: B moves with it
 
 
 @pytest.mark.compiler
 def test_switched_off_the_row_stays_scalar(monkeypatch):
     monkeypatch.setattr(c_vector, "VECTORIZE_OUTPUTS", False)
+    monkeypatch.setattr(c_invariant, "HOIST_INVARIANT_LOADS", False)
     sch, shape = _odd_matmul(5, 17, 7)
     src, c, ref = _run(sch, shape)
     np.testing.assert_allclose(c, ref, rtol=1e-4, atol=1e-4)
     assert "kept in 1 accumulator across loops k_1" in src
+    assert "invariant in loop" not in src and "_bc" not in src
 
 
 # ----------------------------------------------------------------------------- when it applies
@@ -137,6 +174,58 @@ def test_vectorize_outputs_leaves_a_nest_that_reads_another_output_alone():
     value = BufferLoad(c, (j,)) + BufferLoad(c, (j + 1,)) * BufferLoad(a, (k,))
     nest = For(k, const(0), const(4), ForKind.SERIAL, BufferStore(c, value, (j,)))
     assert vectorize_outputs(_writer(), For(j, const(0), const(8), ForKind.SERIAL, nest)) is None
+
+
+def _rows_program(guard: bool, write_b: bool) -> PrimFunc:
+    """``for r in 6: for j (vectorized 16): for k in 3 (unrolled): C[r, j] += A[r, k] *
+    B[k, j]``, the update under ``if r > 0`` (``guard``) or followed by a store to ``B``
+    (``write_b``)."""
+    a, b, c = Buffer("A", (6, 3)), Buffer("B", (3, 16)), Buffer("C", (6, 16))
+    r, j, k = Var("r", "int32"), Var("j", "int32"), Var("k", "int32")
+    upd = BufferStore(
+        c, BufferLoad(c, (r, j)) + BufferLoad(a, (r, k)) * BufferLoad(b, (k, j)), (r, j)
+    )
+    body = For(
+        k,
+        const(0),
+        const(3),
+        ForKind.UNROLLED,
+        For(j, const(0), const(16), ForKind.VECTORIZED, upd),
+    )
+    if write_b:
+        body = tir.SeqStmt((body, BufferStore(b, BufferLoad(a, (r, 0)), (r % 3, 0))))
+    if guard:
+        body = IfThenElse(r > 0, body, None)
+    explicit = {"pragma_unroll_explicit": 1}  # k written out: B's offsets are constants
+    return PrimFunc((a, b, c), For(r, const(0), const(6), ForKind.SERIAL, body, None, explicit))
+
+
+@pytest.mark.parametrize(("guard", "write_b"), [(False, False), (True, False), (False, True)])
+def test_loads_are_hoisted_only_when_every_iteration_makes_them_and_nothing_writes_them(
+    guard, write_b
+):
+    src = codegen_c(_rows_program(guard, write_b), CPU).code
+    hoisted = "3 loads invariant in loop r" in src
+    assert hoisted == (not guard and not write_b), src
+
+
+@pytest.mark.compiler
+@pytest.mark.parametrize(("guard", "write_b"), [(False, False), (True, False), (False, True)])
+def test_a_program_with_and_without_hoisted_loads_computes_the_same(guard, write_b):
+    func = _rows_program(guard, write_b)
+    a, b, c = rand(6, 3), rand(3, 16), rand(6, 16)
+    ref = [x.copy() for x in (a, b, c)]
+    for r in range(6):  # the program, in numpy
+        if guard and r == 0:
+            continue
+        ref[2][r] += ref[0][r] @ ref[1]
+        if write_b:
+            ref[1][r % 3, 0] = ref[0][r, 0]
+    lib = build(func, CPU)
+    args = [x.copy() for x in (a, b, c)]
+    lib(*args)
+    for got, want in zip(args, ref):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
 # ----------------------------------------------------------------------------- property
