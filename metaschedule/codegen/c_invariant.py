@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING
 from ..tir import expr as E
 from ..tir.buffer import Buffer
 from ..tir.dtype import c_type, is_bool
-from ..tir.functor import any_node, collect_vars, substitute
+from ..tir.functor import any_node, collect_vars, post_order_visit, substitute
 from ..tir.stmt import BufferStore, For, IfThenElse
 from .c_accumulate import access_key
 from .c_vector import IN_REG
@@ -147,6 +147,30 @@ class InvariantScope:
             # any_node stops at the first hit: when there is none it saw every store
             self._safe = ok and not any_node(loop.body, bad)
         return self._safe
+
+    def hoists_from(self, fw: FunctionWriter, loop: For) -> bool:
+        """Whether ``loop`` (inside this scope's loop, in a register tile), written out,
+        would read a load invariant in this scope's loop from straight-line code: worth
+        writing it out (``c_codegen.EXPLICIT_TILE_STEPS``)."""
+        if not HOIST_INVARIANT_LOADS or not self.safe():
+            return False
+        var = self.loop.loop_var
+        between = [v for v in fw.ranges if v is not var and v not in self.outer]
+        if any(v not in fw.known and v is not loop.loop_var for v in between):
+            return False
+        inner = {loop.loop_var} | set(fw.known)  # constants once written out
+        post_order_visit(loop.body, lambda n: inner.add(n.loop_var) if isinstance(n, For) else None)
+        allowed = self.outer | inner
+
+        def invariant(n) -> bool:
+            if not isinstance(n, E.BufferLoad) or n.buffer is fw.accumulated:
+                return False
+            if n.buffer in self._written:
+                return False
+            used = collect_vars(n.indices)
+            return var not in used and used <= allowed
+
+        return any_node(loop.body, invariant)
 
     def value(
         self, fw: FunctionWriter, load: E.BufferLoad, lanes: int, broadcast: bool = False

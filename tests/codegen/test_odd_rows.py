@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from metaschedule import te, tir
-from metaschedule.codegen import build, c_invariant, c_vector
+from metaschedule.codegen import build, c_codegen, c_invariant, c_vector
 from metaschedule.codegen.c_codegen import FunctionWriter, codegen_c
 from metaschedule.codegen.c_helpers import Helpers
 from metaschedule.codegen.c_vector import vectorize_outputs
@@ -102,6 +102,24 @@ def test_a_serial_row_of_17_over_an_unrolled_reduction_is_vector_code_with_b_in_
     rows = _loop_body(src, "for (int32_t i = 0;")
     assert "&B[" not in rows and "B[" not in rows  # B only in registers inside the rows
     assert re.search(r"\+ A_bc(_\d+)?\[0\] \* B_inv", rows)  # the scalar column's update
+
+
+@pytest.mark.compiler
+def test_a_tile_with_invariant_loads_is_written_out_past_the_explicit_unroll_limit(monkeypatch):
+    """51 columns over 7 steps: 5 accumulators (16/16/16/2/1) x 7 = 35 updates, past
+    EXPLICIT_UNROLL_STEPS (a pragma would keep k1 a C loop, B's offsets moving with it);
+    written out, B's panel is loaded before the row loop (as many loads as the registers
+    left by the accumulators allow)."""
+    sch, shape = _odd_matmul(5, 51, 7, unroll=512)
+    src, c, ref = _run(sch, shape)
+    np.testing.assert_allclose(c, ref, rtol=1e-4, atol=1e-4)
+    assert "kept in 5 accumulators of 16/2/1 lanes across loops k_1" in src
+    assert re.search(r"// \d+ loads invariant in loop i, in registers", src)
+    monkeypatch.setattr(c_codegen, "EXPLICIT_TILE_STEPS", c_codegen.EXPLICIT_UNROLL_STEPS)
+    sch, shape = _odd_matmul(5, 51, 7, unroll=512)
+    src, c, ref = _run(sch, shape)
+    np.testing.assert_allclose(c, ref, rtol=1e-4, atol=1e-4)
+    assert "invariant in loop i" not in src and "#pragma GCC unroll 7" in src
 
 
 @pytest.mark.compiler
