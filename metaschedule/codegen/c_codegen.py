@@ -20,7 +20,9 @@ Loops map to C as follows:
   loops instead of relying on the pragma, but only while the replicated nest stays
   within :data:`EXPLICIT_UNROLL_STEPS` statements: the source stays bounded (an
   unroll of 512 steps is a pragma on a loop whose body holds at most that many copies,
-  not 512 copies), so a build takes the compiler a fraction of a second.
+  not 512 copies), so a build takes the compiler a fraction of a second. A register
+  tile's steps are written out up to :data:`EXPLICIT_TILE_STEPS` when that lets
+  :mod:`.c_invariant` keep loads out of the loop around the tile.
 * ``thread_binding``: rejected, it is for GPU targets.
 
 Before emission, loop bodies whose loads are guarded by inlined padding get an unguarded
