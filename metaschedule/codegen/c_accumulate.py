@@ -65,10 +65,10 @@ from typing import TYPE_CHECKING
 
 from ..tir import expr as E
 from ..tir.buffer import Buffer
-from ..tir.dtype import c_type, nbytes
+from ..tir.dtype import c_type, is_int, nbytes
 from ..tir.functor import Visitor, collect_vars, substitute
 from ..tir.stmt import BufferStore, For, ForKind, IfThenElse, SeqStmt, Stmt
-from ..tir.transform.affine import Affine, affine
+from ..tir.transform.affine import Affine, affine, structural_key
 from .c_expr import linear_index
 
 if TYPE_CHECKING:
@@ -100,10 +100,21 @@ STRAIGHT_STEPS = 16
 STRAIGHT_STATEMENTS = 256
 #: ... when the tile leaves registers for the shared loads (measured: 32 accumulators of
 #: 16 lanes, or 49 of 2 lanes, ran up to 2x slower written out), and when two steps read
-#: the same input vector (a sliding window; see :func:`straight_line`).
+#: the same input vector or broadcast scalar (a sliding window; see :func:`straight_line`).
 MAX_STRAIGHT_ACCUMULATORS = 28
 MIN_STRAIGHT_LANES = 4
-#: ... and when two steps read the same input vector (see :func:`straight_line`).
+
+#: Whether the straight-line updates share the broadcasts of loaded scalars too (a
+#: convolution's input pixel across the output-channel vectors; see straight_line) ...
+SHARE_BROADCASTS = True
+#: ... when the accumulators and the shared values held at once fit this many vector
+#: registers (AVX-512's 32), or when the tile has at most
+#: :data:`BROADCAST_ACCUMULATORS`. Measured on random conv2d schedules (one thread, the
+#: sharing against none): tiles of 28 accumulators holding 16 to 55 values more ran
+#: 0.35-1.1x (GCC spilled them), tiles of 8 to 16 holding up to 57 more 0.87-2.2x
+#: (mostly 1.05-1.3x: a kept value spilled is reloaded, as the broadcast it replaces).
+STRAIGHT_REGISTERS = 32
+BROADCAST_ACCUMULATORS = 16
 
 #: Whether a tile loop whose points lie side by side along the vector loop is merged into
 #: it (see :func:`merge_contiguous`). The analytic prior (``cost_model/prior.py``,
@@ -154,12 +165,40 @@ class AccumulatorPlan:
 
 
 def _form_key(buf: Buffer, form: Affine) -> tuple:
-    return id(buf), tuple(sorted((k, c) for k, (c, _) in form.terms.items())), form.const
+    return id(buf), *_affine_key(form)
 
 
 def access_key(buf: Buffer, indices) -> tuple:
     """The key of an access's element offset (equal for the same element in one scope)."""
     return _form_key(buf, affine(linear_index(buf, indices)))
+
+
+def value_key(e: E.PrimExpr) -> tuple:
+    """A key equal for scalar expressions that compute the same value in one scope, as
+    written out for different steps (``X[(y + 1) + 0]`` and ``X[y + (0 + 1)]``): a load
+    by its element, integer arithmetic and comparisons by affine form (an inlined
+    padding guard ``1 <= y + ry``), the rest by structure."""
+    if isinstance(e, E.BufferLoad):
+        return ("load", *access_key(e.buffer, e.indices))
+    if isinstance(e, E.CmpOp) and is_int(e.a.dtype):
+        return (type(e).__name__, _affine_key(affine(e.a) - affine(e.b)))
+    if is_int(e.dtype) and not isinstance(e, (E.Select, E.Call)):
+        return ("int", _affine_key(affine(e)))
+    if isinstance(e, E.BinaryOp):
+        return (type(e).__name__, e.dtype, value_key(e.a), value_key(e.b))
+    if isinstance(e, E.Not):
+        return ("Not", value_key(e.a))
+    if isinstance(e, E.Cast):
+        return ("Cast", e.dtype, value_key(e.value))
+    if isinstance(e, E.Select):
+        return ("Select", *(value_key(x) for x in (e.condition, e.true_value, e.false_value)))
+    if isinstance(e, E.Call):
+        return ("Call", e.dtype, e.op, *(value_key(a) for a in e.args))
+    return structural_key(e)
+
+
+def _affine_key(form: Affine) -> tuple:
+    return tuple(sorted((k, c) for k, (c, _) in form.terms.items())), form.const
 
 
 def _accesses(body: Stmt) -> tuple[list[BufferStore], list[E.BufferLoad]] | None:
@@ -489,20 +528,26 @@ def simd_reduction_loop(plan: AccumulatorPlan) -> For | None:
     return inner
 
 
-def straight_line(plan: AccumulatorPlan) -> tuple[tuple[For, ...], Stmt | None]:
+def straight_line(plan: AccumulatorPlan) -> tuple[tuple[For, ...], Stmt | None, bool]:
     """The region split into its outer loops and, for a vector tile, its innermost loops
     written out: every update of every step, step by step, as one sequence (None if no
-    loop qualifies, see :data:`STRAIGHT_STEPS`).
+    loop qualifies, see :data:`STRAIGHT_STEPS`), and whether the broadcast scalars are
+    shared too.
 
-    Written out, the updates of neighbouring points and steps read the same vectors (a
-    3x3 window slid by one pixel reads each input pixel up to three times; a weight is
-    shared by the tile's pixels): each such load is made once and kept in a register
-    (``FunctionWriter.shared_loads``), as LLVM's value numbering does for TVM after it
-    unrolls the same nest. Each element is updated by the same steps in the same order.
+    Written out, the updates of neighbouring points and steps read the same values (a
+    3x3 window slid by one pixel reads each input pixel up to three times: a vector of a
+    depthwise input, the broadcast input scalar of a convolution over channels; a weight
+    is shared by the tile's pixels): each is loaded (and broadcast) once and kept in a
+    register (``FunctionWriter.shared_loads``), as LLVM's value numbering does for TVM
+    after it unrolls the same nest. Broadcasts are shared when two steps read the same
+    one and the accumulators and the values held at once fit :data:`STRAIGHT_REGISTERS`
+    (or the accumulators are few, :data:`BROADCAST_ACCUMULATORS`); else only the vector
+    loads, if two steps read the same vector. Each element is updated by the same steps
+    in the same order.
     """
     n = len(plan.points)
     if plan.lanes < MIN_STRAIGHT_LANES or n > MAX_STRAIGHT_ACCUMULATORS:
-        return plan.region, None
+        return plan.region, None, False
     steps, k = 1, len(plan.region)
     while k > 0:
         lp = plan.region[k - 1]
@@ -514,40 +559,69 @@ def straight_line(plan: AccumulatorPlan) -> tuple[tuple[For, ...], Stmt | None]:
         steps, k = steps * ext, k - 1
     inner = plan.region[k:]
     if not inner:
-        return plan.region, None
-    combos: list[dict[E.Var, E.PrimExpr]] = [{}]
-    for lp in inner:
-        lo, dt = lp.min.value, lp.loop_var.dtype
-        combos = [
-            {**c, lp.loop_var: E.const(lo + i, dt)} for c in combos for i in range(lp.extent.value)
-        ]
-    if not _reused_across_steps(plan, combos):
-        return plan.region, None  # nothing to share that the compiler does not share
+        return plan.region, None, False
+    combos = _loop_points(list(inner), {})
+    vectors_reused, broadcasts_reused, held = _shared_values(plan, combos)
+    fits = n + held <= STRAIGHT_REGISTERS or n <= BROADCAST_ACCUMULATORS
+    broadcasts = SHARE_BROADCASTS and broadcasts_reused and fits
+    if not (broadcasts or vectors_reused):
+        return plan.region, None, False  # nothing to share that the compiler does not share
     updates = [substitute(p, c) for c in combos for p in plan.points]
-    return plan.region[:k], SeqStmt(updates)
+    return plan.region[:k], SeqStmt(updates), broadcasts
 
 
-def _reused_across_steps(plan: AccumulatorPlan, combos: list[dict]) -> bool:
-    """True if two steps of the written-out loops read the same vector of some input
-    (a window sliding over its input; within one step the compiler shares loads itself)."""
-    first_step: dict[tuple, int] = {}
+def _shared_values(plan: AccumulatorPlan, combos: list[dict]) -> tuple[bool, bool, int]:
+    """``(vectors reused, broadcasts reused, held)`` for the points updated step by step
+    (``combos``: the steps): whether two steps read the same input vector, the same
+    broadcast scalar (a window sliding over its input; within one step the compiler
+    shares loads itself), and the most of these values held in registers at once, each
+    from its first to its last use (what the written-out updates keep busy beside the
+    accumulators)."""
+    operands = [_operands(point, plan.buffer) for point in plan.points]
+    uses: dict[tuple, list[int]] = {}  # key -> [first step, first update, last update]
+    reused = [False, False]  # broadcast, vector
+    update = 0
     for step, combo in enumerate(combos):
-        for point in plan.points:
-            if not isinstance(point, For):
-                continue
-            found = _accesses(point.body)
-            if found is None:
-                return False
-            for ld in found[1]:
-                if ld.buffer is plan.buffer:
-                    continue
-                form = affine(linear_index(ld.buffer, ld.indices))
-                if form.coef(point.loop_var) != 1:
-                    continue  # not a vector load (a broadcast scalar or a gather)
-                key = access_key(ld.buffer, [substitute(i, combo) for i in ld.indices])
-                if first_step.setdefault(key, step) != step:
-                    return True
-    return False
+        for point, loads in zip(plan.points, operands):
+            for ld, vector in loads:
+                indices = [substitute(i, combo) for i in ld.indices]
+                key = (vector, _width(point), access_key(ld.buffer, indices))
+                use = uses.setdefault(key, [step, update, update])
+                use[2] = update
+                if use[0] != step:
+                    reused[vector] = True
+            update += 1
+    held = [0] * (update + 1)  # values live at each update: first <= update <= last
+    for _, first, last in uses.values():
+        if last > first:
+            held[first] += 1
+            held[last + 1] -= 1
+    most = live = 0
+    for delta in held:
+        live += delta
+        most = max(most, live)
+    return reused[True], reused[False], most
+
+
+def _operands(point: Stmt, acc: Buffer) -> list[tuple[E.BufferLoad, bool]]:
+    """The loads of a vector point that the written-out updates may share, each with
+    True for a vector (unit stride along the lanes), False for a broadcast scalar (no
+    lane dependence); gathers and the accumulated buffer ``acc`` are left out."""
+    if not isinstance(point, For):
+        return []
+    found = _accesses(point.body)
+    if found is None:
+        return []
+    lane, out = point.loop_var, []
+    for ld in found[1]:
+        if ld.buffer is acc:
+            continue
+        form = affine(linear_index(ld.buffer, ld.indices))
+        if not form.uses(lane):
+            out.append((ld, False))
+        elif form.coef(lane) == 1 and not form.without(lane).uses(lane):
+            out.append((ld, True))
+    return out
 
 
 def _store_of(point: Stmt) -> BufferStore:
@@ -614,11 +688,12 @@ def emit_accumulated(
         simd = simd_reduction_loop(plan)
         if simd is not None:
             fw.simd_reduction = (simd.loop_var, tuple(names))
-        outer, straight = straight_line(plan)
+        outer, straight, broadcasts = straight_line(plan)
         body: Stmt = SeqStmt(list(plan.points)) if len(plan.points) > 1 else plan.points[0]
         if straight is not None:
             body = straight
             fw.shared_loads, fw.shared_decls = {}, []
+            fw.shared_broadcasts = broadcasts
         decls_at = len(fw.lines)
         for lp in reversed(outer):
             body = For(
@@ -658,6 +733,7 @@ def emit_accumulated(
         fw.accumulated = None
         fw.simd_reduction = None
         fw.shared_loads, fw.shared_decls = None, []
+        fw.shared_broadcasts = False
     fw.lines.extend(emitted)
     return True
 

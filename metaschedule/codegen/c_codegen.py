@@ -309,6 +309,7 @@ class FunctionWriter(ExprWriter):
         # element key -> variable, and the (type, name) declarations to place before them
         self.shared_loads: dict[tuple, str] | None = None
         self.shared_decls: list[tuple[str, str]] = []
+        self.shared_broadcasts = False  # ... and the broadcasts of loaded scalars too
         # an init nest folded into the accumulators of a planned loop (c_accumulate)
         self.pending_init: InitFusion | None = None
         self.init_uses: set[int] = set()  # the roots of pending_init emitted so far

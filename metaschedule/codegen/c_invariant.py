@@ -217,7 +217,8 @@ class InvariantScope:
             for h in self.hoisted.values():
                 if h.broadcast and access_key(h.buffer, h.indices) == elem:
                     return f"{h.name}[0]"
-        if len(self.hoisted) + self.accumulators >= _registers(fw):
+        # the registers of a straight-line block's shared loads count too
+        if len(self.hoisted) + self.accumulators + len(fw.shared_decls) >= _registers(fw):
             return None
         name = fw.names.fresh(f"{load.buffer.name}_inv")
         self.hoisted[(elem, lanes, broadcast)] = _Hoisted(

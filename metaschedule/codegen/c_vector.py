@@ -33,7 +33,7 @@ from ..tir.dtype import c_type, is_bool, is_float, is_int, nbytes
 from ..tir.functor import Visitor, collect_vars, substitute
 from ..tir.stmt import BufferStore, Evaluate, For, ForKind, IfThenElse, SeqStmt, Stmt
 from ..tir.transform.affine import Affine, affine, const_bounds
-from .c_accumulate import MAX_ACCUMULATORS, _chunks, access_key
+from .c_accumulate import MAX_ACCUMULATORS, _chunks, _has_load, access_key, value_key
 from .c_expr import linear_index, strip_parens
 
 if TYPE_CHECKING:
@@ -426,6 +426,7 @@ class _Val:
     kind: str  # "scalar" | "vec" | "mask"
     dtype: str = ""
     bits: int = 0
+    src: E.PrimExpr | None = None  # a scalar's expression (its broadcast may be shared)
 
 
 class _VectorBody:
@@ -520,11 +521,11 @@ class _VectorBody:
     def expr(self, e: E.PrimExpr) -> _Val:
         if not self.depends(e):
             if isinstance(e, E.BufferLoad) and not self.guarded:
-                # broadcast once per iteration of the loop around (c_invariant)
+                # broadcast once per loop or iteration of the loop around (c_invariant)
                 shared = self.fw.invariant_load(e, self.lanes, broadcast=True)
                 if shared is not None:
                     return _Val(shared, "vec", e.dtype)
-            return _Val(self.fw.expr(e), "scalar", e.dtype)
+            return _Val(self.fw.expr(e), "scalar", e.dtype, src=e)
         if e is self.v:
             iota = self.h.viota(e.dtype, self.lanes)
             return _Val(f"({self.fw.var_names[e]} + {iota}())", "vec", e.dtype)
@@ -594,14 +595,28 @@ class _VectorBody:
         (``fw.shared_loads``, see :func:`.c_accumulate.straight_line`): the first use
         assigns a variable declared ahead of the block and pins it in a register (GCC
         would otherwise fold the load into every use again), later uses read it."""
+        return self._shared((access_key(e.buffer, e.indices), self.lanes, self.start), e, code)
+
+    def _shared_broadcast(self, x: _Val, dtype: str) -> str | None:
+        """The broadcast of a loaded scalar (a conv's input pixel across its output
+        channels) made once per straight-line block, as :meth:`_shared_load`; None when
+        the block shares no broadcasts (``fw.shared_broadcasts``) or ``x`` loads nothing."""
+        e = x.src
+        if not self.fw.shared_broadcasts or e is None or not _has_load(e):
+            return None
+        # keyed by value (a load by its element, an inlined padding guard by its affine
+        # forms), however its indices were written out (the block stores no memory)
+        code = f"{self.h.vbroadcast(dtype, self.lanes)}({x.code})"
+        return self._shared(("bcast", value_key(e), dtype, self.lanes), e, code, dtype)
+
+    def _shared(self, key: tuple, e: E.PrimExpr, code: str, dtype: str = "") -> str:
         shared = self.fw.shared_loads
         if shared is None or self.start is None or self.guarded:
             return code
-        key = (access_key(e.buffer, e.indices), self.lanes, self.start)
         name = shared.get(key)
         if name is None:
             name = shared[key] = self.fw.names.fresh("ms_ld")
-            self.fw.shared_decls.append((self.h.vtype(e.dtype, self.lanes), name))
+            self.fw.shared_decls.append((self.h.vtype(dtype or e.dtype, self.lanes), name))
             pin = self.h.need("MS_IN_REG", IN_REG)
             self.fw.line(f"{name} = {code}; {pin}({name});")
         return name
@@ -679,7 +694,8 @@ class _VectorBody:
         if x.kind == "vec":
             return x.code
         if x.kind == "scalar":
-            return f"{self.h.vbroadcast(dtype, self.lanes)}({x.code})"
+            shared = self._shared_broadcast(x, dtype)
+            return shared or f"{self.h.vbroadcast(dtype, self.lanes)}({x.code})"
         raise NotVectorizable("a lane mask used as a number")
 
     def as_mask(self, x: _Val, bits: int) -> str:

@@ -68,6 +68,7 @@ a share ``random_share`` of random picks among the random samples.
 from __future__ import annotations
 
 import copy
+import functools
 import math
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -75,13 +76,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..codegen.c_accumulate import (
+    BROADCAST_ACCUMULATORS,
     HOIST_INNER_REDUCTIONS,
     MAX_ACCUMULATORS,
     MAX_STRAIGHT_ACCUMULATORS,
     MERGE_CONTIGUOUS,
     MIN_SPLIT_ACCUMULATORS,
     MIN_STRAIGHT_LANES,
+    SHARE_BROADCASTS,
     SPLIT_LARGE_TILES,
+    STRAIGHT_STATEMENTS,
     STRAIGHT_STEPS,
 )
 from ..codegen.c_versioning import version_guards
@@ -490,13 +494,9 @@ def _store_cycles(
         # into the tile's region; the out-of-order window overlaps the chains of the
         # next entries when an entry's work is short (a 3x3 window: 9 sweeps)
         entries = float(math.prod(ext[:start])) * math.prod(ext[j] for j in split_out)
-        shared = _shared_loads(st, store_lin, accesses, m, plan, split_out, vec_loop, per_elem)
-        if shared is not None and sweeps / max(1.0, entries) <= STRAIGHT_STEPS:
-            loads, vectors = shared
-            if tile_vectors <= MAX_STRAIGHT_ACCUMULATORS and (
-                tile_vectors + vectors <= m.vector_registers
-            ):
-                l1 = min(l1, entries * loads + sweeps * conflict_cycles)
+        shared = _shared_loads(st, accesses, m, plan, split_out, vec_loop, tile_vectors)
+        if shared is not None:
+            l1 = min(l1, shared + sweeps * conflict_cycles)
         per_entry = sweeps / max(1.0, entries) * tile_vectors * 2.0  # FMAs and loads
         overlap = min(max(1.0, m.reorder_window / max(per_entry, 1.0)), max(1.0, entries))
         latency = sweeps * m.fma_latency / overlap
@@ -714,34 +714,132 @@ def _set_conflicts(
 
 def _shared_loads(
     st: Store,
-    store_lin: list[LinearForm],
     accesses: list,
     m: Machine,
     plan: tuple[int, list[int], float],
     split_out: list[int],
     vec_loop: int,
-    per_elem: float,
-) -> tuple[float, float] | None:
-    """``(load cycles, vectors)`` per entry into a register tile's region when the code
-    generator writes the region out step by step
-    (:func:`~metaschedule.codegen.c_accumulate.straight_line`): each distinct operand
-    vector of the region is loaded once and kept in a register (a 3x3 window over 4 rows
-    loads 6 x 3 input vectors, not 9 x 4). None for a scalar tile."""
+    accumulators: float,
+) -> float | None:
+    """Operand load cycles of the whole store when the code generator writes the
+    innermost loops of a register tile's region out step by step
+    (:func:`~metaschedule.codegen.c_accumulate.straight_line`), else None: each
+    operand vector, and each broadcast input scalar when the accumulators and the
+    values held at once fit the registers (or the accumulators are few), is loaded once
+    per written-out block and kept in a register (a 3x3 window over 4 pixels loads 6 x 3
+    input pixels, not 9 x 4); an input scalar not kept is loaded by each step that
+    reads it.
+
+    As the code generator: a tile of at most ``MAX_STRAIGHT_ACCUMULATORS`` vectors of
+    at least ``MIN_STRAIGHT_LANES`` lanes; the innermost region loops while they make at
+    most ``STRAIGHT_STEPS`` steps and ``STRAIGHT_STATEMENTS`` updates; only when two
+    steps read the same value (a sliding window)."""
     start, tile, _ = plan
-    if vec_loop < 0 or vec_loop not in tile or st.extents[vec_loop] < MIN_STRAIGHT_LANES:
-        return None
     ext = st.extents
-    region = tuple(e if j >= start and j not in split_out else 1 for j, e in enumerate(ext))
-    stats = _stats(st, store_lin, accesses, m, region)
-    loads = vectors = 0.0
-    for s, lin in zip(stats, _lins_of(st, store_lin, accesses, stats)):
-        if s.buffer is st.store.buffer:
+    if vec_loop < 0 or vec_loop not in tile or ext[vec_loop] < MIN_STRAIGHT_LANES:
+        return None
+    if accumulators > MAX_STRAIGHT_ACCUMULATORS:
+        return None
+    region = [j for j in range(start, len(ext)) if ext[j] > 1 and j not in tile]
+    region = [j for j in region if j not in split_out]
+    written: list[int] = []
+    steps = 1
+    for j in reversed(region):
+        if steps * ext[j] > STRAIGHT_STEPS or accumulators * steps * ext[j] > STRAIGHT_STATEMENTS:
+            break
+        steps *= ext[j]
+        written.insert(0, j)
+    if not written:
+        return None
+    lanes = min(m.lanes, 1 << (ext[vec_loop].bit_length() - 1))
+    chunks = -(-ext[vec_loop] // lanes)
+    points = [j for j in tile if j != vec_loop and ext[j] > 1]
+    n = len(ext)
+    operands, gathered = [], 0.0
+    labels: dict[int, int] = {}  # buffers numbered in order (the cache key stays small)
+    for buf, lin in accesses:
+        if buf is st.store.buffer:
             continue
-        contiguous = lin is not None and abs(lin[vec_loop]) == 1.0
-        distinct = s.footprint[0] * per_elem if contiguous else s.footprint[0]
-        loads += distinct / m.loads_per_cycle
-        vectors += distinct
-    return loads, vectors
+        flat = _flat(buf, lin, n)
+        if flat[vec_loop] not in (0.0, 1.0):  # a gather: a scalar load per lane and use
+            gathered += math.prod(ext[j] for j in written + points) * ext[vec_loop]
+            continue
+        vector = flat[vec_loop] == 1.0
+        step_offsets = _offsets([(flat[j], ext[j]) for j in written])
+        point_offsets = _offsets(
+            [(flat[j], ext[j]) for j in points]
+            + ([(flat[vec_loop] * lanes, chunks)] if vector else [(0.0, chunks)])
+        )
+        operands.append(
+            (labels.setdefault(id(buf), len(labels)), vector, step_offsets, point_offsets)
+        )
+    if not operands:
+        return None
+    reused, distinct, per_step, held = _window_sharing(tuple(operands))
+    fits = accumulators + held <= m.vector_registers or accumulators <= BROADCAST_ACCUMULATORS
+    if SHARE_BROADCASTS and reused[1] and fits:
+        loads = distinct[0] + distinct[1]  # the broadcasts kept too
+    elif reused[0] and accumulators + distinct[0] <= m.vector_registers:
+        # the broadcasts of each step, not kept; the vectors counted as kept only when
+        # all of them fit beside the tile, as the prior counted them before broadcasts
+        # were shared (the code generator shares them regardless; the depthwise
+        # schedules of tests/cost_model/test_prior_depthwise.py are ranked so)
+        loads = distinct[0] + per_step
+    else:
+        return None  # nothing shared (or kept): the loads of each step
+    blocks = math.prod(ext) / (steps * math.prod(ext[j] for j in tile))
+    return blocks * (loads + gathered) / m.loads_per_cycle
+
+
+def _offsets(loops: list[tuple[float, int]]) -> tuple[float, ...]:
+    """The offsets ``sum(stride * i)`` of every point of ``loops`` (``(stride, extent)``,
+    outermost first), in loop order."""
+    out = [0.0]
+    for stride, extent in loops:
+        out = [o + stride * i for o in out for i in range(extent)]
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=4096)
+def _window_sharing(
+    operands: tuple[tuple[int, bool, tuple[float, ...], tuple[float, ...]], ...],
+) -> tuple[tuple[bool, bool], tuple[int, int], int, int]:
+    """Sharing among the written-out updates of a register tile, from each operand's
+    ``(buffer number, vector, offsets per step, offsets per update of a step)``:
+    ``((vector reused, broadcast reused), (distinct vectors, distinct broadcasts),
+    distinct broadcasts of each step summed, most values held at once)``, a value held
+    from its first use to its last (as the code generator's ``_shared_values`` counts)."""
+    reused = [False, False]
+    per_step = 0
+    first: dict[tuple, tuple[int, int]] = {}  # value -> (step, update) of its first use
+    last: dict[tuple, int] = {}
+    n_steps, n_points = len(operands[0][2]), len(operands[0][3])
+    for s in range(n_steps):
+        seen: set[tuple] = set()
+        for p in range(n_points):
+            update = s * n_points + p
+            for buf, vector, step_offsets, point_offsets in operands:
+                key = (buf, vector, step_offsets[s] + point_offsets[p])
+                hit = first.get(key)
+                if hit is None:
+                    first[key] = (s, update)
+                elif hit[0] != s:
+                    reused[0 if vector else 1] = True
+                last[key] = update
+                if not vector:
+                    seen.add(key)
+        per_step += len(seen)
+    vectors = sum(1 for key in first if key[1])
+    held = [0] * (n_steps * n_points + 1)  # values live at each update
+    for key, (_, f) in first.items():
+        if last[key] > f:
+            held[f] += 1
+            held[last[key] + 1] -= 1
+    most = live = 0
+    for delta in held:
+        live += delta
+        most = max(most, live)
+    return (reused[0], reused[1]), (vectors, len(first) - vectors), per_step, most
 
 
 def _region_set_conflicts(

@@ -85,6 +85,77 @@ def test_depthwise_window_loads_each_input_vector_once():
     assert "#define MS_IN_REG" in src
 
 
+def _conv(h: int, w: int, c: int, f: int):
+    x = te.placeholder((1, h, w, c), "float32", "X")
+    k = te.placeholder((3, 3, c, f), "float32", "W")
+    return te.create_prim_func([x, k, ops.conv2d_nhwc(x, k, 1, 1)])
+
+
+def _conv_np(x, k):
+    h, w = x.shape[1], x.shape[2]
+    xp = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
+    return sum(
+        np.einsum("nhwc,cf->nhwf", xp[:, ry : ry + h, rx : rx + w, :], k[ry, rx])
+        for ry in range(3)
+        for rx in range(3)
+    )
+
+
+def _conv_row_tile(pixels: int, h: int = 6, w: int = 8) -> tir.Schedule:
+    """``pixels`` output pixels of a row x 32 channels (2 vectors) under the 3x3 window,
+    the input channels outside it."""
+    sch = tir.Schedule(_conv(h, w, 8, 32))
+    block = sch.get_block("conv2d_nhwc")
+    sch.compute_inline(sch.get_block("PaddedInput"))
+    n, y, x, f, ry, rx, rc = sch.get_loops(block)
+    x0, x1 = sch.split(x, [None, pixels])
+    sch.reorder(n, y, x0, rc, ry, rx, x1, f)
+    sch.decompose_reduction(block, rc)
+    sch.vectorize(f)
+    return sch
+
+
+def _pinned(src: str, what: str) -> list[str]:
+    return re.findall(rf"(\w+) = {what}\([^;]*\); MS_IN_REG\(\1\);", src)
+
+
+@pytest.mark.compiler
+def test_conv_window_broadcasts_each_input_pixel_once():
+    # 4 pixels x 2 vectors under ry, rx written out: the 9 steps read 3 rows x 6 columns
+    # of input pixels, each broadcast across the output channels once and kept (not once
+    # per update: 72), and 9 taps x 2 weight vectors, each loaded once
+    sch = _conv_row_tile(4)
+    x, k = rand(1, 6, 8, 8), rand(3, 3, 8, 32)
+    lib = build(sch.mod, CPU)
+    out = np.zeros((1, 6, 8, 32), "float32")
+    lib(x, k, out)
+    np.testing.assert_allclose(out, _conv_np(x, k), rtol=1e-4, atol=1e-4)
+    src = lib.get_source()
+    assert "kept in 8 accumulators of 16 lanes across loops rc, ry, rx" in src
+    interior = src[src.index("kept in 8 accumulators") :]
+    interior = interior[: interior.index("ms_store_f32x16")]  # the first tile's updates
+    broadcasts = _pinned(interior, "ms_bcast_f32x16")
+    assert len(broadcasts) == len(set(broadcasts)) == 3 * 6
+    assert len(_pinned(interior, "ms_load_f32x16")) == 9 * 2
+    assert "ms_bcast_f32x16(X" not in interior.replace(" ", "")  # every broadcast shared
+
+
+@pytest.mark.compiler
+def test_conv_window_too_wide_for_the_registers_broadcasts_per_update():
+    # 14 pixels x 2 vectors: 28 accumulators leave too few registers for the window's
+    # pixels held between steps: nothing is written out (the input vector is never
+    # reused), the loops stay and the kernel still computes the numpy result
+    sch = _conv_row_tile(14, h=3, w=14)
+    x, k = rand(1, 3, 14, 8), rand(3, 3, 8, 32)
+    lib = build(sch.mod, CPU)
+    out = np.zeros((1, 3, 14, 32), "float32")
+    lib(x, k, out)
+    np.testing.assert_allclose(out, _conv_np(x, k), rtol=1e-4, atol=1e-4)
+    src = lib.get_source()
+    assert "kept in 28 accumulators of 16 lanes" in src
+    assert "MS_IN_REG(" not in src
+
+
 @pytest.mark.compiler
 def test_a_tile_without_a_sliding_window_keeps_its_loop():
     # a matmul tile: no input vector is read by two k steps, so nothing is written out

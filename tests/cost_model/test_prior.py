@@ -451,3 +451,35 @@ def test_machine_of_a_target_other_than_the_host_keeps_the_defaults():
 def test_machine_datapath_given_wins_over_the_host():
     assert Machine.of_target(native_target(ZEN4), 512, host=ZEN4).fma_ports == 2.0
     assert Machine.of_target(native_target(ZEN5), 256, host=ZEN5).fma_ports == 1.0
+
+
+def conv_window(pixels: int, f: int = 32):
+    """``pixels`` output pixels of a row x ``f`` channels in registers under the 3x3
+    window (ry, rx innermost of the reduction: the code generator writes them out)."""
+    sch = Schedule(conv(hw=28 if pixels == 14 else 16, c=16, f=f))
+    sch.compute_inline(sch.get_block("PaddedInput"))
+    block = sch.get_block("conv2d_nhwc")
+    nn, yy, xx, ff, ry, rx, rc = sch.get_loops(block)
+    x0, x1 = sch.split(xx, [None, pixels])
+    sch.reorder(nn, yy, x0, rc, ry, rx, x1, ff)
+    sch.vectorize(ff)
+    return sch
+
+
+def test_a_conv_window_keeps_its_broadcast_input_pixels_in_registers(monkeypatch):
+    """Written out step by step (c_accumulate.straight_line), a 3x3 window over 4 pixels
+    x 2 vectors broadcasts each of its 3 x 6 input pixels once and keeps it
+    (c_accumulate.SHARE_BROADCASTS), instead of once per step that reads it (36): fewer
+    loads per multiply-add, a faster estimate (a little: the window is bound by its
+    multiply-adds). A window over 14 pixels (28 accumulators) leaves too few registers
+    for the values held between steps: its estimate is the per-step one, as with the
+    sharing off."""
+    from metaschedule.cost_model import prior as prior_module
+
+    machine = Machine(lanes=16, cores=1)
+    narrow, wide = conv_window(4).mod, conv_window(14).mod
+    kept = AnalyticPrior().score_mod(narrow, machine)
+    crowded = AnalyticPrior().score_mod(wide, machine)
+    monkeypatch.setattr(prior_module, "SHARE_BROADCASTS", False)
+    assert kept > 1.01 * AnalyticPrior().score_mod(narrow, machine)
+    assert crowded == pytest.approx(AnalyticPrior().score_mod(wide, machine))

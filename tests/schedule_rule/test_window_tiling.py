@@ -80,6 +80,26 @@ def test_the_rule_offers_the_tiled_sketch_and_the_original(ck):
         ck.assert_same_numbers(func, ck.replay(func, tiled, seed))
 
 
+def test_an_elementwise_consumer_is_also_offered_fused_into_the_tile(ck):
+    """An average pool's ``sum / 9``: a third sketch computes it under the tile's channel
+    loop, vectorized, so the pool is one loop nest (one parallel region, not two)."""
+    func = _avg_pool()
+    spaces = ck.spaces(func, [WindowTiling(row_tiles=[2])])
+    assert len(spaces) == 3
+    (fused,) = [s for s in spaces if "ReverseComputeAt" in ck.kinds(s)]
+    assert ck.kinds(fused).count("Vectorize") == 2  # the tile's channels, the consumer's
+    sch = fused.copy()
+    avg_loops = [sch.get(lp) for lp in sch.get_loops(sch.get_block("pool_avg"))]
+    tile_loops = [sch.get(lp) for lp in sch.get_loops(sch.get_block("pool_sum"))]
+    assert avg_loops[:4] == tile_loops[:4]  # under the tile's batch, row, pixel, channel
+    ck.assert_same_numbers(func, fused)
+
+
+def test_no_fusion_without_a_single_elementwise_consumer(ck):
+    func = _max_pool()  # pool_max is the output: no consumer
+    assert all("ReverseComputeAt" not in ck.kinds(s) for s in ck.spaces(func, [WindowTiling()]))
+
+
 @pytest.mark.compiler
 @pytest.mark.parametrize(
     "make", [_max_pool, lambda: _max_pool(h=11, pad=1), _avg_pool], ids=["max", "max-pad", "avg"]
@@ -94,6 +114,8 @@ def test_every_sampled_schedule_of_the_pool_space_computes_numpy(make):
     ctx = TuneContext(func, target=TARGET, space_generator=PostOrderApply(), rand_state=0)
     spaces = ctx.generate_design_space()
     assert any("meta_schedule.window_tiling" in str(s.trace) for s in spaces)
+    if make is _avg_pool:  # the sum / 9 fused into the tile is in the space too
+        assert any("reverse_compute_at" in str(s.trace) for s in spaces)
     replay = TraceReplayer(ctx.mod, Postproc.create("llvm"))
     checked = 0
     for i, space in enumerate(spaces):
