@@ -108,10 +108,17 @@ class ExprWriter:
         acc = self.accumulator(e.buffer, e.indices)
         if acc is not None:
             return acc
+        hoisted = self.invariant_load(e, 1)
+        if hoisted is not None:
+            return hoisted
         return f"{self.buf_names[e.buffer]}[{self.index(e.buffer, e.indices)}]"
 
     def accumulator(self, buf: Buffer, indices: tuple[E.PrimExpr, ...]) -> str | None:
         """The variable that holds ``buf[indices]`` instead of memory, if any."""
+        return None
+
+    def invariant_load(self, load: E.BufferLoad, lanes: int) -> str | None:
+        """The variable that holds ``load`` (made before a loop it is invariant in), if any."""
         return None
 
     def _unsupported(self, e: E.PrimExpr) -> str:

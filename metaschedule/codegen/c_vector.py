@@ -33,7 +33,7 @@ from ..tir.dtype import c_type, is_bool, is_float, is_int, nbytes
 from ..tir.functor import Visitor, collect_vars, substitute
 from ..tir.stmt import BufferStore, Evaluate, For, ForKind, IfThenElse, SeqStmt, Stmt
 from ..tir.transform.affine import Affine, affine, const_bounds
-from .c_accumulate import _has_load, access_key, value_key
+from .c_accumulate import MAX_ACCUMULATORS, _chunks, _has_load, access_key, value_key
 from .c_expr import linear_index, strip_parens
 
 if TYPE_CHECKING:
@@ -43,6 +43,13 @@ if TYPE_CHECKING:
 EXPLICIT_CHUNKS = 4
 #: A fused loop split back in two unrolls its outer part up to this many iterations.
 UNFUSE_UNROLL = 16
+#: Whether a serial loop over a reduction is vectorized over its outputs
+#: (:func:`vectorize_outputs`). The analytic prior (``cost_model/prior.py``) does not model
+#: it yet: it sees such a tile as scalar accumulators.
+VECTORIZE_OUTPUTS = True
+#: Fewest iterations of a serial loop over a reduction that :func:`vectorize_outputs`
+#: makes vector code of.
+MIN_OUTPUT_LANES = 4
 
 
 #: An empty asm statement that takes a vector variable in a register and may change it:
@@ -217,6 +224,66 @@ def _unfuse(loop: For) -> For | None:
     return For(u, E.const(0, dt), E.const(n_outer, dt), outer_kind, inner)
 
 
+def vectorize_outputs(fw: FunctionWriter, loop: For) -> For | None:
+    """``loop`` vectorized over the outputs it walks, where the schedule left it serial
+    around a reduction: ``for j: for k: C[.., j] = C[.., j] + A[.., k] * B[k, j]`` (``j``
+    the innermost spatial loop, unit-stride in ``C``) becomes ``for k: for j
+    (vectorized): ...``, whose row :mod:`.c_accumulate` then keeps in vector accumulators
+    across ``k`` (17 outputs: 16 lanes and a scalar).
+
+    LLVM does the same for TVM on such a schedule (``j [3,5,17,1]``, ``k [73,7]``): once it
+    has unrolled ``k`` its loop vectorizer takes ``j``. Legal because the iterations of
+    ``j`` update distinct elements of ``C`` and read no other element of it: each element
+    sees its updates in the same order. None unless the nest below ``loop`` is perfect,
+    ends in one store, holds a reduction loop and no other spatial loop of more than one
+    iteration, every load moves by 0 or 1 element per step of ``j``, and the row fits in
+    :data:`.c_accumulate.MAX_ACCUMULATORS` vectors."""
+    if not VECTORIZE_OUTPUTS or loop.kind is not ForKind.SERIAL:
+        return None
+    if not isinstance(loop.min, E.IntImm) or not isinstance(loop.extent, E.IntImm):
+        return None
+    if loop.extent.value < MIN_OUTPUT_LANES:
+        return None
+    chain: list[For] = []
+    body = loop.body
+    while isinstance(body, For):
+        if body.kind not in (ForKind.SERIAL, ForKind.UNROLLED) or not (
+            isinstance(body.extent, E.IntImm) and isinstance(body.min, E.IntImm)
+        ):
+            return None
+        chain.append(body)
+        body = body.body
+    if not chain or not isinstance(body, BufferStore) or is_bool(body.buffer.dtype):
+        return None
+    lanes = fw.target.vector_width // nbytes(body.buffer.dtype)
+    if lanes < 2 or len(_chunks(loop.extent.value, lanes)) > MAX_ACCUMULATORS:
+        return None
+    v = loop.loop_var
+    store = affine(linear_index(body.buffer, body.indices))
+    if store.coef(v) != 1 or store.without(v).uses(v):
+        return None
+    reduction = False
+    for lp in chain:
+        if store.uses(lp.loop_var):
+            if lp.extent.value != 1:
+                return None  # a spatial loop below: j is not the innermost
+        else:
+            reduction = reduction or lp.extent.value > 1
+    if not reduction:
+        return None
+    key = _form_key(store)
+    for a in _accesses(body):
+        if a.buffer is body.buffer:
+            if _form_key(a.form) != key:
+                return None  # another element of C is read
+        elif a.form.coef(v) not in (0, 1) or a.form.without(v).uses(v):
+            return None
+    out: Stmt = For(v, loop.min, loop.extent, ForKind.VECTORIZED, body)
+    for lp in reversed(chain):
+        out = For(lp.loop_var, lp.min, lp.extent, lp.kind, out, lp.thread_binding, lp.annotations)
+    return out
+
+
 @dataclass
 class _Access:
     buffer: Buffer
@@ -338,12 +405,16 @@ def _emit_chunks(fw: FunctionWriter, loop: For, name: str, lanes: int) -> None:
 def _chunk(fw, loop: For, name: str, t: str, offset: int, emit, nested: bool = True) -> None:
     start = affine(loop.min).offset(offset).to_expr(loop.loop_var.dtype)
     fw.line(f"{{ const {t} {name} = {fw.expr(start)};")
-    if nested:
-        fw.indent += 1
-        emit()
-        fw.indent -= 1
-    else:
-        emit()
+    fw.known[loop.loop_var] = start  # a constant here (see c_invariant)
+    try:
+        if nested:
+            fw.indent += 1
+            emit()
+            fw.indent -= 1
+        else:
+            emit()
+    finally:
+        fw.known.pop(loop.loop_var, None)
     fw.line("}")
 
 
@@ -449,6 +520,11 @@ class _VectorBody:
 
     def expr(self, e: E.PrimExpr) -> _Val:
         if not self.depends(e):
+            if isinstance(e, E.BufferLoad) and not self.guarded:
+                # broadcast once per loop or iteration of the loop around (c_invariant)
+                shared = self.fw.invariant_load(e, self.lanes, broadcast=True)
+                if shared is not None:
+                    return _Val(shared, "vec", e.dtype)
             return _Val(self.fw.expr(e), "scalar", e.dtype, src=e)
         if e is self.v:
             iota = self.h.viota(e.dtype, self.lanes)
@@ -472,6 +548,9 @@ class _VectorBody:
             if is_bool(e.dtype):  # bytes of 0/1 become a mask of -1/0
                 load, zero = self.h.vload("int8", self.lanes), self.h.vbroadcast("int8", self.lanes)
                 return _Val(f"({load}((const int8_t*){ptr}) != {zero}(0))", "mask", bits=8)
+            hoisted = None if self.guarded else self.fw.invariant_load(e, self.lanes)
+            if hoisted is not None:  # made before a loop it is invariant in (c_invariant)
+                return _Val(hoisted, "vec", e.dtype)
             load = self.h.vload(e.dtype, self.lanes)
             return _Val(self._shared_load(e, f"{load}({ptr})"), "vec", e.dtype)
         if isinstance(e, E.Cast):
