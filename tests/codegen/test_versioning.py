@@ -305,8 +305,9 @@ def _collect_selects(e, out):
             _collect_selects(child, out)
 
 
-def test_an_imperfect_tile_predicate_is_dropped_in_the_interior():
-    # 14 split by 4: `x0 * 4 + x1 < 14` guards the last tile only
+def _imperfect_row_tiles():
+    """A padded depthwise conv, the padding inlined, 14 pixels split by 4 (the last tile
+    guarded by ``x0 * 4 + x1 < 14``), channels vectorized."""
     x = te.placeholder((1, 14, 14, 16), "float32", "X")
     k = te.placeholder((3, 3, 16), "float32", "K")
     sch = tir.Schedule(
@@ -318,6 +319,12 @@ def test_an_imperfect_tile_predicate_is_dropped_in_the_interior():
     x0, x1 = sch.split(xx, [None, 4])
     sch.reorder(n, y, x0, ry, rx, x1, ch)
     sch.vectorize(ch)
+    return sch
+
+
+def test_an_imperfect_tile_predicate_is_dropped_in_the_interior():
+    # 14 split by 4: `x0 * 4 + x1 < 14` guards the last tile only
+    sch = _imperfect_row_tiles()
     body = version_guards(_lowered(sch).body)
     versioned = _versioned(body)
     assert len(versioned) == 1
@@ -634,17 +641,7 @@ def test_adds_tests_on_hand_written_nests():
     padding_copy = _lowered(tir.Schedule(_depthwise(6, 8, 16))).body
     assert not adds_tests(padding_copy) and not _adds_tests_by_counting(padding_copy)
     # ``if`` statements (imperfect tiles) in the body: the count goes on past a test
-    x = te.placeholder((1, 14, 14, 16), "float32", "X")
-    k = te.placeholder((3, 3, 16), "float32", "K")
-    sch = tir.Schedule(
-        te.create_prim_func([x, k, ops.depthwise_conv2d_nhwc(x, k, stride=1, padding=1)])
-    )
-    block = sch.get_block("depthwise_conv2d_nhwc")
-    sch.compute_inline(sch.get_block("PaddedInput"))
-    n, y, xx, ch, ry, rx = sch.get_loops(block)
-    x0, x1 = sch.split(xx, [None, 4])
-    sch.reorder(n, y, x0, ry, rx, x1, ch)
-    sch.vectorize(ch)
+    sch = _imperfect_row_tiles()
     body = _lowered(sch).body
     assert count_ifs(body) > 0
     assert adds_tests(body) and _adds_tests_by_counting(body)
