@@ -18,6 +18,9 @@ name       computation (float32, batch 1)
 ``rsum``   row sum of ``[512,1024]`` over the last axis
 ``ewc``    element-wise chain ``relu(x * y + z) * 0.5`` on ``[1024,1024]``
 ``apool``  average pool 3x3, stride 2, pad 1 (padding counted) on 1x56x56x64
+``gemv``   dense of batch 1: ``x[1,768] @ W[3072,768]^T`` (W a weight)
+``dw2``    depthwise conv2d NHWC 1x112x112x64, 3x3, stride 2, pad 1 (MobileNet)
+``gap``    global average pool of 1x7x7x2048 to 1x1x1x2048 (ResNet-50's head)
 =========  =======================================================================
 """
 
@@ -274,6 +277,54 @@ def _apool_np(args):
     )
 
 
+def _gemv(te, ins):
+    x, w = ins
+    k = te.reduce_axis((0, 768), "k")
+    return te.compute(
+        (1, 3072),
+        lambda i, j: te.sum(x[i, k] * w[j, k], axis=k),
+        name="T_dense",
+        attrs=_free(ins, (1,)),
+    )
+
+
+def _dw2(te, ins):
+    x, w = ins
+    xp = _pad_nhwc(te, x, 1)
+    ry, rx = te.reduce_axis((0, 3), "ry"), te.reduce_axis((0, 3), "rx")
+    return te.compute(
+        (1, 56, 56, 64),
+        lambda i, y, z, c: te.sum(xp[i, y * 2 + ry, z * 2 + rx, c] * w[ry, rx, c], axis=[ry, rx]),
+        name="depthwise_conv2d_nhwc",
+        attrs=_free(ins, (1,)),
+    )
+
+
+def _dw2_np(args):
+    import numpy as np
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    x, w = args
+    xp = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
+    win = sliding_window_view(xp, (3, 3), axis=(1, 2))[:, ::2, ::2]  # [1,56,56,64,3,3]
+    return np.einsum("nhwcyx,yxc->nhwc", win, w).astype(np.float32)
+
+
+def _gap(te, ins):
+    (x,) = ins
+    ry, rx = te.reduce_axis((0, 7), "ry"), te.reduce_axis((0, 7), "rx")
+    s = te.compute(
+        (1, 1, 1, 2048),
+        lambda i, y, z, c: te.sum(x[i, y * 7 + ry, z * 7 + rx, c], axis=[ry, rx]),
+        name="pool_sum",
+    )
+    return te.compute(
+        (1, 1, 1, 2048),
+        lambda i, y, z, c: s[i, y, z, c] * te.const(1.0 / 49, "float32"),
+        name="pool_avg",
+    )
+
+
 def _np(fn: Callable[..., Any]) -> Callable[[list[Any]], Any]:
     def ref(args):
         import numpy as np
@@ -385,6 +436,32 @@ EXTRA: dict[str, ExtraOp] = {
         ),
         ExtraOp(
             "apool", ((1, 56, 56, 64),), 9, "avg pool 3x3 s2 p1 on 1x56x56x64", _apool, _apool_np
+        ),
+        ExtraOp(
+            "gemv",
+            ((1, 768), (3072, 768)),
+            768,
+            "dense 1x768 by 3072x768^T",
+            _gemv,
+            _np(lambda np, x, w: x @ w.T),
+            (1,),
+        ),
+        ExtraOp(
+            "dw2",
+            ((1, 112, 112, 64), (3, 3, 64)),
+            9,
+            "depthwise 1x112x112x64 3x3 s2 p1",
+            _dw2,
+            _dw2_np,
+            (1,),
+        ),
+        ExtraOp(
+            "gap",
+            ((1, 7, 7, 2048),),
+            49,
+            "global avg pool 1x7x7x2048",
+            _gap,
+            _np(lambda np, x: x.mean(axis=(1, 2), keepdims=True)),
         ),
     )
 }

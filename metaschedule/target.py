@@ -119,7 +119,14 @@ _MCPU_VECTOR_WIDTH = {
     ),
     **dict.fromkeys(("sandybridge", "ivybridge", "corei7-avx", "btver2", "bdver1"), 32),
     **dict.fromkeys(("x86-64", "x86-64-v2", "nehalem", "westmere", "core2", "generic"), 16),
+    **dict.fromkeys(("arrowlake", "lunarlake", "meteorlake"), 32),
+    **dict.fromkeys(("diamondrapids", "znver6"), 64),
 }
+
+
+def known_cpu_vector_width(mcpu: str) -> int | None:
+    """The vector width in bytes of a CPU named as LLVM names it; None for other names."""
+    return _MCPU_VECTOR_WIDTH.get(mcpu)
 
 
 # ----------------------------------------------------------------------------- host probing
@@ -144,6 +151,12 @@ class HostCpuInfo:
     vendor: str | None = None
     family: int | None = None
     avx512f: bool = False
+    model: int | None = None
+
+    @property
+    def cpu_name(self) -> str | None:
+        """The host's CPU as LLVM (and TVM's ``-mcpu``) names it (:func:`cpu_name`)."""
+        return cpu_name(self.vendor, self.family, self.model)
 
     @property
     def datapath_bits(self) -> int | None:
@@ -177,13 +190,66 @@ def vector_datapath_bits(vendor: str | None, family: int | None, avx512f: bool) 
     return None
 
 
+#: Intel family-6 models by the name LLVM gives them (the common desktop and server parts)
+_INTEL_MODELS = {
+    **dict.fromkeys((0x3C, 0x3F, 0x45, 0x46), "haswell"),
+    **dict.fromkeys((0x3D, 0x47, 0x4F, 0x56), "broadwell"),
+    **dict.fromkeys((0x4E, 0x5E, 0x8E, 0x9E, 0xA5, 0xA6), "skylake"),
+    0x55: "skylake-avx512",
+    **dict.fromkeys((0x6A, 0x6C), "icelake-server"),
+    **dict.fromkeys((0x7D, 0x7E), "icelake-client"),
+    **dict.fromkeys((0x8C, 0x8D), "tigerlake"),
+    **dict.fromkeys((0x97, 0x9A), "alderlake"),
+    **dict.fromkeys((0xB7, 0xBA, 0xBF), "raptorlake"),
+    0x8F: "sapphirerapids",
+    0xCF: "emeraldrapids",
+    **dict.fromkeys((0xAD, 0xAE), "graniterapids"),
+}
+
+
+def cpu_name(vendor: str | None, family: int | None, model: int | None) -> str | None:
+    """The CPU that /proc/cpuinfo's ``vendor_id``, ``cpu family`` and ``model`` describe,
+    as LLVM names it (what TVM users pass as ``-mcpu``, e.g. ``"znver5"``); None where
+    not known (other vendors and older or rarer models)."""
+    if family is None:
+        return None
+    if vendor == "AuthenticAMD":
+        if family >= 26:
+            return "znver5"
+        if model is None:
+            return None
+        if family == 25:  # Zen 4 parts among the Zen 3 ones
+            zen4 = 0x10 <= model <= 0x1F or 0x60 <= model <= 0x7F or 0xA0 <= model <= 0xAF
+            return "znver4" if zen4 else "znver3"
+        if family == 23:
+            zen2 = model >= 0x30 and model != 0x50
+            return "znver2" if zen2 else "znver1"
+        return None
+    if vendor == "GenuineIntel" and family == 6 and model is not None:
+        return _INTEL_MODELS.get(model)
+    return None
+
+
+def names_host(mcpu: str | None, host: HostCpuInfo | None = None) -> bool:
+    """Whether ``-mcpu`` value ``mcpu`` means the host's CPU: ``"native"``, or the name
+    of the host's CPU (``"znver5"`` on a Zen 5, as ``tvm.target.codegen.
+    llvm_get_system_cpu()`` says)."""
+    if mcpu == "native":
+        return True
+    host = host if host is not None else host_cpu_info()
+    return mcpu is not None and mcpu == host.cpu_name
+
+
 def is_host(target: Any, host: HostCpuInfo | None = None) -> bool:
     """Whether ``target`` is a CPU target of the host (``host``, by default
-    :func:`host_cpu_info`): ``-mcpu=native``, with the cache sizes the host reports (a
-    native target recorded on another machine, or given other sizes, is not)."""
-    if getattr(target, "kind", None) != "cpu" or getattr(target, "mcpu", None) != "native":
+    :func:`host_cpu_info`): ``-mcpu=native`` or the host CPU's name (:func:`names_host`),
+    with the cache sizes the host reports (a native target recorded on another machine,
+    or given other sizes, is not)."""
+    if getattr(target, "kind", None) != "cpu":
         return False
     host = host if host is not None else host_cpu_info()
+    if not names_host(getattr(target, "mcpu", None), host):
+        return False
     for key in ("l1_cache_bytes", "l2_cache_bytes", "l3_cache_bytes"):
         mine, theirs = getattr(target, key, None), getattr(host, key)
         if mine is not None and theirs is not None and mine != theirs:
@@ -198,6 +264,7 @@ def host_cpu_info() -> HostCpuInfo:
     caches = _sysfs_caches()
     line = caches.get("line")
     family = _cpuinfo_field(cpuinfo, "cpu family")
+    model = _cpuinfo_field(cpuinfo, "model")
     return HostCpuInfo(
         physical_cores=_physical_cores(cpuinfo),
         vector_width=_vector_width_from_flags(cpuinfo),
@@ -210,6 +277,7 @@ def host_cpu_info() -> HostCpuInfo:
         vendor=_cpuinfo_field(cpuinfo, "vendor_id"),
         family=int(family) if family and family.isdigit() else None,
         avx512f="avx512f" in _cpu_flags(cpuinfo),
+        model=int(model) if model and model.isdigit() else None,
     )
 
 

@@ -111,11 +111,37 @@ def test_datapath_width_by_vendor_and_family():
     assert vector_datapath_bits(None, None, True) is None
 
 
-def test_is_host_needs_native_and_the_hosts_cache_sizes():
+def test_is_host_needs_the_hosts_cpu_and_cache_sizes():
     from metaschedule.target import is_host
     from metaschedule.testing.hosts import ZEN4, ZEN5, native_target
 
     assert is_host(native_target(ZEN5), ZEN5)
     assert not is_host(native_target(ZEN5), ZEN4)  # recorded on a Zen 5, asked on a Zen 4
-    assert not is_host(native_target(ZEN5, mcpu="znver5"), ZEN5)
+    # TVM users name the host's CPU ("znver5", LLVM's name) rather than "native"
+    assert is_host(native_target(ZEN5, mcpu="znver5"), ZEN5)
+    assert not is_host(native_target(ZEN5, mcpu="znver4"), ZEN5)
     assert not is_host(None, ZEN5)
+
+
+@pytest.mark.parametrize(
+    "vendor, family, model, name",
+    [
+        ("AuthenticAMD", 26, 2, "znver5"),
+        ("AuthenticAMD", 25, 0x11, "znver4"),
+        ("AuthenticAMD", 25, 0x61, "znver4"),
+        ("AuthenticAMD", 25, 0x01, "znver3"),
+        ("AuthenticAMD", 25, 0x21, "znver3"),
+        ("AuthenticAMD", 23, 0x31, "znver2"),
+        ("AuthenticAMD", 23, 0x01, "znver1"),
+        ("GenuineIntel", 6, 0x8F, "sapphirerapids"),
+        ("GenuineIntel", 6, 0x55, "skylake-avx512"),
+        ("GenuineIntel", 6, 0x3F, "haswell"),
+        ("GenuineIntel", 6, 0x01, None),
+        ("CentaurHauls", 7, 1, None),
+        (None, None, None, None),
+    ],
+)
+def test_the_hosts_cpu_is_named_as_llvm_names_it(vendor, family, model, name):
+    from metaschedule.target import cpu_name
+
+    assert cpu_name(vendor, family, model) == name

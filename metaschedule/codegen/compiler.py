@@ -9,6 +9,7 @@ file and renamed into place, so concurrent builders never see a partial library.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import platform
 import shlex
@@ -19,9 +20,14 @@ import tempfile
 from functools import lru_cache
 
 from ..runtime.module import kernel_cache_dir
-from ..target import Target
+from ..target import Target, known_cpu_vector_width, names_host
 
-__all__ = ["BuildError", "compile_shared", "compiler_command", "compiler_flags"]
+__all__ = ["BuildError", "compile_shared", "compiler_command", "compiler_flags", "march_flag"]
+
+_LOG = logging.getLogger(__name__)
+
+#: the x86-64 micro-architecture level of a vector width in bytes (GCC 11 and later)
+_X86_64_LEVELS = {64: "x86-64-v4", 32: "x86-64-v3"}
 
 #: Float flags that keep IEEE semantics for infinities and NaN (max-reductions start
 #: at -inf), unlike -ffast-math.
@@ -81,7 +87,7 @@ def compiler_flags(target: Target) -> list[str]:
     """Flags for ``target``; unknown functions and unresolved symbols are build errors."""
     flags = [
         "-O3",
-        f"-march={target.mcpu}",
+        march_flag(target),
         "-fopenmp",
         "-shared",
         "-fPIC",
@@ -94,6 +100,74 @@ def compiler_flags(target: Target) -> list[str]:
     if sys.platform.startswith("linux"):
         flags.append("-Wl,-z,defs")
     return flags
+
+
+def march_flag(target: Target) -> str:
+    """``-march`` for ``target.mcpu``: the name itself where the compiler knows it.
+
+    A CPU the compiler does not know (GCC 12 and ``znver5``, which TVM users pass as
+    ``-mcpu`` on a Zen 5) becomes ``-march=native`` when it is the host's CPU
+    (:func:`~metaschedule.target.names_host`), else the x86-64 level of its vector width
+    (``x86-64-v4`` for 64 bytes), with a warning.
+
+    Raises:
+        BuildError: the compiler knows neither the name nor a substitute (a name that is
+            no CPU, such as a misspelt one).
+    """
+    mcpu = str(target.mcpu)
+    cmd = tuple(compiler_command())
+    if _accepts_march(cmd, mcpu):
+        return f"-march={mcpu}"
+    substitute = "native" if names_host(mcpu) else None
+    width = known_cpu_vector_width(mcpu)
+    if substitute is None and width is not None and platform.machine() in ("x86_64", "AMD64"):
+        substitute = _X86_64_LEVELS.get(width, "x86-64-v2")
+    if substitute is None or not _accepts_march(cmd, substitute):
+        raise BuildError(
+            f"the C compiler ({' '.join(cmd)}) does not know -march={mcpu}; give the target "
+            "an -mcpu it knows (or 'native' for this machine), or set $CC to a newer one",
+            "",
+            "",
+            list(cmd),
+        )
+    _warn_substitute(cmd, mcpu, substitute)
+    return f"-march={substitute}"
+
+
+@lru_cache(maxsize=16)
+def _warn_substitute(cmd: tuple[str, ...], mcpu: str, substitute: str) -> None:
+    why = "the host's CPU" if substitute == "native" else "the same vector width"
+    _LOG.warning(
+        "%s does not know -march=%s; building with -march=%s (%s)",
+        " ".join(cmd),
+        mcpu,
+        substitute,
+        why,
+    )
+
+
+def _accepts_march(cmd: tuple[str, ...], mcpu: str) -> bool:
+    """Whether the compiler ``cmd`` accepts ``-march=mcpu`` (asked once per compiler)."""
+    exe = shutil.which(cmd[-1]) if cmd else None
+    if exe is None:
+        return True  # no compiler to ask: the build reports that itself
+    return _compiler_accepts(tuple(cmd), os.path.getmtime(exe), f"-march={mcpu}")
+
+
+@lru_cache(maxsize=64)
+def _compiler_accepts(cmd: tuple[str, ...], mtime: float, flag: str) -> bool:
+    try:
+        done = subprocess.run(
+            [*cmd, flag, "-E", "-x", "c", "-", "-o", os.devnull],
+            input="",
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return True  # cannot tell: let the build itself say what is wrong
+    return done.returncode == 0
 
 
 def _is_gcc(cmd: list[str]) -> bool:

@@ -21,6 +21,7 @@ ZEN4 = HostCpuInfo(
     vendor="AuthenticAMD",
     family=25,
     avx512f=True,
+    model=0x11,
 )
 #: AMD Zen 5 (EPYC, cpu family 26): 512-bit units, L1D 48 KiB 12-way, L2 1 MiB 16-way
 ZEN5 = HostCpuInfo(
@@ -35,6 +36,7 @@ ZEN5 = HostCpuInfo(
     vendor="AuthenticAMD",
     family=26,
     avx512f=True,
+    model=2,
 )
 #: an Intel server core with AVX-512 (Sapphire Rapids: L1D 48 KiB 12-way, L2 2 MiB 16-way)
 INTEL_AVX512 = HostCpuInfo(
@@ -49,6 +51,7 @@ INTEL_AVX512 = HostCpuInfo(
     vendor="GenuineIntel",
     family=6,
     avx512f=True,
+    model=0x8F,
 )
 #: a host that told nothing: no /proc/cpuinfo fields, no sysfs caches
 UNKNOWN = HostCpuInfo(

@@ -479,7 +479,7 @@ def test_machine_keeps_the_defaults_where_the_host_tells_nothing():
 def test_machine_of_a_target_other_than_the_host_keeps_the_defaults():
     base = Machine()
     for target in (
-        native_target(ZEN5, mcpu="znver5"),  # named, not the host
+        native_target(ZEN5, mcpu="znver4"),  # another CPU named
         native_target(ZEN5, l1_cache_bytes=32768),  # a native target of another machine
     ):
         machine = Machine.of_target(target, host=ZEN5)
@@ -488,6 +488,13 @@ def test_machine_of_a_target_other_than_the_host_keeps_the_defaults():
             base.l1_bytes,
             base.l1_ways,
         ), target
+
+
+def test_machine_of_the_hosts_cpu_named_is_the_hosts():
+    """``-mcpu=znver5`` on a Zen 5 (as TVM users write targets) is the host."""
+    named = Machine.of_target(native_target(ZEN5, mcpu="znver5"), host=ZEN5)
+    assert named == Machine.of_target(native_target(ZEN5), host=ZEN5)
+    assert named.datapath_bits == 512
 
 
 def test_machine_datapath_given_wins_over_the_host():
