@@ -25,33 +25,15 @@ from collections.abc import Mapping, Sequence
 from ..tir import Block, BlockRealize, For, IntImm, PrimExpr, Range, Var
 from ..tir.arith import Analyzer
 from ..tir.arith.iter_map import iter_map_simplify
-from ..tir.expr import (
-    EQ,
-    GE,
-    GT,
-    LE,
-    LT,
-    NE,
-    Add,
-    And,
-    FloorDiv,
-    FloorMod,
-    Max,
-    Min,
-    Mul,
-    Or,
-    Sub,
-    const,
-    is_const_int,
-)
+from ..tir.buffer import Buffer
+from ..tir.expr import Add, FloorDiv, FloorMod, Mul, Sub, const, is_const_int
 from ..tir.functor import Mutator, collect_vars, substitute
+from ..tir.structural_key import StructuralKey, Unkeyable
 from .affine import AffineMemo, is_tiling_binding, known_affine, tiling_terms
 from .analysis import expr_vars
 from .state import ScheduleState
 
 _ARITH = (Add, Sub, Mul, FloorDiv, FloorMod)
-#: what bindings and their predicates are made of (:func:`_shape` describes these)
-_SHAPED = frozenset((Add, Sub, Mul, FloorDiv, FloorMod, Min, Max, EQ, NE, LT, LE, GT, GE, And, Or))
 
 
 def is_true(e: PrimExpr) -> bool:
@@ -81,19 +63,22 @@ def simplify_bindings(
 
 
 class BindingsMemo:
-    """Remembers :func:`simplify_bindings` by the structure of its arguments, up to the
-    identity of their variables: the replays of a design space simplify the same bindings
-    over fresh loops again and again (a padding block fused and split alike in every
-    schedule). Answers are pure functions of that structure, so one memo is shared by
-    copies of a state; it holds at most ``_MAX_ENTRIES`` of them."""
+    """Remembers :func:`simplify_bindings` by the structure of its arguments (their
+    :class:`~..tir.structural_key.StructuralKey`), up to the identity of their variables
+    and buffers: the replays of a design space simplify the same bindings over fresh loops
+    again and again (a padding block fused and split alike in every schedule). Answers
+    are pure functions of that structure, so one memo is shared by copies of a state; it
+    holds at most ``_MAX_ENTRIES`` of them. Arguments it cannot key (a domain with a
+    non-constant min or extent, a node the key does not describe, too many nodes) are
+    simplified without it."""
 
     _MAX_ENTRIES = 4096
 
     def __init__(self) -> None:
-        # structure -> (the variables of the first call, its answer: an output that was
-        # its input value is kept as the input's position, so that a hit returns the
+        # key -> (the variables and buffers of the first call, its answer: an output that
+        # was its input value is kept as the input's position, so that a hit returns the
         # caller's own value, as the simplifier does)
-        self._memo: dict[tuple, tuple[tuple[Var, ...], tuple[PrimExpr | int, ...]]] = {}
+        self._memo: dict[tuple, tuple[tuple[Var | Buffer, ...], tuple[PrimExpr | int, ...]]] = {}
 
     def simplify(
         self,
@@ -103,54 +88,37 @@ class BindingsMemo:
         preserve_unit_iters: bool,
     ) -> tuple[PrimExpr, ...]:
         """:func:`simplify_bindings` of the arguments."""
-        order: dict[Var, int] = {}
+        keyer = StructuralKey()
         try:
-            shape = (
-                tuple(_shape(v, order) for v in values),
-                _shape(predicate, order),
-                tuple(_dom_shape(v, r, order) for v, r in dom.items()),
+            key = (
+                tuple([keyer.key(v) for v in values]),
+                keyer.key(predicate),
+                tuple([_dom_key(keyer, v, r) for v, r in dom.items()]),
                 preserve_unit_iters,
             )
-        except _Unknown:
+        except Unkeyable:
             return simplify_bindings(values, dom, predicate, preserve_unit_iters)
-        hit = self._memo.get(shape)
+        hit = self._memo.get(key)
         if hit is not None:
-            vmap = dict(zip(hit[0], order))
+            vmap, bmap = keyer.renaming(hit[0])
             return tuple(
-                values[out] if type(out) is int else substitute(out, vmap) for out in hit[1]
+                values[out] if type(out) is int else substitute(out, vmap, bmap) for out in hit[1]
             )
         outs = simplify_bindings(values, dom, predicate, preserve_unit_iters)
-        if collect_vars(outs) <= order.keys():
+        if keyer.covers(outs):
             if len(self._memo) >= self._MAX_ENTRIES:
                 self._memo.clear()
             kept = tuple(k if out is v else out for k, (out, v) in enumerate(zip(outs, values)))
-            self._memo[shape] = (tuple(order), kept)
+            self._memo[key] = (tuple(keyer.names), kept)
         return outs
 
 
-class _Unknown(Exception):
-    """An expression :func:`_shape` does not describe."""
-
-
-def _shape(e: PrimExpr, order: dict[Var, int]) -> tuple:
-    """``e``'s structure, its variables numbered by first appearance in ``order``."""
-    t = type(e)
-    if t is Var:
-        k = order.get(e)
-        if k is None:
-            k = order[e] = len(order)
-        return (k, e.dtype)
-    if t is IntImm:
-        return (e.dtype, e.value)
-    if t in _SHAPED:
-        return (t, _shape(e.a, order), _shape(e.b, order))
-    raise _Unknown
-
-
-def _dom_shape(v: Var, r: Range, order: dict[Var, int]) -> tuple:
+def _dom_key(keyer: StructuralKey, v: Var, r: Range) -> tuple:
+    """The key of a loop domain; only constant ones are keyed (raises
+    :class:`~..tir.structural_key.Unkeyable`)."""
     if type(r.min) is not IntImm or type(r.extent) is not IntImm:
-        raise _Unknown
-    return _shape(v, order), _shape(r.min, order), _shape(r.extent, order)
+        raise Unkeyable
+    return keyer.key(v), keyer.key(r.min), keyer.key(r.extent)
 
 
 def bindings_memo(state: ScheduleState) -> BindingsMemo:

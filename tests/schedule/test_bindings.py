@@ -13,10 +13,13 @@ from metaschedule import te, tir
 from metaschedule.schedule import Trace, bindings
 from metaschedule.schedule import affine as af
 from metaschedule.schedule import analysis as an
-from metaschedule.tir import Range, Var
+from metaschedule.tir import Add, BufferLoad, Range, Var
 from metaschedule.tir.arith.iter_map import is_affine_binding
+from metaschedule.tir.buffer import Buffer
 from metaschedule.tir.expr import const
+from metaschedule.tir.functor import post_order_visit
 from metaschedule.tir.structural import structural_equal
+from metaschedule.tir.structural_key import MAX_NODES
 
 
 def assert_shortcuts_change_nothing(func, build):
@@ -207,6 +210,56 @@ def test_the_bindings_memo_tells_apart_what_the_simplifier_does():
         want = bindings.simplify_bindings(values, unit, const(True), preserve)
         assert structural_equal(got, want)
     assert len(memo._memo) == 6
+
+
+def _buffers_loaded(node) -> set:
+    out: set = set()
+    post_order_visit(node, lambda x: out.add(x.buffer) if isinstance(x, BufferLoad) else None)
+    return out
+
+
+def test_the_bindings_memo_answers_loads_in_the_callers_buffers(monkeypatch):
+    """A binding that loads a buffer (an indirection) is answered in the caller's buffer
+    and loops, never in the first caller's."""
+    memo = bindings.BindingsMemo()
+    simplify_bindings = bindings.simplify_bindings
+    computed = []
+    monkeypatch.setattr(
+        bindings, "simplify_bindings", lambda *args: computed.append(1) or simplify_bindings(*args)
+    )
+    for k in range(3):
+        f0, f1 = Var("f_0"), Var("f_1")
+        idx = Buffer(f"idx{k}", (8,), "int32")
+        f = f0 * 8 + f1
+        values = [BufferLoad(idx, (f // 8,)), f % 8]
+        dom = {f0: Range(0, 8), f1: Range(0, 8)}
+        got = memo.simplify(values, dom, const(True), True)
+        want = simplify_bindings(values, dom, const(True), True)
+        assert structural_equal(got, want)
+        assert [str(v) for v in got] == [f"idx{k}[f_0]", "f_1"]
+        assert _buffers_loaded(got) == {idx} and an.expr_vars(got) == {f0, f1}
+    assert len(computed) == 1 and len(memo._memo) == 1
+
+
+def test_the_bindings_memo_leaves_what_it_cannot_key_to_the_simplifier():
+    """Loop domains with a symbolic min or extent, and bindings too large to key, are
+    simplified (as the simplifier does) and not remembered."""
+    memo = bindings.BindingsMemo()
+    n = Var("n")
+    for symbolic in (lambda r: Range(r.min, n), lambda r: Range(n, r.extent)):
+        for _ in range(2):
+            values, dom, (f0, _) = _fused_then_split()
+            dom[f0] = symbolic(dom[f0])
+            got = memo.simplify(values, dom, const(True), True)
+            want = bindings.simplify_bindings(values, dom, const(True), True)
+            assert structural_equal(got, want)
+    values, dom, (f0, f1) = _fused_then_split()
+    large = f0
+    for _ in range(MAX_NODES + 1):
+        large = Add(large, f1)
+    got = memo.simplify([large], dom, const(True), True)
+    assert structural_equal(got, bindings.simplify_bindings([large], dom, const(True), True))
+    assert not memo._memo
 
 
 def test_sampled_schedules_replayed_on_one_memo_are_the_general_ones():

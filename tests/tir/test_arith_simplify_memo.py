@@ -11,9 +11,10 @@ import metaschedule.tir as T
 from metaschedule.tir import expr as E
 from metaschedule.tir.arith import Analyzer
 from metaschedule.tir.arith.simplify import ExprKeyer, Simplifier
-from metaschedule.tir.arith.simplify_memo import MAX_NODES, SimplifyMemo
+from metaschedule.tir.arith.simplify_memo import SimplifyMemo
 from metaschedule.tir.buffer import Buffer
 from metaschedule.tir.functor import collect_vars, substitute
+from metaschedule.tir.structural_key import MAX_NODES
 
 
 def same(a, b) -> bool:
