@@ -92,6 +92,9 @@ MIN_GAIN = 0.02
 SIGN_TEST_ALPHA = 0.05
 #: ... or faster by at least this fraction (median of the per-round ratios)
 CLEAR_GAIN = 0.05
+#: a pass whose every candidate runs at least this many times slower than tuning timed it
+#: measured another machine state (a busier one): it is not committed
+CONDITIONS_CHANGED = 1.5
 
 
 @dataclass(frozen=True)
@@ -337,7 +340,10 @@ def finalize(
     first (up to ``top_k - 1``) are re-measured with the choice so far, which stands
     unless one of them is clearly faster (the same rule, in the same rounds), up to
     ``max_passes`` passes in all. Failed re-measurements are not committed: a record
-    keeps its tuning measurement. Does nothing with fewer than two valid records, or
+    keeps its tuning measurement. Nor is a pass whose every candidate ran at least
+    ``CONDITIONS_CHANGED`` times slower than tuning timed it (the machine was busier than
+    while tuning; a memory-bound kernel on both cores can run 10x slower when another
+    process takes a core): tuning's ranking stands, and a later run selects again. Does nothing with fewer than two valid records, or
     when ``journal`` (a JSON-lines file, one line per pass: the schedules re-measured,
     their rounds and medians, the winner) says the selection is done already
     (:func:`is_selected`).
@@ -388,6 +394,18 @@ def finalize(
                 len(top) - 1,
             )
         selection = _select(top, target, rounds, builder, runner)
+        slowdown = _slowdown(selection)
+        if slowdown >= CONDITIONS_CHANGED:
+            _append_journal(journal, _entry(workload, n, selection, set()))
+            logger.warning(
+                "Final selection pass %d: every candidate ran at least %.1fx slower than "
+                "tuning timed it (is the machine busier now?); these timings are not "
+                "comparable with the database's, so none is committed and tuning's ranking "
+                "stands. Tuning again with the same work_dir selects again",
+                n + 1,
+                slowdown,
+            )
+            break
         committed = _commit(database, selection)
         remeasured.update(committed)
         _append_journal(journal, _entry(workload, n, selection, committed))
@@ -528,6 +546,17 @@ def _select(
     medians = tuple(statistics.median(r) for r in round_secs)
     best = _winner(round_secs, medians)
     return FinalSelection(tuple(records), tuple(map(tuple, round_secs)), medians, best)
+
+
+def _slowdown(selection: FinalSelection) -> float:
+    """How many times slower than their tuning times the re-measured candidates ran, at
+    the least (0 when none has both)."""
+    ratios = [
+        m / r.mean_run_sec
+        for r, m in zip(selection.records, selection.medians)
+        if math.isfinite(m) and math.isfinite(r.mean_run_sec) and r.mean_run_sec > 0
+    ]
+    return min(ratios, default=0.0)
 
 
 def _ahead(challenger: list[float], current: list[float]) -> bool:

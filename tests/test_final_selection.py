@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from metaschedule import te
+from metaschedule import final_selection, te
 from metaschedule.database import JSONDatabase, MemoryDatabase, TuningRecord
 from metaschedule.database.base import latest_per_schedule, measurement_key
 from metaschedule.final_selection import (
@@ -261,10 +261,18 @@ def true_secs(path: str) -> float:
     return dummy_run_secs(path)[0]
 
 
+@pytest.fixture
+def extreme_luck(monkeypatch):
+    """LuckyFirstRunner's first timings are 100-10000x faster than the truth, which the
+    final selection would otherwise take for a machine busier than while tuning."""
+    monkeypatch.setattr(final_selection, "CONDITIONS_CHANGED", float("inf"))
+
+
 class LuckyFirstRunner(DummyRunner):
     """Each kernel's first timing is inverted (the truly slowest look fastest, and all
     look faster than any truly is); later timings are the truth, with jitter. Raises
-    ``interrupt`` instead of a re-measurement when given."""
+    ``interrupt`` instead of a re-measurement when given. (Tests using it need
+    ``extreme_luck``.)"""
 
     def __init__(self, interrupt: BaseException | None = None, fail_again: bool = False):
         super().__init__(self.secs)
@@ -305,7 +313,9 @@ def replayed_secs(record) -> float:
     return true_secs(f"dummy://{structural_hash(sch.mod)}")
 
 
-def test_tuning_ends_with_the_truly_fastest_though_its_timings_were_inverted(tmp_path):
+def test_tuning_ends_with_the_truly_fastest_though_its_timings_were_inverted(
+    tmp_path, extreme_luck
+):
     runner = LuckyFirstRunner()
     db = tune(tmp_path, runner)
     tuned = db.get_all_tuning_records()[:8]
@@ -337,7 +347,7 @@ def test_tuning_ends_with_the_truly_fastest_though_its_timings_were_inverted(tmp
     assert sum(1 for line in journal.read_text().splitlines() if '"done"' in line) == 2
 
 
-def test_a_failed_final_selection_keeps_the_tuning_result(tmp_path):
+def test_a_failed_final_selection_keeps_the_tuning_result(tmp_path, extreme_luck):
     db = tune(tmp_path / "a", LuckyFirstRunner(fail_again=True))
     tuned = db.get_all_tuning_records()
     assert len(tuned) == 8  # no failed re-measurement was committed
@@ -361,7 +371,7 @@ def test_a_failed_final_selection_keeps_the_tuning_result(tmp_path):
     assert "the final selection failed (RuntimeError: the compiler vanished)" in log
 
 
-def test_ctrl_c_during_the_final_selection_keeps_what_was_committed(tmp_path):
+def test_ctrl_c_during_the_final_selection_keeps_what_was_committed(tmp_path, extreme_luck):
     with pytest.raises(KeyboardInterrupt, match="same work_dir"):
         tune(tmp_path, LuckyFirstRunner(interrupt=KeyboardInterrupt()))
     db = JSONDatabase(work_dir=str(tmp_path))
@@ -375,6 +385,44 @@ def test_ctrl_c_during_the_final_selection_keeps_what_was_committed(tmp_path):
     again = tune(tmp_path, runner)
     assert len(runner.inputs) > 0 and len(again) > 8
     assert all(r.is_valid for r in again.get_all_tuning_records())
+
+
+class BusyLaterRunner(DummyRunner):
+    """The truth when tuning times a kernel first; every later timing 10x slower (another
+    process took a core, as happens to a memory-bound kernel on both cores)."""
+
+    def __init__(self, busy: bool = True):
+        super().__init__(self.secs)
+        self.seen: set[str] = set()
+        self.busy = busy
+
+    def secs(self, path: str) -> list[float]:
+        factor = 10.0 if path in self.seen and self.busy else 1.0
+        self.seen.add(path)
+        return [true_secs(path) * factor]
+
+
+def test_a_busier_machine_at_the_final_selection_leaves_tunings_ranking(tmp_path):
+    runner = BusyLaterRunner()
+    db = tune(tmp_path, runner)
+    records = db.get_all_tuning_records()
+    assert len(records) == 8  # nothing re-measured was committed
+    fastest = min(records, key=lambda r: r.mean_run_sec)
+    assert measurement_key(db.get_top_k(db.get_all_tuning_records()[0].workload, 1)[0]) == (
+        measurement_key(fastest)
+    )
+    sch = compile_tir(db, workload(), "cpu")
+    assert structural_hash(sch.mod) == structural_hash(fastest.as_measure_candidate().sch.mod)
+    log = (tmp_path / "logs" / "task_0_main.log").read_text()
+    assert "ran at least 10.0x slower than tuning timed it" in log
+    journal = tmp_path / "logs" / "final_selection.jsonl"
+    entries = [json.loads(line) for line in journal.read_text().splitlines()]
+    assert [e.get("committed") for e in entries] == [0] and not entries[-1].get("done")
+    # on a quiet machine the same call selects again, and finishes
+    runner.busy = False
+    tune(tmp_path, runner)
+    entries = [json.loads(line) for line in journal.read_text().splitlines()]
+    assert entries[-1].get("done")
 
 
 def test_final_selection_top_k_is_checked(tmp_path):
