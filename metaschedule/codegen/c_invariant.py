@@ -60,7 +60,8 @@ if TYPE_CHECKING:
     from .c_codegen import FunctionWriter
 
 #: Whether loads are hoisted out of the loops around register tiles (see the module
-#: docstring).
+#: docstring). The analytic prior (``cost_model/prior.py``, ``_invariant_loads``) counts
+#: the loads saved.
 HOIST_INVARIANT_LOADS = True
 #: Share of the vector registers that hoisted values and a tile's accumulators may take
 #: together (the rest: the temporaries of the updates).
@@ -147,6 +148,10 @@ class InvariantScope:
             # any_node stops at the first hit: when there is none it saw every store
             self._safe = ok and not any_node(loop.body, bad)
         return self._safe
+
+    def writes(self, buffer: Buffer) -> bool:
+        """Whether the loop stores into ``buffer`` (known once :meth:`safe` holds)."""
+        return buffer in self._written
 
     def hoists_from(self, fw: FunctionWriter, loop: For) -> bool:
         """Whether ``loop`` (inside this scope's loop, in a register tile), written out,

@@ -44,8 +44,9 @@ EXPLICIT_CHUNKS = 4
 #: A fused loop split back in two unrolls its outer part up to this many iterations.
 UNFUSE_UNROLL = 16
 #: Whether a serial loop over a reduction is vectorized over its outputs
-#: (:func:`vectorize_outputs`). The analytic prior (``cost_model/prior.py``) does not model
-#: it yet: it sees such a tile as scalar accumulators.
+#: (:func:`vectorize_outputs`). The analytic prior (``cost_model/prior.py``,
+#: ``_vectorized_row``) reorders such a nest the same way: its register tiles must be the
+#: ones emitted (``tests/cost_model/test_prior.py``).
 VECTORIZE_OUTPUTS = True
 #: Fewest iterations of a serial loop over a reduction that :func:`vectorize_outputs`
 #: makes vector code of.

@@ -37,8 +37,14 @@ with a few facts about a CPU and our C code generator, and no table per operator
   when they crowd a set beyond its ways. A region the code generator writes out step by
   step (a 3x3 window) loads each distinct operand vector once and keeps it in a register,
   when the registers hold them; a split tile's outer loops run around its region, and
-  the caches see the loops in that order.
-  Without a register tile, a reduction whose innermost loop does not move the stored
+  the caches see the loops in that order. A serial row over a reduction (``for j: for
+  k: C[j] += ...``) is vector code, the row innermost
+  (:func:`~metaschedule.codegen.c_vector.vectorize_outputs`): the store is estimated with
+  its loops in that order, the row a tile of vectors. When a tile's region is written
+  out (unrolled explicitly, or step by step), the operand loads that the loop around it
+  does not move are made once before that loop, within the registers left
+  (:mod:`~metaschedule.codegen.c_invariant`: a matmul row's ``B`` panel, read by every
+  row). Without a register tile, a reduction whose innermost loop does not move the stored
   element waits on a memory round trip per update;
 * **caches**: for each cache level, the outermost loop whose sweep fits (the footprints
   of all buffers of the store) decides the bytes brought in from the next level, over
@@ -87,7 +93,11 @@ from ..codegen.c_accumulate import (
     SPLIT_LARGE_TILES,
     STRAIGHT_STATEMENTS,
     STRAIGHT_STEPS,
+    _chunks,
 )
+from ..codegen.c_codegen import AUTO_UNROLL_STEPS, EXPLICIT_TILE_STEPS, EXPLICIT_UNROLL_STEPS
+from ..codegen.c_invariant import HOIST_INVARIANT_LOADS, MAX_INVARIANT_SHARE, InvariantScope
+from ..codegen.c_vector import MIN_OUTPUT_LANES, VECTORIZE_OUTPUTS
 from ..codegen.c_versioning import adds_tests
 from ..feature_extractor.features.buffers import BufferStats
 from ..feature_extractor.features.linear import LinearForm
@@ -98,7 +108,7 @@ from ..registry import register
 from ..target import HostCpuInfo, host_cpu_info, is_host
 from ..tir import expr as E
 from ..tir.arith.analyzer import Analyzer
-from ..tir.dtype import is_float, nbytes
+from ..tir.dtype import is_bool, is_float, nbytes
 from ..tir.function import IRModule, PrimFunc
 from ..tir.functor import Visitor
 from ..tir.stmt import ForKind, Range
@@ -431,8 +441,19 @@ def _store_cycles(
     ops, loads = count_store(st.store)
     form = _IndexForms(st, pos, simplified)
     store_lin = [form(i) for i in st.store.indices]
-    store_flat = _flat(st.store.buffer, store_lin, n)
     accesses = [(ld.buffer, [form(i) for i in ld.indices]) for ld in loads]
+    is_update = any(ld.buffer is st.store.buffer for ld in loads)
+    perfect = _perfect_from(st)
+    row_at = -1  # where the row made vector code was, if any
+    if is_update:
+        # a serial row over the reduction, made vector code by the code generator
+        # (c_vector.vectorize_outputs): estimated in the order it runs, the row innermost
+        row = _vectorized_row(st, store_lin, accesses, perfect, m)
+        if row is not None:
+            st, store_lin, accesses, perfect = row
+            ext = st.extents
+            row_at = perfect
+    store_flat = _flat(st.store.buffer, store_lin, n)
     flats = [_flat(b, lin, n) for b, lin in accesses]
     moving = [j for j in range(n) if ext[j] > 1]
     inner = moving[-1] if moving else -1
@@ -455,7 +476,6 @@ def _store_cycles(
         per_elem = 1.0
     chunks = total * per_elem  # executions of the (vector) body
 
-    is_update = any(ld.buffer is st.store.buffer for ld in loads)
     if is_update and versioned:
         bools, selects = _padding_guards(st.store.value)
         ops[_BOOL] -= bools
@@ -467,7 +487,9 @@ def _store_cycles(
     store_loops = {j for j in moving if store_flat[j] != 0}
     plan = None
     if is_update:
-        plan = _register_tile(st, store_lin, accesses, store_loops, vec_loop, per_elem, m.lanes)
+        plan = _register_tile(
+            st, store_lin, accesses, store_loops, vec_loop, per_elem, m.lanes, perfect
+        )
     stats = _stats(st, store_lin, accesses, m)
     if plan is not None:
         start, tile, tile_per_elem = plan
@@ -497,14 +519,22 @@ def _store_cycles(
             load_cycles += (distinct * per_elem if contiguous else distinct) / m.loads_per_cycle
             if lin is not None:
                 conflict_cycles += _set_conflicts(s, lin, tile, ext, m)
-        l1 = sweeps * (load_cycles + conflict_cycles)
+        operand_loads = sweeps * load_cycles
         # one update of every accumulator per sweep, in chains of the sweeps of one entry
         # into the tile's region; the out-of-order window overlaps the chains of the
         # next entries when an entry's work is short (a 3x3 window: 9 sweeps)
         entries = float(math.prod(ext[:start])) * math.prod(ext[j] for j in split_out)
         shared = _shared_loads(st, accesses, m, plan, split_out, vec_loop, tile_vectors)
+        straight = (0, 0.0)  # region loops written out step by step, values they keep
         if shared is not None:
-            l1 = min(l1, shared + sweeps * conflict_cycles)
+            operand_loads = min(operand_loads, shared[0])
+            straight = shared[1:]
+        if not split_out:  # (a split tile's outer loops are C loops around its region)
+            hoisted = _invariant_loads(
+                st, store_lin, accesses, m, plan, vec_loop, per_elem, tile_vectors, straight, row_at
+            )
+            operand_loads = max(0.0, operand_loads - hoisted)
+        l1 = operand_loads + sweeps * conflict_cycles
         per_entry = sweeps / max(1.0, entries) * tile_vectors * 2.0  # FMAs and loads
         overlap = min(max(1.0, m.reorder_window / max(per_entry, 1.0)), max(1.0, entries))
         latency = sweeps * m.fma_latency / overlap
@@ -747,10 +777,12 @@ def _shared_loads(
     split_out: list[int],
     vec_loop: int,
     accumulators: float,
-) -> float | None:
+) -> tuple[float, int, float] | None:
     """Operand load cycles of the whole store when the code generator writes the
     innermost loops of a register tile's region out step by step
-    (:func:`~metaschedule.codegen.c_accumulate.straight_line`), else None: each
+    (:func:`~metaschedule.codegen.c_accumulate.straight_line`), with the number of
+    region loops written out and the values a written-out block keeps in registers;
+    else None: each
     operand vector, and each broadcast input scalar when the accumulators and the
     values held at once fit the registers (or the accumulators are few), is loaded once
     per written-out block and kept in a register (a 3x3 window over 4 pixels loads 6 x 3
@@ -805,17 +837,17 @@ def _shared_loads(
     reused, distinct, per_step, held = _window_sharing(tuple(operands))
     fits = accumulators + held <= m.vector_registers or accumulators <= BROADCAST_ACCUMULATORS
     if SHARE_BROADCASTS and reused[1] and fits:
-        loads = distinct[0] + distinct[1]  # the broadcasts kept too
+        loads = kept = distinct[0] + distinct[1]  # the broadcasts kept too
     elif reused[0] and accumulators + distinct[0] <= m.vector_registers:
         # the broadcasts of each step, not kept; the vectors counted as kept only when
         # all of them fit beside the tile, as the prior counted them before broadcasts
         # were shared (the code generator shares them regardless; the depthwise
         # schedules of tests/cost_model/test_prior_depthwise.py are ranked so)
-        loads = distinct[0] + per_step
+        loads, kept = distinct[0] + per_step, distinct[0]
     else:
         return None  # nothing shared (or kept): the loads of each step
     blocks = math.prod(ext) / (steps * math.prod(ext[j] for j in tile))
-    return blocks * (loads + gathered) / m.loads_per_cycle
+    return blocks * (loads + gathered) / m.loads_per_cycle, len(written), float(kept)
 
 
 def _offsets(loops: list[tuple[float, int]]) -> tuple[float, ...]:
@@ -922,6 +954,86 @@ def _flat_const(buf: Any, lin: list[LinearForm]) -> float:
     return offset
 
 
+def _perfect_from(st: Store) -> int:
+    """The outermost loop position from which the store's loops nest perfectly (each
+    the whole body of the one above it) down to the innermost."""
+    loops = st.loops
+    p = len(loops) - 1
+    while p > 0 and loops[p - 1].node.body is loops[p].node:
+        p -= 1
+    return max(p, 0)
+
+
+def _vectorized_row(
+    st: Store, store_lin: list[LinearForm], accesses: list, perfect: int, m: Machine
+) -> tuple[Store, list[LinearForm], list, int] | None:
+    """The store as the code generator runs it when it makes a serial row over a
+    reduction vector code (:func:`~metaschedule.codegen.c_vector.vectorize_outputs`,
+    with :data:`~metaschedule.codegen.c_vector.VECTORIZE_OUTPUTS`): ``(store, store
+    index forms, accesses, perfect)`` with the row's loop moved innermost and vectorized,
+    or None when the code generator leaves the nest as it is.
+
+    As the code generator: the row is the innermost serial loop moving the stored
+    element (at least :data:`~metaschedule.codegen.c_vector.MIN_OUTPUT_LANES`
+    iterations, one element per step), above a perfect nest of serial or unrolled loops
+    of constant extents that holds a reduction and ends in the store; every load moves
+    by 0 or 1 element per step of the row, the stored buffer is read at the stored
+    element only, and the row fits :data:`~metaschedule.codegen.c_accumulate.MAX_ACCUMULATORS`
+    vectors. The code generator tries a register tile first, from the outermost loop in:
+    a tile starting above the row (:func:`_register_tile`) keeps the nest as it is. The
+    tile of the new nest is the row's vectors across the loops that were below it."""
+    if not VECTORIZE_OUTPUTS:
+        return None
+    loops, ext = st.loops, st.extents
+    n = len(loops)
+    buf = st.store.buffer
+    store_flat = _flat(buf, store_lin, n)
+    r = n - 1
+    while r >= 0 and not (ext[r] > 1 and store_flat[r] != 0):
+        r -= 1
+    if r < perfect or r == n - 1 or loops[r].kind is not ForKind.SERIAL:
+        return None
+    if ext[r] < MIN_OUTPUT_LANES or is_bool(buf.dtype):
+        return None
+    lanes = m.lanes * 4 // max(1, nbytes(buf.dtype))  # m.lanes: float32 lanes
+    if lanes < 2 or ext[r] // lanes + bin(ext[r] % lanes).count("1") > MAX_ACCUMULATORS:
+        return None
+    serial = (ForKind.SERIAL, ForKind.UNROLLED)
+    for lp in loops[r:]:
+        node = lp.node
+        if type(node.min) is not E.IntImm or type(node.extent) is not E.IntImm:
+            return None
+    if any(lp.kind not in serial for lp in loops[r + 1 :]) or all(e == 1 for e in ext[r + 1 :]):
+        return None  # not serial, or no reduction below the row
+    if loops[-1].node.body is not st.store or store_flat[r] != 1 or not _affine_in(store_lin, r):
+        return None
+    for b, lin in accesses:
+        if b is buf:
+            if lin != store_lin:
+                return None  # another element of the stored buffer is read
+        elif not _affine_in(lin, r) or _flat(b, lin, n)[r] not in (0.0, 1.0):
+            return None
+    store_loops = {j for j in range(n) if ext[j] > 1 and store_flat[j] != 0}
+    outer = _register_tile(st, store_lin, accesses, store_loops, -1, 1.0, m.lanes, perfect)
+    if outer is not None and outer[0] < r:
+        return None  # a register tile from a loop above the row
+    order = [*range(r), *range(r + 1, n), r]
+    new = {j: i for i, j in enumerate(order)}
+    rows = replace(loops[r], kind=ForKind.VECTORIZED)
+    moved = Store(
+        st.store,
+        tuple(rows if j == r else loops[j] for j in order),
+        tuple(ext[j] for j in order),
+        st.allocs,
+    )
+    return (
+        moved,
+        [_moved(f, new) for f in store_lin],
+        [(b, [_moved(f, new) for f in lin]) for b, lin in accesses],
+        r,  # the loops below the row nest perfectly, and the row in them
+    )
+
+
 def _register_tile(
     st: Store,
     store_lin: list[LinearForm],
@@ -930,6 +1042,7 @@ def _register_tile(
     vec_loop: int,
     per_elem: float,
     lanes: int,
+    perfect: int = 0,
 ) -> tuple[int, list[int], float] | None:
     """Where the code generator keeps the stored tile in accumulators
     (:func:`~metaschedule.codegen.c_accumulate.plan_accumulators`): ``(start, tile,
@@ -945,8 +1058,11 @@ def _register_tile(
     (:data:`~metaschedule.codegen.c_accumulate.SPLIT_LARGE_TILES`): its outermost scalar
     tile loops leave the tile until it fits, if at least
     :data:`~metaschedule.codegen.c_accumulate.MIN_SPLIT_ACCUMULATORS` vectors stay.
+    ``perfect``: the outermost loop from which the nest is perfect (:func:`_perfect_from`).
     """
-    found = _tile_candidates(st, store_lin, accesses, store_loops, vec_loop, per_elem, lanes)
+    found = _tile_candidates(
+        st, store_lin, accesses, store_loops, vec_loop, per_elem, lanes, perfect
+    )
     for i, (start, tile, vectors, merged, tile_per_elem) in enumerate(found):
         if vectors <= MAX_ACCUMULATORS:
             return start, tile, tile_per_elem
@@ -970,6 +1086,7 @@ def _tile_candidates(
     vec_loop: int,
     per_elem: float,
     lanes: int,
+    perfect: int = 0,
 ) -> list[tuple[int, list[int], float, list[int], float]]:
     """Every loop that could head a register tile, outermost first: ``(start, tile,
     vectors, merged, per_elem)``, with the tile loops merged into the vector loop and the
@@ -978,17 +1095,13 @@ def _tile_candidates(
     n = len(ext)
     serial = (ForKind.SERIAL, ForKind.UNROLLED)
     found: list[tuple[int, list[int], float, list[int], float]] = []
-    for start in range(n):
+    for start in range(perfect, n):  # a perfect nest from start down
         if ext[start] == 1 or start in store_loops or loops[start].kind not in serial:
             continue
         below = [j for j in range(start, n) if ext[j] > 1]
         if any(
             loops[j].kind not in serial and not (j == vec_loop and j == below[-1]) for j in below
         ):
-            continue
-        if not all(
-            loops[j].node.body is loops[j + 1].node for j in range(start, n - 1)
-        ):  # not a perfect nest from here down
             continue
         tile = [j for j in below if j in store_loops]
         reductions = [j for j in below if j not in store_loops]
@@ -1154,3 +1267,138 @@ def _aliasing(
         lines = max(1.0, math.ceil(span * elem / 64))
         worst = max(worst, g / min(float(g), lines))
     return worst
+
+
+def _invariant_loads(
+    st: Store,
+    store_lin: list[LinearForm],
+    accesses: list,
+    m: Machine,
+    plan: tuple[int, list[int], float],
+    vec_loop: int,
+    per_elem: float,
+    accumulators: float,
+    straight: tuple[int, float],
+    row_at: int,
+) -> float:
+    """Load cycles the code generator saves by making the loads of a register tile that
+    do not change across the loop around it once before that loop
+    (:mod:`~metaschedule.codegen.c_invariant`): the ``B`` panel of a matmul's row read
+    again by every row ``i``, where its loads outnumber the row's own.
+
+    As the code generator: every reduction loop of the tile's region written out (the
+    innermost ``straight[0]`` by :func:`~metaschedule.codegen.c_accumulate.straight_line`,
+    the others unrolled explicitly, see :func:`_unrolled_explicitly`); the loop ``L``
+    around the region (unit loops aside) a serial C loop whose body has no condition;
+    the tile's loads that ``L`` does not move (not gathers, not of a buffer ``L``
+    writes) made once per entry into ``L``, as many as the registers allow:
+    :data:`~metaschedule.codegen.c_invariant.MAX_INVARIANT_SHARE` of them, less the
+    accumulators, shared with the values a straight-line block keeps (``straight[1]``),
+    which take registers as they come. A vector operand that stays a load is then read
+    by each multiply-add that uses it: GCC folds the load into the instruction when the
+    other operand is in a register (a matmul's ``B`` vector under 4 hoisted ``A`` rows:
+    4 loads a step, not 1), so those extra loads are taken off what hoisting saves;
+    a straight-line block keeps its vectors in registers instead. ``row_at``: where the
+    loop of a serial row made vector code was (:func:`_vectorized_row`), -1 if none."""
+    if not HOIST_INVARIANT_LOADS:
+        return 0.0
+    start, tile, _ = plan
+    ext, loops = st.extents, st.loops
+    n = len(ext)
+    # L: the innermost loop around the region that stays a C loop (unit loops and loops
+    # written out copy by copy are constants in the code inside L)
+    around = start - 1
+    below = math.prod(ext[start:])  # statements of the nest below (c_codegen.steps)
+    if vec_loop >= 0 and row_at < 0:
+        below //= ext[vec_loop]  # a vectorized loop counts as one
+    while around >= 0:
+        below *= ext[around]
+        if ext[around] > 1 and not _unrolled_explicitly(
+            st, around, below, row_at, EXPLICIT_UNROLL_STEPS
+        ):
+            break
+        around -= 1
+    if around < 0 or loops[around].kind not in (ForKind.SERIAL, ForKind.UNROLLED):
+        return 0.0
+    invariant = {}  # buffer -> whether every access of it is invariant in L
+    for buf, lin in accesses:
+        if buf is st.store.buffer:
+            continue
+        ok = not is_bool(buf.dtype) and all(around not in f.loops() for f in lin)
+        if ok and vec_loop >= 0:
+            ok = _flat(buf, lin, n)[vec_loop] in (0.0, 1.0)  # a gather is not hoisted
+        invariant[buf] = invariant.get(buf, True) and ok
+    if not any(invariant.values()):
+        return 0.0
+    # the loops of the region written out, and L a C loop
+    region = [j for j in range(start, n) if ext[j] > 1 and j not in tile]
+    points = max(1, int(round(accumulators)))
+    steps = points
+    for k, j in enumerate(reversed(region)):
+        steps *= ext[j]
+        if k >= straight[0] and not _unrolled_explicitly(st, j, steps, row_at, EXPLICIT_TILE_STEPS):
+            return 0.0
+    scope = InvariantScope(loops[around].node, frozenset(), [], 0, 0)
+    if not scope.safe():
+        return 0.0
+    # the distinct values the tile code reads per iteration of L, and the registers they
+    # take: a broadcast one in each vector width of the tile's chunks (16 and 2 of 51
+    # lanes), a scalar use reading a broadcast's first lane
+    widths = 1
+    if vec_loop >= 0:
+        v = ext[vec_loop]
+        lanes = m.lanes if v >= m.lanes else 1 << (v.bit_length() - 1)
+        widths = max(1, len({w for _, w in _chunks(v, lanes) if w > 1}))
+    inside = tuple(e if j > around else 1 for j, e in enumerate(ext))
+    values = registers = folded = 0.0
+    # multiply-adds per iteration of L, in vectors: every one reads every operand
+    uses = points * math.prod(ext[around + 1 :]) / math.prod(ext[j] for j in tile)
+    stats = _stats(st, store_lin, accesses, m, inside)
+    for stat, flat in zip(stats, _lins_of(st, store_lin, accesses, stats)):
+        if stat.buffer is st.store.buffer:
+            continue
+        vector = vec_loop >= 0 and flat is not None and abs(flat[vec_loop]) == 1.0
+        if not invariant.get(stat.buffer) or scope.writes(stat.buffer):
+            if vector and not straight[0]:
+                folded += max(0.0, uses - stat.footprint[0] * per_elem)
+            continue
+        if vector:
+            values += stat.footprint[0] * per_elem  # vectors
+            registers += stat.footprint[0] * per_elem
+        else:
+            values += stat.footprint[0]
+            registers += stat.footprint[0] * widths
+    budget = int((32 if m.lanes * 4 >= 64 else 16) * MAX_INVARIANT_SHARE) - points
+    others = max(0.0, straight[1] - values)  # the block's own values, as they come
+    if budget <= 0 or registers <= 0:
+        return 0.0
+    kept = registers if registers + others <= budget else budget * registers / (registers + others)
+    entries = math.prod(ext[:around])
+    saved = max(0.0, values - folded) * kept / registers
+    return entries * (ext[around] - 1) * saved / m.loads_per_cycle
+
+
+def _unrolled_explicitly(st: Store, j: int, steps: int, row_at: int, limit: int) -> bool:
+    """Whether the code generator writes loop ``j`` out copy by copy
+    (``c_codegen._unroll_mode``: ``explicit``) when it makes ``steps`` statements: the
+    loop unrolled (``pragma_auto_unroll_max_step`` of the innermost loop around it that
+    has one, or an unrolled loop) and ``pragma_unroll_explicit`` set, ``steps`` at most
+    ``limit``: :data:`~metaschedule.codegen.c_codegen.EXPLICIT_UNROLL_STEPS`, or
+    :data:`~metaschedule.codegen.c_codegen.EXPLICIT_TILE_STEPS` in a register tile whose
+    written-out steps read invariant loads."""
+    loops = st.loops
+    ancestors: list[int] = list(range(j + 1))
+    if 0 <= row_at <= j:  # the row made vector code ran around the loops below it
+        ancestors.insert(row_at, len(loops) - 1)
+    auto, explicit = 0, False
+    for q in ancestors:
+        ann = loops[q].node.annotations
+        if "pragma_auto_unroll_max_step" in ann:
+            auto = const_int(ann["pragma_auto_unroll_max_step"], 0)
+        if "pragma_unroll_explicit" in ann:
+            explicit = bool(const_int(ann["pragma_unroll_explicit"], 0))
+    kind = loops[j].kind
+    wanted = kind is ForKind.UNROLLED or (
+        kind is ForKind.SERIAL and auto > 0 and steps <= min(auto, AUTO_UNROLL_STEPS)
+    )
+    return wanted and explicit and steps <= limit

@@ -229,11 +229,10 @@ def _with_decisions(func, decisions):
     return sch
 
 
-def test_the_register_tiles_are_the_code_generators(monkeypatch):
+def test_the_register_tiles_are_the_code_generators():
     """On random points of the default space, the prior's register tiles are those the C
-    code generator emits, including reduction loops hoisted out of the tile. (Not yet with
-    serial rows over a reduction made vector code, which the prior does not model: see
-    c_vector.VECTORIZE_OUTPUTS.)"""
+    code generator emits, including reduction loops hoisted out of the tile and serial
+    rows over a reduction made vector code (c_vector.vectorize_outputs)."""
     import re
 
     from metaschedule.codegen import c_vector
@@ -243,7 +242,7 @@ def test_the_register_tiles_are_the_code_generators(monkeypatch):
     from metaschedule.tir.function import IRModule
     from metaschedule.tir.transform import lower
 
-    monkeypatch.setattr(c_vector, "VECTORIZE_OUTPUTS", False)
+    assert c_vector.VECTORIZE_OUTPUTS
     target = Target("cpu")
     machine = Machine.of_target(target)
     hoisted = 0
@@ -260,8 +259,8 @@ def test_the_register_tiles_are_the_code_generators(monkeypatch):
 def test_merged_register_tiles_are_the_code_generators(monkeypatch):
     """Tile loops whose points lie side by side along the vector loop are merged into it
     (c_accumulate.MERGE_CONTIGUOUS): a 127 x 511 x 255 matmul's rows of 5 x 51 lanes are
-    one 255-lane run of 19 vectors, not 5 x 5. The prior counts the tiles so (serial rows
-    over a reduction made vector code aside, see above)."""
+    one 255-lane run of 19 vectors, not 5 x 5. The prior counts the tiles so, serial rows
+    over a reduction made vector code (c_vector.vectorize_outputs) included."""
     import re
 
     from metaschedule.codegen import c_accumulate, c_vector
@@ -272,7 +271,7 @@ def test_merged_register_tiles_are_the_code_generators(monkeypatch):
     from metaschedule.tir.transform import lower
 
     assert c_accumulate.MERGE_CONTIGUOUS and prior_module.MERGE_CONTIGUOUS
-    monkeypatch.setattr(c_vector, "VECTORIZE_OUTPUTS", False)
+    assert c_vector.VECTORIZE_OUTPUTS and prior_module.VECTORIZE_OUTPUTS
     target = native_target(ZEN5)
     machine = Machine.of_target(target, host=ZEN5)
     merged = 0
@@ -286,6 +285,113 @@ def test_merged_register_tiles_are_the_code_generators(monkeypatch):
         merged += sorted(register_tiles(sch.mod, machine)) != tiles
         monkeypatch.setattr(prior_module, "MERGE_CONTIGUOUS", True)
     assert merged  # some tiles are merged
+
+
+def _serial_row_matmul(tj=17, tk=7, unroll=64):
+    """TVM's best structure for a 127 x 511 x 255 matmul, smaller (as
+    tests/codegen/test_odd_rows.py builds it): ``j0 | k0 | i (9) | j1 (tj, left serial) |
+    k1 (tk)``, the nest under ``j0`` unrolled explicitly up to ``unroll`` steps."""
+    from metaschedule.te import ops
+
+    a = te.placeholder((9, 3 * tk), "float32", "A")
+    b = te.placeholder((3 * tk, 2 * tj), "float32", "B")
+    sch = Schedule(te.create_prim_func([a, b, ops.matmul(a, b)]))
+    block = sch.get_block("T_matmul_NN")
+    i, j, k = sch.get_loops(block)
+    j0, j1 = sch.split(j, [None, tj])
+    k0, k1 = sch.split(k, [None, tk])
+    sch.reorder(j0, k0, i, j1, k1)
+    sch.decompose_reduction(block, k0)
+    if unroll:
+        sch.annotate(j0, "pragma_auto_unroll_max_step", unroll)
+        sch.annotate(j0, "pragma_unroll_explicit", 1)
+    return sch
+
+
+def _emitted_c(sch, target):
+    from metaschedule.codegen.c_codegen import codegen_c
+    from metaschedule.tir.function import IRModule
+    from metaschedule.tir.transform import lower
+
+    return codegen_c(IRModule({name: lower(f) for name, f in sch.mod.items()}), target).code
+
+
+def test_a_serial_row_over_a_reduction_is_a_tile_of_vectors(monkeypatch):
+    """The code generator makes the 17 serial columns ``j1`` over the reduction ``k1``
+    vector code (c_vector.vectorize_outputs): a tile of 2 vector accumulators (16 lanes
+    and 1), not 1 scalar. The prior counts the tile it emits, and estimates the row as
+    the vector code it is."""
+    import re
+
+    from metaschedule.cost_model import prior as prior_module
+    from metaschedule.cost_model.prior import register_tiles
+    from metaschedule.target import Target
+
+    target = Target({"kind": "cpu", "num_cores": 2, "vector_width": 64})
+    machine = Machine.of_target(target)
+    sch = _serial_row_matmul()
+    code = _emitted_c(sch, target)
+    assert re.findall(r"kept in (\d+) accumulators of 16/1 lanes", code) == ["2"]
+    assert register_tiles(sch.mod, machine) == [2]
+    vector = AnalyticPrior().estimate_cycles(sch.mod, machine)
+    monkeypatch.setattr(prior_module, "VECTORIZE_OUTPUTS", False)  # the prior as it was
+    assert register_tiles(sch.mod, machine) == [1]
+    assert AnalyticPrior().estimate_cycles(sch.mod, machine) > 1.5 * vector
+
+
+def test_loads_invariant_in_the_row_loop_are_counted_once_per_entry(monkeypatch):
+    """Written out, the 7 steps of the 17-column row read a 7 x 17 panel of ``B`` that
+    the row loop ``i`` does not move: the code generator loads its 14 values (7 vectors,
+    7 scalars) once before ``i`` (c_invariant). The prior counts those 14 loads saved on
+    each of the other 8 rows, for each of the 2 x 3 entries into ``i``; not when ``k1``
+    stays a C loop (no unrolling), where ``B`` moves with it."""
+    from metaschedule.cost_model import prior as prior_module
+    from metaschedule.target import Target
+
+    target = Target({"kind": "cpu", "num_cores": 2, "vector_width": 64})
+    machine = Machine.of_target(target)
+    saved = []
+    count = prior_module._invariant_loads
+    monkeypatch.setattr(
+        prior_module, "_invariant_loads", lambda *a: saved.append(count(*a)) or saved[-1]
+    )
+    sch = _serial_row_matmul()
+    assert "14 loads invariant in loop i, in registers" in _emitted_c(sch, target)
+    hoisted = AnalyticPrior().estimate_cycles(sch.mod, machine)
+    assert saved == [pytest.approx(2 * 3 * 8 * 14 / machine.loads_per_cycle)]
+    monkeypatch.setattr(prior_module, "HOIST_INVARIANT_LOADS", False)
+    assert AnalyticPrior().estimate_cycles(sch.mod, machine) > hoisted
+
+    saved.clear()
+    monkeypatch.setattr(prior_module, "HOIST_INVARIANT_LOADS", True)
+    sch = _serial_row_matmul(unroll=0)
+    assert "invariant in loop" not in _emitted_c(sch, target)
+    AnalyticPrior().estimate_cycles(sch.mod, machine)
+    assert saved == [0.0]
+
+
+def test_the_prior_hoists_invariant_loads_where_the_code_generator_does(monkeypatch):
+    """On random 127 x 511 x 255 matmul schedules, the prior saves loads before the loop
+    around a register tile exactly where the generated C makes them there
+    (c_invariant), rows made vector code (c_vector.vectorize_outputs) included."""
+    from metaschedule.cost_model import prior as prior_module
+    from metaschedule.cost_model.prior import register_tiles
+
+    target = native_target(ZEN5)
+    machine = Machine.of_target(target, host=ZEN5)
+    saved = []
+    count = prior_module._invariant_loads
+    monkeypatch.setattr(
+        prior_module, "_invariant_loads", lambda *a: saved.append(count(*a)) or saved[-1]
+    )
+    hoisted = 0
+    for sch in _space_samples(matmul(127, 255, 511), 40, seed=1, target=target):
+        saved.clear()
+        register_tiles(sch.mod, machine)
+        emitted = "loads invariant in loop" in _emitted_c(sch, target)
+        assert any(x > 0 for x in saved) == emitted, str(sch.trace)
+        hoisted += emitted
+    assert hoisted >= 3
 
 
 def test_a_tile_over_hoisted_reductions_ranks_above_a_small_tile():
