@@ -251,20 +251,28 @@ def _ewc(te, ins):
     return te.compute((1024, 1024), lambda i, j: v[i, j] * half, name="T_multiply_1")
 
 
-def _apool(te, ins):
-    (x,) = ins
-    xp = _pad_nhwc(te, x, 1)
-    ry, rx = te.reduce_axis((0, 3), "ry"), te.reduce_axis((0, 3), "rx")
-    s = te.compute(
-        (1, 28, 28, 64),
-        lambda i, y, z, c: te.sum(xp[i, y * 2 + ry, z * 2 + rx, c], axis=[ry, rx]),
-        name="pool_sum",
-    )
-    return te.compute(
-        (1, 28, 28, 64),
-        lambda i, y, z, c: s[i, y, z, c] * te.const(1.0 / 9, "float32"),
-        name="pool_avg",
-    )
+def _avg_pool(k: int, stride: int, pad: int):
+    """An average pool ``k`` x ``k`` (padding counted), as topi writes it: a sum, then
+    the division."""
+
+    def build(te, ins):
+        (x,) = ins
+        n, h, w, c = (int(v) for v in x.shape)
+        xp = _pad_nhwc(te, x, pad) if pad else x
+        oh, ow = (h + 2 * pad - k) // stride + 1, (w + 2 * pad - k) // stride + 1
+        ry, rx = te.reduce_axis((0, k), "ry"), te.reduce_axis((0, k), "rx")
+        s = te.compute(
+            (n, oh, ow, c),
+            lambda i, y, z, ch: te.sum(xp[i, y * stride + ry, z * stride + rx, ch], axis=[ry, rx]),
+            name="pool_sum",
+        )
+        return te.compute(
+            (n, oh, ow, c),
+            lambda i, y, z, ch: s[i, y, z, ch] * te.const(1.0 / (k * k), "float32"),
+            name="pool_avg",
+        )
+
+    return build
 
 
 def _apool_np(args):
@@ -308,21 +316,6 @@ def _dw2_np(args):
     xp = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
     win = sliding_window_view(xp, (3, 3), axis=(1, 2))[:, ::2, ::2]  # [1,56,56,64,3,3]
     return np.einsum("nhwcyx,yxc->nhwc", win, w).astype(np.float32)
-
-
-def _gap(te, ins):
-    (x,) = ins
-    ry, rx = te.reduce_axis((0, 7), "ry"), te.reduce_axis((0, 7), "rx")
-    s = te.compute(
-        (1, 1, 1, 2048),
-        lambda i, y, z, c: te.sum(x[i, y * 7 + ry, z * 7 + rx, c], axis=[ry, rx]),
-        name="pool_sum",
-    )
-    return te.compute(
-        (1, 1, 1, 2048),
-        lambda i, y, z, c: s[i, y, z, c] * te.const(1.0 / 49, "float32"),
-        name="pool_avg",
-    )
 
 
 def _np(fn: Callable[..., Any]) -> Callable[[list[Any]], Any]:
@@ -435,7 +428,12 @@ EXTRA: dict[str, ExtraOp] = {
             _np(lambda np, x, y, z: np.maximum(x * y + z, 0) * 0.5),
         ),
         ExtraOp(
-            "apool", ((1, 56, 56, 64),), 9, "avg pool 3x3 s2 p1 on 1x56x56x64", _apool, _apool_np
+            "apool",
+            ((1, 56, 56, 64),),
+            9,
+            "avg pool 3x3 s2 p1 on 1x56x56x64",
+            _avg_pool(3, 2, 1),
+            _apool_np,
         ),
         ExtraOp(
             "gemv",
@@ -460,7 +458,7 @@ EXTRA: dict[str, ExtraOp] = {
             ((1, 7, 7, 2048),),
             49,
             "global avg pool 1x7x7x2048",
-            _gap,
+            _avg_pool(7, 1, 0),
             _np(lambda np, x: x.mean(axis=(1, 2), keepdims=True)),
         ),
     )

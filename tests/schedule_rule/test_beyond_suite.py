@@ -65,6 +65,21 @@ def _avg_pool():
     return [x, ops.avg_pool2d(x, 3, 2, padding=1)]
 
 
+def _depthwise_s2():
+    x, w = _ph((1, 10, 10, 16), (3, 3, 16))
+    return [x, w, ops.depthwise_conv2d_nhwc(x, w, stride=2, padding=1)]
+
+
+def _dense_batch1():
+    x, w = _ph((1, 24), (40, 24))
+    return [x, w, ops.dense(x, w)]
+
+
+def _global_avg_pool():
+    (x,) = _ph((1, 3, 3, 32))
+    return [x, ops.global_avg_pool2d(x)]
+
+
 def _row_sum():
     (x,) = _ph((8, 48))
     k = te.reduce_axis((0, 48), "k")
@@ -82,6 +97,9 @@ OPERATORS = {
     "layer_norm": _layer_norm,
     "avg_pool": _avg_pool,
     "row_sum": _row_sum,
+    "depthwise_stride2": _depthwise_s2,
+    "dense_batch1": _dense_batch1,
+    "global_avg_pool": _global_avg_pool,
 }
 
 
