@@ -344,9 +344,9 @@ def finalize(
     ``CONDITIONS_CHANGED`` times slower than tuning timed it (the machine was busier than
     while tuning; a memory-bound kernel on both cores can run 10x slower when another
     process takes a core): tuning's ranking stands, and a later run selects again. Does
-    nothing with fewer than two valid records, or when ``journal`` (a JSON-lines file, one line per pass: the schedules re-measured,
-    their rounds and medians, the winner) says the selection is done already
-    (:func:`is_selected`).
+    nothing with fewer than two valid records, or when ``journal`` (a JSON-lines file,
+    one line per pass: the schedules re-measured, their rounds and medians, the winner)
+    says the selection is done already (:func:`is_selected`).
 
     Returns:
         The last pass's selection, or None when nothing was re-measured (the log says why).
