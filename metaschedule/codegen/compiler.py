@@ -116,8 +116,8 @@ def march_flag(target: Target) -> str:
     """
     mcpu = str(target.mcpu)
     cmd = tuple(compiler_command())
-    if _accepts_march(cmd, mcpu):
-        return f"-march={mcpu}"
+    if mcpu == "native" or _accepts_march(cmd, mcpu) or not _accepts_march(cmd, "native"):
+        return f"-march={mcpu}"  # (a compiler that fails on anything: the build says why)
     substitute = "native" if names_host(mcpu) else None
     width = known_cpu_vector_width(mcpu)
     if substitute is None and width is not None and platform.machine() in ("x86_64", "AMD64"):
