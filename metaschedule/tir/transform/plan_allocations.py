@@ -52,7 +52,7 @@ from ..buffer import Buffer
 from ..function import PrimFunc
 from ..functor import Mutator, collect_vars, replace_fields
 from ..stmt import Allocate, BufferStore, For, ForKind, IfThenElse, Range, SeqStmt, Stmt, seq
-from .affine import Affine
+from .affine import Affine, affine, bounds
 from .region import touched_region, touches
 
 _SINKABLE = (ForKind.SERIAL, ForKind.UNROLLED)
@@ -67,15 +67,17 @@ class _PlanAllocations(Mutator):
         return store  # no allocation inside: its expressions need no walk
 
 
-def _sink(buf: Buffer, stmt: Stmt) -> Stmt:
-    """``stmt`` with ``allocate buf`` placed as deep inside it as is safe."""
+def _sink(buf: Buffer, stmt: Stmt, ranges: dict | None = None) -> Stmt:
+    """``stmt`` with ``allocate buf`` placed as deep inside it as is safe; ``ranges``: of
+    the loops around ``stmt``."""
+    ranges = ranges or {}
     if isinstance(stmt, SeqStmt):
         used = [i for i, s in enumerate(stmt.seq) if touches(s, buf)]
         if not used:
             return stmt
         first, last = used[0], used[-1]
         if first == last:
-            inner = _sink(buf, stmt.seq[first])
+            inner = _sink(buf, stmt.seq[first], ranges)
         else:
             inner = Allocate(buf, seq(*stmt.seq[first : last + 1]))
         return seq(*stmt.seq[:first], inner, *stmt.seq[last + 1 :])
@@ -84,19 +86,30 @@ def _sink(buf: Buffer, stmt: Stmt) -> Stmt:
     if isinstance(stmt, For) and (
         stmt.kind is ForKind.PARALLEL
         or _private_per_thread(buf, stmt)
-        or (_sinkable(stmt) and _iterations_disjoint(buf, stmt))
+        or (
+            _sinkable(stmt)
+            and (
+                _iterations_disjoint(buf, stmt)
+                or _written_before_read(buf, stmt.body, {**ranges, stmt.loop_var: _range(stmt)})
+            )
+        )
     ):
-        return replace_fields(stmt, body=_sink(buf, stmt.body))
+        inner = {**ranges, stmt.loop_var: _range(stmt)}
+        return replace_fields(stmt, body=_sink(buf, stmt.body, inner))
     if isinstance(stmt, IfThenElse) and not touches(stmt.condition, buf):
         in_then = touches(stmt.then_case, buf)
         in_else = stmt.else_case is not None and touches(stmt.else_case, buf)
         if in_then and not in_else:
-            return replace_fields(stmt, then_case=_sink(buf, stmt.then_case))
+            return replace_fields(stmt, then_case=_sink(buf, stmt.then_case, ranges))
         if in_else and not in_then:
-            return replace_fields(stmt, else_case=_sink(buf, stmt.else_case))
+            return replace_fields(stmt, else_case=_sink(buf, stmt.else_case, ranges))
     if isinstance(stmt, Allocate):
-        return replace_fields(stmt, body=_sink(buf, stmt.body))
+        return replace_fields(stmt, body=_sink(buf, stmt.body, ranges))
     return Allocate(buf, stmt)
+
+
+def _range(loop: For) -> tuple[E.PrimExpr, E.PrimExpr]:
+    return loop.min, loop.extent
 
 
 def _sinkable(loop: For) -> bool:
@@ -144,6 +157,80 @@ def _iterations_disjoint(buf: Buffer, loop: For) -> bool:
         if detect_iter_map(subset, dom, check_level="bijective").success:
             return True
     return False
+
+
+def _written_before_read(buf: Buffer, body: Stmt, ranges: dict | None = None) -> bool:
+    """True if every element of ``buf`` that one execution of ``body`` reads, it wrote
+    before (so no value flows through ``buf`` from one iteration of the loop around
+    ``body`` to the next, however their regions overlap): a loop nest that only stores
+    to ``buf`` and covers a box of it, followed by uses inside that box, as a producer
+    computed at the loop (``compute_at``) and its consumer, or loops over such bodies."""
+    ranges = dict(ranges or {})  # of the loops walked into, for the box comparisons
+    while isinstance(body, (For, Allocate)):
+        if isinstance(body, For):
+            ranges[body.loop_var] = (body.min, body.extent)
+        body = body.body  # true of every iteration of a loop: true of the loop
+    if not isinstance(body, SeqStmt):
+        return False
+    users = [s for s in body.seq if touches(s, buf)]
+    if not users:
+        return True
+    box = _dense_box(buf, users[0])
+    if box is None:  # each statement by itself, then
+        return all(_written_before_read(buf, s, ranges) for s in users)
+    return all(
+        _inside(buf, s, box, ranges) or _written_before_read(buf, s, ranges) for s in users[1:]
+    )
+
+
+def _inside(buf: Buffer, stmt: Stmt, box: list[tuple[Affine, Affine]], ranges: dict) -> bool:
+    """True if every access of ``stmt`` to ``buf`` lies in ``box``, for all values of the
+    loop variables in ``ranges``."""
+    region = touched_region(stmt, buf)
+    if region is None or any(iv is None for iv in region):
+        return False
+    for (w_lo, w_hi), (lo, hi) in zip(box, region):
+        for gap in (lo - w_lo, w_hi - hi):
+            iv = gap if gap.is_const() else bounds(gap.to_expr("int32"), ranges)
+            least = iv if isinstance(iv, Affine) else (iv[0] if iv is not None else None)
+            if least is None or not least.is_const() or least.const < 0:
+                return False
+    return True
+
+
+def _dense_box(buf: Buffer, stmt: Stmt) -> list[tuple[Affine, Affine]] | None:
+    """The box of ``buf`` that ``stmt`` writes every element of, when ``stmt`` is a
+    perfect loop nest around one store to ``buf`` that reads nothing of it, with each
+    index the outer variables plus at most one loop of the nest (coefficient 1, a loop
+    in one index only); else None."""
+    inner: dict[E.Var, tuple[E.PrimExpr, E.PrimExpr]] = {}
+    s = stmt
+    while isinstance(s, For):
+        if s.kind is ForKind.PARALLEL or not isinstance(s.extent, E.IntImm):
+            return None
+        if s.extent.value < 1:
+            return None
+        inner[s.loop_var] = (s.min, s.extent)
+        s = s.body
+    if not isinstance(s, BufferStore) or s.buffer is not buf or touches(s.value, buf):
+        return None
+    used: set[E.Var] = set()
+    for idx in s.indices:
+        form = affine(idx)
+        for coef, atom in form.terms.values():
+            names = collect_vars(atom) & inner.keys()
+            if not names:
+                continue
+            if not isinstance(atom, E.Var) or coef != 1 or atom in used:
+                return None
+            used.add(atom)
+    box = []
+    for idx in s.indices:
+        iv = bounds(idx, inner)
+        if iv is None:
+            return None
+        box.append(iv)
+    return box
 
 
 def _separated_part(iv: tuple[Affine, Affine] | None, v: E.Var) -> E.PrimExpr | None:
