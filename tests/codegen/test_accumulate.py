@@ -71,6 +71,90 @@ def test_register_tile_of_a_tiled_matmul_lives_in_vector_variables():
     np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
 
 
+def _vectors_outside_rows(rows: int = 8, vectors: int = 2) -> tuple[tir.Schedule, int]:
+    """A matmul whose register tile has its vector loop outside its row loop:
+    ``i0 j0 | k | j1 (vectors) i1 (rows) j2 (16, vectorized)``, ``j1`` outermost in ``j``
+    (its vectors 32 apart: not merged into the vector loop, see merge_contiguous)."""
+    n = 16 * vectors * 2
+    sch = _matmul(rows * 2, n, 24)
+    block = sch.get_block("T_matmul_NN")
+    i, j, k = sch.get_loops(block)
+    i0, i1 = sch.split(i, [None, rows])
+    j1, j0, j2 = sch.split(j, [vectors, None, 16])
+    sch.reorder(i0, j0, k, j1, i1, j2)
+    sch.decompose_reduction(block, k)
+    sch.vectorize(j2)
+    return sch, n
+
+
+def _update_order(src: str, name: str = "T_matmul_NN") -> list[int]:
+    """The accumulators in the order the reduction loop updates them."""
+    import re
+
+    k_loop = src[src.index("for (int32_t k = 0;") :]
+    k_loop = k_loop[: k_loop.index(f"ms_store_f32x16(&{name}[")]
+    found = re.findall(rf"{name}_acc(?:_(\d+))? = \(", k_loop)
+    return [int(x) if x else 0 for x in found]
+
+
+@pytest.mark.compiler
+@pytest.mark.parametrize("order_updates", [True, False])
+def test_updates_of_a_tile_are_grouped_by_the_broadcast_they_read(monkeypatch, order_updates):
+    # 8 rows x 2 vectors, the vectors outermost: the tile's own order updates vector 0 of
+    # every row, then vector 1, holding all 8 broadcasts of A at once; grouped, row by
+    # row (both vectors of a row after its one broadcast), the same accumulators
+    monkeypatch.setattr(c_accumulate, "ORDER_UPDATES", order_updates)
+    sch, n = _vectors_outside_rows()
+    a, b = rand(16, 24), rand(24, n)
+    src, (_, _, c) = _run(sch.mod, a, b, np.zeros((16, n), "float32"))
+    assert "T_matmul_NN kept in 16 accumulators of 16 lanes across loops k" in src
+    tile_order = list(range(16))  # accumulator v * 8 + row: the tile's points in order
+    grouped = [v * 8 + row for row in range(8) for v in range(2)]
+    assert _update_order(src) == (grouped if order_updates else tile_order)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_update_order_keeps_a_tile_whose_order_holds_fewest_operands():
+    # rows outermost (one broadcast at a time, both weight vectors held): already grouped
+    sch = _matmul(16, 64, 24)
+    block = sch.get_block("T_matmul_NN")
+    i, j, k = sch.get_loops(block)
+    i0, i1 = sch.split(i, [None, 4])
+    j0, j1 = sch.split(j, [None, 32])
+    sch.reorder(i0, j0, k, i1, j1)
+    sch.vectorize(j1)
+    plan = _plan_at(sch, "k")
+    assert plan is not None and len(plan.points) == 8
+    assert c_accumulate.update_order(plan) == plan.points
+
+
+def test_update_order_groups_the_points_of_one_broadcast():
+    sch, _ = _vectors_outside_rows(rows=3, vectors=2)
+    plan = _plan_at(sch, "k")
+    assert plan is not None and len(plan.points) == 6
+    order = c_accumulate.update_order(plan)
+    assert order == tuple(plan.points[v * 3 + row] for row in range(3) for v in range(2))
+
+
+def _plan_at(sch: tir.Schedule, loop_name: str):
+    """The accumulator plan of the lowered function's loop named ``loop_name``."""
+    from metaschedule.tir.functor import Visitor
+    from metaschedule.tir.transform import lower
+
+    func = lower(sch.mod["main"])
+    found = []
+
+    class _V(Visitor):
+        def visit_For(self, s: For) -> None:
+            if s.loop_var.name == loop_name:
+                found.append(s)
+            self.generic_visit(s)
+
+    _V().visit(func.body)
+    fw = _writer()
+    return plan_accumulators(fw, found[0])
+
+
 @pytest.mark.compiler
 def test_a_vector_tile_not_a_multiple_of_the_native_width_keeps_its_tail_in_registers():
     # j1 = 28 lanes (a 56-wide NCHW row split in two): vectors of 16, 8 and 4 lanes per
