@@ -61,6 +61,7 @@ unrolled::
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -623,8 +624,14 @@ def _peak_live(operands: list[list[tuple]], order) -> int:
     for pos, i in enumerate(order):
         for k in operands[i]:
             span.setdefault(k, [pos, pos])[1] = pos
-    live = [0] * (len(operands) + 1)
-    for first, last in span.values():
+    return _most_at_once(span.values(), len(operands))
+
+
+def _most_at_once(spans: Iterable[Sequence[int]], n: int) -> int:
+    """The most of the inclusive ``[first, last]`` spans over ``0..n-1`` that overlap at
+    one position."""
+    live = [0] * (n + 1)
+    for first, last in spans:
         live[first] += 1
         live[last + 1] -= 1
     most = cur = 0
@@ -655,16 +662,8 @@ def _shared_values(plan: AccumulatorPlan, combos: list[dict]) -> tuple[bool, boo
                 if use[0] != step:
                     reused[vector] = True
             update += 1
-    held = [0] * (update + 1)  # values live at each update: first <= update <= last
-    for _, first, last in uses.values():
-        if last > first:
-            held[first] += 1
-            held[last + 1] -= 1
-    most = live = 0
-    for delta in held:
-        live += delta
-        most = max(most, live)
-    return reused[True], reused[False], most
+    held = [(first, last) for _, first, last in uses.values() if last > first]
+    return reused[True], reused[False], _most_at_once(held, update)
 
 
 def _operands(point: Stmt, acc: Buffer) -> list[tuple[E.BufferLoad, bool]]:
