@@ -39,6 +39,21 @@ def _matmul(m: int, n: int, k: int) -> tir.Schedule:
     return tir.Schedule(te.create_prim_func([a, b, ops.matmul(a, b)]))
 
 
+def _register_tiled(m: int, n: int, k: int, cols: int, decompose: bool) -> tir.Schedule:
+    """i0 j0 | k | i1 (4) j1 (``cols``, vectorized): a register tile of 4 rows under k,
+    the init taken out of the reduction when ``decompose``."""
+    sch = _matmul(m, n, k)
+    block = sch.get_block("T_matmul_NN")
+    i, j, kk = sch.get_loops(block)
+    i0, i1 = sch.split(i, [None, 4])
+    j0, j1 = sch.split(j, [None, cols])
+    sch.reorder(i0, j0, kk, i1, j1)
+    if decompose:
+        sch.decompose_reduction(block, kk)
+    sch.vectorize(j1)
+    return sch
+
+
 def _run(mod, *arrays):
     lib = build(mod, CPU)
     args = [x.copy() for x in arrays]
@@ -51,15 +66,8 @@ def _run(mod, *arrays):
 
 @pytest.mark.compiler
 def test_register_tile_of_a_tiled_matmul_lives_in_vector_variables():
-    # i0 j0 | k | i1 (4) j1 (32, vectorized): 4 rows x 2 vectors of 16 lanes
-    sch = _matmul(16, 64, 24)
-    block = sch.get_block("T_matmul_NN")
-    i, j, k = sch.get_loops(block)
-    i0, i1 = sch.split(i, [None, 4])
-    j0, j1 = sch.split(j, [None, 32])
-    sch.reorder(i0, j0, k, i1, j1)
-    sch.decompose_reduction(block, k)
-    sch.vectorize(j1)
+    # 4 rows x 2 vectors of 16 lanes
+    sch = _register_tiled(16, 64, 24, 32, decompose=True)
     a, b = rand(16, 24), rand(24, 64)
     src, (_, _, c) = _run(sch.mod, a, b, np.zeros((16, 64), "float32"))
     assert "T_matmul_NN kept in 8 accumulators of 16 lanes across loops k" in src
@@ -116,13 +124,7 @@ def test_updates_of_a_tile_are_grouped_by_the_broadcast_they_read(monkeypatch, o
 
 def test_update_order_keeps_a_tile_whose_order_holds_fewest_operands():
     # rows outermost (one broadcast at a time, both weight vectors held): already grouped
-    sch = _matmul(16, 64, 24)
-    block = sch.get_block("T_matmul_NN")
-    i, j, k = sch.get_loops(block)
-    i0, i1 = sch.split(i, [None, 4])
-    j0, j1 = sch.split(j, [None, 32])
-    sch.reorder(i0, j0, k, i1, j1)
-    sch.vectorize(j1)
+    sch = _register_tiled(16, 64, 24, 32, decompose=False)
     plan = _plan_at(sch, "k")
     assert plan is not None and len(plan.points) == 8
     assert c_accumulate.update_order(plan) == plan.points
@@ -159,14 +161,7 @@ def _plan_at(sch: tir.Schedule, loop_name: str):
 def test_a_vector_tile_not_a_multiple_of_the_native_width_keeps_its_tail_in_registers():
     # j1 = 28 lanes (a 56-wide NCHW row split in two): vectors of 16, 8 and 4 lanes per
     # row of the tile, started from the folded init, none left in memory inside k
-    sch = _matmul(8, 56, 24)
-    block = sch.get_block("T_matmul_NN")
-    i, j, k = sch.get_loops(block)
-    i0, i1 = sch.split(i, [None, 4])
-    j0, j1 = sch.split(j, [None, 28])
-    sch.reorder(i0, j0, k, i1, j1)
-    sch.decompose_reduction(block, k)
-    sch.vectorize(j1)
+    sch = _register_tiled(8, 56, 24, 28, decompose=True)
     sch.vectorize(sch.get_loops(sch.get_block("T_matmul_NN_init"))[-1])
     a, b = rand(8, 24), rand(24, 56)
     src, (_, _, c) = _run(sch.mod, a, b, np.zeros((8, 56), "float32"))
