@@ -484,6 +484,12 @@ def _space(name: str):
 
 def _sampled(name: str, seed: int) -> tir.Schedule | None:
     ctx, spaces, _, _ = _space(name)
+    return _replayed(ctx, spaces, seed)
+
+
+def _replayed(ctx, spaces, seed: int) -> tir.Schedule | None:
+    """A random point of one of ``ctx``'s design ``spaces``, postprocessed; None where a
+    primitive or a postprocessor rejects it."""
     space = spaces[seed % len(spaces)]
     sch = tir.Schedule(ctx.mod, seed=seed, error_render_level="none")
     try:
@@ -600,17 +606,7 @@ def _sampled_nest(name: str, seed: int) -> tir.Schedule | None:
         ctx = TuneContext(_NESTS[name](), target="llvm", space_generator=PostOrderApply())
         _NEST_SPACES[name] = (ctx, ctx.generate_design_space())
     ctx, spaces = _NEST_SPACES[name]
-    sch = tir.Schedule(ctx.mod, seed=seed, error_render_level="none")
-    try:
-        tir.Trace(spaces[seed % len(spaces)].trace.insts, {}).apply_to_schedule(
-            sch, remove_postproc=True
-        )
-    except tir.ScheduleError:
-        return None
-    sch.enter_postproc()
-    if not all(p.apply(sch) for p in ctx.space_generator.postprocs):
-        return None
-    return sch
+    return _replayed(ctx, spaces, seed)
 
 
 def _adds_tests_by_counting(body) -> bool:
