@@ -68,14 +68,20 @@ def _depthwise_row_tile(h: int = 6, w: int = 8, c: int = 32) -> tir.Schedule:
     return sch
 
 
+def _checked(sch, args, want):
+    """``sch`` built, run on ``args`` and checked against ``want`` (numpy's result)."""
+    lib = build(sch.mod, CPU)
+    out = np.zeros(want.shape, "float32")
+    lib(*args, out)
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+    return lib
+
+
 @pytest.mark.compiler
 def test_depthwise_window_loads_each_input_vector_once():
     sch = _depthwise_row_tile()
     x, k = rand(1, 6, 8, 32), rand(3, 3, 32)
-    lib = build(sch.mod, CPU)
-    out = np.zeros((1, 6, 8, 32), "float32")
-    lib(x, k, out)
-    np.testing.assert_allclose(out, _depthwise_np(x, k), rtol=1e-4, atol=1e-4)
+    lib = _checked(sch, [x, k], _depthwise_np(x, k))
     src = lib.get_source()
     assert "kept in 8 accumulators of 16 lanes across loops ry, rx" in src
     # rx written out: 4 pixels x 3 taps read 6 distinct input columns of 2 vectors each,
@@ -126,10 +132,7 @@ def test_conv_window_broadcasts_each_input_pixel_once():
     # per update: 72), and 9 taps x 2 weight vectors, each loaded once
     sch = _conv_row_tile(4)
     x, k = rand(1, 6, 8, 8), rand(3, 3, 8, 32)
-    lib = build(sch.mod, CPU)
-    out = np.zeros((1, 6, 8, 32), "float32")
-    lib(x, k, out)
-    np.testing.assert_allclose(out, _conv_np(x, k), rtol=1e-4, atol=1e-4)
+    lib = _checked(sch, [x, k], _conv_np(x, k))
     src = lib.get_source()
     assert "kept in 8 accumulators of 16 lanes across loops rc, ry, rx" in src
     interior = src[src.index("kept in 8 accumulators") :]
@@ -147,10 +150,7 @@ def test_conv_window_too_wide_for_the_registers_broadcasts_per_update():
     # reused), the loops stay and the kernel still computes the numpy result
     sch = _conv_row_tile(14, h=3, w=14)
     x, k = rand(1, 3, 14, 8), rand(3, 3, 8, 32)
-    lib = build(sch.mod, CPU)
-    out = np.zeros((1, 3, 14, 32), "float32")
-    lib(x, k, out)
-    np.testing.assert_allclose(out, _conv_np(x, k), rtol=1e-4, atol=1e-4)
+    lib = _checked(sch, [x, k], _conv_np(x, k))
     src = lib.get_source()
     assert "kept in 28 accumulators of 16 lanes" in src
     assert "MS_IN_REG(" not in src
@@ -169,10 +169,7 @@ def test_a_tile_without_a_sliding_window_keeps_its_loop():
     sch.decompose_reduction(block, k0)
     sch.vectorize(j)
     a, b = rand(8, 16), rand(16, 32)
-    lib = build(sch.mod, CPU)
-    c = np.zeros((8, 32), "float32")
-    lib(a, b, c)
-    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+    lib = _checked(sch, [a, b], a @ b)
     assert "MS_IN_REG" not in lib.get_source()
 
 
