@@ -95,9 +95,30 @@ class ExprWriter:
         return f"(!{self.expr(e.a)})"
 
     def _select(self, e: E.Select) -> str:
-        return (
-            f"({self.expr(e.condition)} ? {self.expr(e.true_value)} : {self.expr(e.false_value)})"
-        )
+        cond = self.known_guard(e.condition)
+        if isinstance(cond, bool):
+            return self.expr(e.true_value if cond else e.false_value)
+        return f"({self.expr(cond)} ? {self.expr(e.true_value)} : {self.expr(e.false_value)})"
+
+    def known_guard(self, cond: E.PrimExpr) -> E.PrimExpr | bool:
+        """``cond`` without the conjuncts the enclosing loops' ranges prove true: True if
+        every one is, False if one never holds. An inlined padding's guard tests four
+        bounds per input pixel, and in a window's border tile, written out with its
+        steps as constants, most of them hold for every tile (only the outermost input
+        rows and columns can fall outside)."""
+        kept: list[E.PrimExpr] = []
+        for atom in _conjuncts(cond):
+            holds = _holds(atom, self.ranges)
+            if holds is False:
+                return False
+            if holds is None:
+                kept.append(atom)
+        if not kept:
+            return True
+        out = kept[0]
+        for atom in kept[1:]:
+            out = E.And(out, atom)
+        return out
 
     def _call(self, e: E.Call) -> str:
         if not is_float(e.dtype):
@@ -174,6 +195,33 @@ def strip_parens(code: str) -> str:
         if depth == 0 and i < len(code) - 1:
             return code
     return code[1:-1]
+
+
+def _conjuncts(cond: E.PrimExpr) -> list[E.PrimExpr]:
+    if isinstance(cond, E.And):
+        return _conjuncts(cond.a) + _conjuncts(cond.b)
+    return [cond]
+
+
+def _holds(atom: E.PrimExpr, ranges) -> bool | None:
+    """Whether the integer comparison ``atom`` holds over ``ranges``: always (True), never
+    (False) or unknown (None)."""
+    if not isinstance(atom, (E.LT, E.LE, E.GT, E.GE)):
+        return None
+    if not (is_int(atom.a.dtype) and is_int(atom.b.dtype)):
+        return None
+    diff = affine(atom.a) - affine(atom.b)  # the atom compares it with zero
+    b = const_bounds(diff.to_expr(atom.a.dtype), ranges)
+    if b is None:
+        return None
+    lo, hi = b
+    if isinstance(atom, E.GE):
+        return True if lo >= 0 else False if hi < 0 else None
+    if isinstance(atom, E.GT):
+        return True if lo > 0 else False if hi <= 0 else None
+    if isinstance(atom, E.LE):
+        return True if hi <= 0 else False if lo > 0 else None
+    return True if hi < 0 else False if lo >= 0 else None
 
 
 def _positive_const(e: E.PrimExpr) -> bool:

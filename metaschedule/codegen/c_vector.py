@@ -610,6 +610,16 @@ class _VectorBody:
         code = f"{self.h.vbroadcast(dtype, self.lanes)}({x.code})"
         return self._shared(("bcast", value_key(e), dtype, self.lanes), e, code, dtype)
 
+    def _shared_select(self, e: E.Select, code: str) -> str:
+        """A guarded vector load (an inlined padding: ``cond ? X[...] : 0`` with a
+        condition the same for every lane) made once per straight-line block, as
+        :meth:`_shared_load`: a window's border tile reads each guarded input vector for
+        up to nine updates, and the guard and the load are written once, keyed by value
+        (the guard by its affine forms, however each step wrote its indices)."""
+        if not _has_load(e):
+            return code
+        return self._shared(("select", value_key(e), self.lanes, self.start), e, code)
+
     def _shared(self, key: tuple, e: E.PrimExpr, code: str, dtype: str = "") -> str:
         shared = self.fw.shared_loads
         if shared is None or self.start is None or self.guarded:
@@ -646,14 +656,18 @@ class _VectorBody:
     def _select(self, e: E.Select) -> _Val:
         if is_bool(e.dtype):
             raise NotVectorizable("select of bool values")
+        known = self.fw.known_guard(e.condition) if not self.depends(e.condition) else None
+        if isinstance(known, bool):  # the loops' ranges decide it
+            return self.expr(e.true_value if known else e.false_value)
         self.guarded += 1
         try:
             t = self.as_vec(self.expr(e.true_value), e.dtype)
             f = self.as_vec(self.expr(e.false_value), e.dtype)
         finally:
             self.guarded -= 1
-        if not self.depends(e.condition):
-            return _Val(f"({self.fw.expr(e.condition)} ? {t} : {f})", "vec", e.dtype)
+        if known is not None:
+            code = f"({self.fw.expr(known)} ? {t} : {f})"
+            return _Val(self._shared_select(e, code), "vec", e.dtype)
         if self._unsafe_loads(e.true_value) or self._unsafe_loads(e.false_value):
             # the select may guard loads (padding): evaluating both sides must stay in bounds
             raise NotVectorizable(
