@@ -27,7 +27,10 @@ Loops map to C as follows:
 
 Before emission, loop bodies whose loads are guarded by inlined padding get an unguarded
 copy for the iterations where every guard holds, chosen by one test per iteration
-(:mod:`.c_versioning`; ``VERSION_GUARDS = False`` turns it off).
+(:mod:`.c_versioning`; ``VERSION_GUARDS = False`` turns it off). A loop nest the schedule
+left without a vector loop gets one where a loop of unit stride can move innermost
+without changing a result, as LLVM gives TVM's kernels (:mod:`.c_autovector`;
+``AUTO_VECTORIZE = False`` turns it off).
 
 Allocations of up to :data:`STACK_ALLOC_LIMIT` bytes are stack arrays declared where
 the ``Allocate`` is (inside a loop: one per iteration, which costs nothing). Larger
@@ -86,6 +89,7 @@ from .c_helpers import HEADER, Helpers
 from .c_invariant import InvariantScope
 from .c_parallel import Worksharing, emit_body
 from .c_vector import emit_lane_sums, emit_vectorized, vectorize_outputs
+from .c_autovector import vectorize_scalar_nests
 from .c_versioning import version_guards
 from .debug import DEBUG_C, OOB_STATUS, DebugSites
 
@@ -106,6 +110,8 @@ AUTO_UNROLL_STEPS = 64
 #: Guarded loop bodies (inlined padding) get an unguarded copy for the iterations where
 #: every guard holds (:mod:`.c_versioning`).
 VERSION_GUARDS = True
+#: Scalar loop nests get a vector loop where one can move innermost (:mod:`.c_autovector`).
+AUTO_VECTORIZE = True
 
 _C_RESERVED = {
     "auto",
@@ -350,7 +356,10 @@ class FunctionWriter(ExprWriter):
         head.append("  int32_t ms_status = 0;")
         if self.debug is not None:
             head.append("  ms_oob_site = -1;")
-        body = version_guards(self.func.body) if self.version else self.func.body
+        body = self.func.body
+        if AUTO_VECTORIZE and self.debug is None:  # debug code checks accesses one by one
+            body = vectorize_scalar_nests(body)
+        body = version_guards(body) if self.version else body
         heap = _heap_allocations(body, inside_parallel=False)
         if heap:
             ok = self.open_heap(heap, per_thread=False)

@@ -81,6 +81,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..codegen import c_codegen
 from ..codegen.c_accumulate import (
     BROADCAST_ACCUMULATORS,
     HOIST_INNER_REDUCTIONS,
@@ -95,6 +96,7 @@ from ..codegen.c_accumulate import (
     STRAIGHT_STEPS,
     _chunks,
 )
+from ..codegen.c_autovector import vectorize_scalar_nests
 from ..codegen.c_codegen import AUTO_UNROLL_STEPS, EXPLICIT_TILE_STEPS, EXPLICIT_UNROLL_STEPS
 from ..codegen.c_invariant import HOIST_INVARIANT_LOADS, MAX_INVARIANT_SHARE, InvariantScope
 from ..codegen.c_vector import MIN_OUTPUT_LANES, VECTORIZE_OUTPUTS
@@ -348,7 +350,7 @@ class AnalyticPrior(CostModel):
         total = 0.0
         for func in funcs:
             walker = LoopNestWalker()
-            body = lower(func, FEATURE_LOWER_PASSES).body
+            body = _as_emitted(lower(func, FEATURE_LOWER_PASSES).body)
             walker.walk(body)
             versioned = adds_tests(body)
             tiled: set[Any] = set()  # buffers an update keeps in a register tile
@@ -369,6 +371,12 @@ class AnalyticPrior(CostModel):
         return total
 
 
+def _as_emitted(body: Any) -> Any:
+    """A lowered body with the loops the C code generator gives vector lanes to
+    (:mod:`metaschedule.codegen.c_autovector`) as it emits them."""
+    return vectorize_scalar_nests(body) if c_codegen.AUTO_VECTORIZE else body
+
+
 def register_tiles(mod: IRModule | PrimFunc, machine: Machine | None = None) -> list[int]:
     """The register tiles the estimate assumes, in vectors (or scalars) of accumulators,
     one per store kept in registers: those the C code generator emits
@@ -377,7 +385,7 @@ def register_tiles(mod: IRModule | PrimFunc, machine: Machine | None = None) -> 
     tiles: list[float] = []
     for func in funcs:
         walker = LoopNestWalker()
-        body = lower(func, FEATURE_LOWER_PASSES).body
+        body = _as_emitted(lower(func, FEATURE_LOWER_PASSES).body)
         walker.walk(body)
         versioned = adds_tests(body)
         for st in walker.stores:

@@ -1,0 +1,123 @@
+"""A switch of the C code generator on and off for the same schedules.
+
+Samples schedules of our default design space for a suite or extra operator (or takes
+the top records of a tuning database), builds each twice with a module-level switch of
+``metaschedule.codegen.c_codegen`` off and on (``AUTO_VECTORIZE``, ``VERSION_GUARDS``,
+...), checks both builds compute the same numbers, and times them in interleaved rounds
+(best of the rounds), one thread unless ``--cores``::
+
+    python benchmarks/codegen_ab.py dw2 --switch AUTO_VECTORIZE --samples 24
+    python benchmarks/codegen_ab.py dep --switch AUTO_VECTORIZE --db W/dep/metaschedule
+
+Only schedules whose C differs between the two builds are timed (``--all``: every one).
+Prints a line per schedule and the geometric mean of off/on (above 1: the switch helps).
+A benchmark, not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+
+def _schedules(args, func):
+    """``(label, schedule)`` pairs: sampled points of the design space, or top records."""
+    from metaschedule.database import JSONDatabase
+    from metaschedule.space_generator import PostOrderApply
+    from metaschedule.tune_context import TuneContext
+
+    if args.db:
+        db = JSONDatabase(work_dir=args.db)
+        records = db.get_top_k(db.get_all_tuning_records()[0].workload, args.samples)
+        for i, rec in enumerate(records):
+            from metaschedule import tir
+
+            sch = tir.Schedule(rec.workload.mod)
+            rec.trace.apply_to_schedule(sch, remove_postproc=False)
+            yield f"record {i}", sch
+        return
+    ctx = TuneContext(func, target="llvm", space_generator=PostOrderApply(), rand_state=args.seed)
+    spaces, post = ctx.generate_design_space(), ctx.space_generator.postprocs
+    rng = np.random.default_rng(args.seed)
+    made = 0
+    while made < args.samples:
+        from metaschedule.schedule import Schedule
+        from metaschedule.schedule.trace import Trace
+
+        space = spaces[int(rng.integers(len(spaces)))]
+        sch = Schedule(ctx.mod, seed=int(rng.integers(2**31)), error_render_level="none")
+        Trace(space.trace.insts, {}).apply_to_schedule(sch, remove_postproc=True)
+        sch.enter_postproc()
+        if all(p.apply(sch) for p in post):
+            made += 1
+            yield f"sample {made - 1}", sch
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("workload", help="a suite or extra operator of tune_ops.py")
+    p.add_argument("--switch", required=True, help="a boolean of codegen.c_codegen")
+    p.add_argument("--samples", type=int, default=16, help="schedules (default 16)")
+    p.add_argument("--db", default=None, help="a tuning folder: its top records instead")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--cores", type=int, default=1, help="threads of the kernels (default 1)")
+    p.add_argument("--all", action="store_true", help="also time schedules whose C is equal")
+    args = p.parse_args(argv)
+
+    from tune_ops import parse_workload
+
+    from metaschedule.codegen import build, c_codegen
+    from metaschedule.runner.local_runner import host_measurement_lock
+    from metaschedule.target import Target
+
+    if not isinstance(getattr(c_codegen, args.switch, None), bool):
+        p.error(f"codegen.c_codegen has no boolean switch {args.switch}")
+    wl = parse_workload(args.workload)
+    func = wl.ms_func()
+    target = Target({**Target("llvm").as_json(), "num_cores": args.cores})
+    inputs = wl.inputs()
+    shape = np.asarray(wl.reference(inputs)).shape
+    ratios = []
+    for label, sch in _schedules(args, func):
+        libs = {}
+        for on in (False, True):
+            setattr(c_codegen, args.switch, on)
+            libs[on] = build(sch.mod, target)
+        setattr(c_codegen, args.switch, True)
+        if libs[False].get_source() == libs[True].get_source() and not args.all:
+            continue
+        outs = {}
+        for on, lib in libs.items():
+            outs[on] = np.zeros(shape, np.float32)
+            lib(*lib.pack_weights(*inputs, outs[on])[:-1], outs[on])
+        np.testing.assert_allclose(outs[True], outs[False], rtol=1e-4, atol=1e-4)
+        best = {False: float("inf"), True: float("inf")}
+        for _ in range(args.rounds):
+            for on in (False, True):
+                out = np.zeros(shape, np.float32)
+                packed = libs[on].pack_weights(*inputs, out)[:-1]
+                ev = libs[on].time_evaluator("main", number=5, repeat=10)
+                with host_measurement_lock():
+                    best[on] = min(best[on], min(ev(*packed, out).results))
+        ratios.append(best[False] / best[True])
+        print(
+            f"{label}: off {best[False] * 1e6:9.1f} us, on {best[True] * 1e6:9.1f} us, "
+            f"off/on {ratios[-1]:.2f}",
+            flush=True,
+        )
+    if ratios:
+        gm = float(np.exp(np.mean(np.log(ratios))))
+        print(f"{len(ratios)} schedule(s) with different C: geometric mean off/on {gm:.3f}")
+    else:
+        print("no schedule's C changed")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
