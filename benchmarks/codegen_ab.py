@@ -23,39 +23,25 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # the benchmarks' shared helpers, beside this file
 
 
 def _schedules(args, func):
     """``(label, schedule)`` pairs: sampled points of the design space, or top records."""
+    from metaschedule import tir
     from metaschedule.database import JSONDatabase
-    from metaschedule.space_generator import PostOrderApply
-    from metaschedule.tune_context import TuneContext
 
     if args.db:
         db = JSONDatabase(work_dir=args.db)
         records = db.get_top_k(db.get_all_tuning_records()[0].workload, args.samples)
         for i, rec in enumerate(records):
-            from metaschedule import tir
-
             sch = tir.Schedule(rec.workload.mod)
             rec.trace.apply_to_schedule(sch, remove_postproc=False)
             yield f"record {i}", sch
         return
-    ctx = TuneContext(func, target="llvm", space_generator=PostOrderApply(), rand_state=args.seed)
-    spaces, post = ctx.generate_design_space(), ctx.space_generator.postprocs
-    rng = np.random.default_rng(args.seed)
-    made = 0
-    while made < args.samples:
-        from metaschedule.schedule import Schedule
-        from metaschedule.schedule.trace import Trace
-
-        space = spaces[int(rng.integers(len(spaces)))]
-        sch = Schedule(ctx.mod, seed=int(rng.integers(2**31)), error_render_level="none")
-        Trace(space.trace.insts, {}).apply_to_schedule(sch, remove_postproc=True)
-        sch.enter_postproc()
-        if all(p.apply(sch) for p in post):
-            made += 1
-            yield f"sample {made - 1}", sch
+    samples = common.sampled_schedules(func, args.seed)
+    for i in range(args.samples):
+        yield f"sample {i}", next(samples)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -309,6 +309,28 @@ def time_python(
     return out
 
 
+def sampled_schedules(func: Any, seed: int = 0):
+    """Random points of the default llvm design space of ``func``, post-processed: an
+    endless iterator of schedules (the points a postprocessor rejects are skipped)."""
+    import numpy as np
+
+    from metaschedule.schedule import Schedule
+    from metaschedule.schedule.trace import Trace
+    from metaschedule.space_generator import PostOrderApply
+    from metaschedule.tune_context import TuneContext
+
+    ctx = TuneContext(func, target="llvm", space_generator=PostOrderApply(), rand_state=seed)
+    spaces, post = ctx.generate_design_space(), ctx.space_generator.postprocs
+    rng = np.random.default_rng(seed)
+    while True:
+        space = spaces[int(rng.integers(len(spaces)))]
+        sch = Schedule(ctx.mod, seed=int(rng.integers(2**31)), error_render_level="none")
+        Trace(space.trace.insts, {}).apply_to_schedule(sch, remove_postproc=True)
+        sch.enter_postproc()
+        if all(p.apply(sch) for p in post):
+            yield sch
+
+
 def optional_import(name: str) -> tuple[Any | None, str | None]:
     """``(module, None)``, or ``(None, why)`` when ``name`` cannot be imported."""
     try:

@@ -24,6 +24,9 @@ import shlex
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # the benchmarks' shared helpers, beside this file
+
 DEFAULT_VARIANTS = (
     "--param max-completely-peel-times=64 --param max-completely-peeled-insns=1000",
     "-fno-tree-vectorize",
@@ -54,11 +57,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from metaschedule.codegen.compiler import compiler_flags
     from metaschedule.flop_count import estimate_flops
-    from metaschedule.schedule import Schedule
-    from metaschedule.schedule.trace import Trace
-    from metaschedule.space_generator import PostOrderApply
     from metaschedule.target import Target
-    from metaschedule.tune_context import TuneContext
     from metaschedule.workloads import get_workload
 
     build_mod = importlib.import_module("metaschedule.codegen.build")  # the module, not build()
@@ -71,19 +70,12 @@ def main(argv: list[str] | None = None) -> int:
         func, inputs = wl.func(), wl.inputs()
         ref = wl.reference(*inputs)
         flops = estimate_flops(func)
-        ctx = TuneContext(func, target="llvm", space_generator=PostOrderApply(), rand_state=0)
-        spaces, post = ctx.generate_design_space(), ctx.space_generator.postprocs
-        rng = np.random.default_rng(args.seed)
+        samples = common.sampled_schedules(func, args.seed)
         secs: list[list[float]] = []  # per schedule, per variant
         builds: list[list[float]] = []  # per schedule, per variant: cold build seconds
         taken = 0
         while taken < args.samples:
-            space = spaces[int(rng.integers(len(spaces)))]
-            sch = Schedule(ctx.mod, seed=int(rng.integers(2**31)), error_render_level="none")
-            Trace(space.trace.insts, {}).apply_to_schedule(sch, remove_postproc=True)
-            sch.enter_postproc()
-            if not all(p.apply(sch) for p in post):
-                continue
+            sch = next(samples)
             taken += 1
             libs = []
             for extra in variants:
