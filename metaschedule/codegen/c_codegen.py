@@ -84,12 +84,12 @@ from .c_accumulate import (
     emit_fused_init,
     plan_accumulators,
 )
+from .c_autovector import vectorize_scalar_nests, widen_vector_loops
 from .c_expr import CodegenError, ExprWriter, linear_index, strip_parens
 from .c_helpers import HEADER, Helpers
 from .c_invariant import InvariantScope
 from .c_parallel import Worksharing, emit_body
 from .c_vector import emit_lane_sums, emit_vectorized, vectorize_outputs
-from .c_autovector import vectorize_scalar_nests
 from .c_versioning import version_guards
 from .debug import DEBUG_C, OOB_STATUS, DebugSites
 
@@ -358,7 +358,7 @@ class FunctionWriter(ExprWriter):
             head.append("  ms_oob_site = -1;")
         body = self.func.body
         if AUTO_VECTORIZE and self.debug is None:  # debug code checks accesses one by one
-            body = vectorize_scalar_nests(body)
+            body = widen_vector_loops(vectorize_scalar_nests(body), self.target.vector_width)
         body = version_guards(body) if self.version else body
         heap = _heap_allocations(body, inside_parallel=False)
         if heap:
@@ -749,8 +749,11 @@ def steps(s: Stmt) -> int:
         return sum(steps(x) for x in s.seq)
     if isinstance(s, For):
         inner = steps(s.body)
-        if s.kind is ForKind.VECTORIZED:
+        if s.kind is ForKind.VECTORIZED and _stores_contiguous(s):
             return inner
+        if s.kind is ForKind.VECTORIZED and isinstance(s.extent, E.IntImm):
+            # a scattered store (a transposing copy): c_vector writes a scalar loop
+            return s.extent.value * inner
         if not isinstance(s.extent, E.IntImm):
             return 1 << 62
         return s.extent.value * inner
@@ -759,6 +762,23 @@ def steps(s: Stmt) -> int:
     if isinstance(s, Allocate):
         return steps(s.body)
     return 1
+
+
+def _stores_contiguous(loop: For) -> bool:
+    """Whether every store in ``loop`` is unit-stride in its variable (vector code can
+    write it; else the vector loop is emitted as a scalar loop)."""
+    ok = True
+
+    class _V(Visitor):
+        def visit_BufferStore(self, st: BufferStore) -> None:
+            nonlocal ok
+            form = affine(linear_index(st.buffer, st.indices))
+            var = loop.loop_var
+            ok = ok and form.coef(var) in (0, 1) and not form.without(var).uses(var)
+            self.generic_visit(st)
+
+    _V().visit(loop.body)
+    return ok
 
 
 __all__ = [

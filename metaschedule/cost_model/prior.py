@@ -96,7 +96,7 @@ from ..codegen.c_accumulate import (
     STRAIGHT_STEPS,
     _chunks,
 )
-from ..codegen.c_autovector import vectorize_scalar_nests
+from ..codegen.c_autovector import vectorize_scalar_nests, widen_vector_loops
 from ..codegen.c_codegen import AUTO_UNROLL_STEPS, EXPLICIT_TILE_STEPS, EXPLICIT_UNROLL_STEPS
 from ..codegen.c_invariant import HOIST_INVARIANT_LOADS, MAX_INVARIANT_SHARE, InvariantScope
 from ..codegen.c_vector import MIN_OUTPUT_LANES, VECTORIZE_OUTPUTS
@@ -350,7 +350,7 @@ class AnalyticPrior(CostModel):
         total = 0.0
         for func in funcs:
             walker = LoopNestWalker()
-            body = _as_emitted(lower(func, FEATURE_LOWER_PASSES).body)
+            body = _as_emitted(lower(func, FEATURE_LOWER_PASSES).body, machine)
             walker.walk(body)
             versioned = adds_tests(body)
             tiled: set[Any] = set()  # buffers an update keeps in a register tile
@@ -371,10 +371,12 @@ class AnalyticPrior(CostModel):
         return total
 
 
-def _as_emitted(body: Any) -> Any:
-    """A lowered body with the loops the C code generator gives vector lanes to
-    (:mod:`metaschedule.codegen.c_autovector`) as it emits them."""
-    return vectorize_scalar_nests(body) if c_codegen.AUTO_VECTORIZE else body
+def _as_emitted(body: Any, machine: Machine) -> Any:
+    """A lowered body with the loops the C code generator gives vector lanes to, or
+    widens (:mod:`metaschedule.codegen.c_autovector`), as it emits them."""
+    if not c_codegen.AUTO_VECTORIZE:
+        return body
+    return widen_vector_loops(vectorize_scalar_nests(body), machine.lanes * 4)
 
 
 def register_tiles(mod: IRModule | PrimFunc, machine: Machine | None = None) -> list[int]:
@@ -385,7 +387,7 @@ def register_tiles(mod: IRModule | PrimFunc, machine: Machine | None = None) -> 
     tiles: list[float] = []
     for func in funcs:
         walker = LoopNestWalker()
-        body = _as_emitted(lower(func, FEATURE_LOWER_PASSES).body)
+        body = _as_emitted(lower(func, FEATURE_LOWER_PASSES).body, machine or Machine())
         walker.walk(body)
         versioned = adds_tests(body)
         for st in walker.stores:

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from metaschedule import te, tir
 from metaschedule.codegen import build, c_codegen
-from metaschedule.codegen.c_autovector import vectorize_scalar_nests
+from metaschedule.codegen.c_autovector import vectorize_scalar_nests, widen_vector_loops
 from metaschedule.target import Target
 from metaschedule.te import ops
 from metaschedule.tir.stmt import For, ForKind
@@ -164,3 +164,59 @@ def test_channel_tiles_without_a_vector_loop_compute_the_numpy_result(outer, row
     want = _depthwise_np(x, k, stride)
     _, out = _run(sch, [x, k], want.shape)
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4, err_msg=str(sch.trace))
+
+
+def _narrow_vector(outer: int, inner: int) -> tir.Schedule:
+    """A depthwise tile whose vector loop is the ``inner`` channels under the window,
+    ``outer`` channel groups above the window (TVM's second-best ``dw2`` record)."""
+    sch = tir.Schedule(_depthwise(8, 8, 64))
+    block = sch.get_block("depthwise_conv2d_nhwc")
+    sch.compute_inline(sch.get_block("PaddedInput"))
+    n, y, x, c, ry, rx = sch.get_loops(block)
+    c0, c1, c2 = sch.split(c, [None, outer, inner])
+    sch.reorder(n, y, x, c0, ry, rx, c1, c2)
+    sch.decompose_reduction(block, ry)
+    sch.vectorize(c2)
+    return sch
+
+
+@pytest.mark.compiler
+def test_a_narrow_vector_loop_is_widened_by_the_loop_above_it():
+    sch = _narrow_vector(16, 4)
+    x, k = rand(1, 8, 8, 64), rand(3, 3, 64)
+    lib, out = _run(sch, [x, k], (1, 8, 8, 64))
+    np.testing.assert_allclose(out, _depthwise_np(x, k), rtol=1e-4, atol=1e-4)
+    src = lib.get_source()
+    # 16 groups of 4 channels: one run of 64 lanes, four full vectors, no 4-lane vector
+    assert "kept in 4 accumulators of 16 lanes" in src
+    assert "ms_f32x4" not in src
+    try:
+        c_codegen.AUTO_VECTORIZE = False
+        _, off = _run(sch, [x, k], (1, 8, 8, 64))
+    finally:
+        c_codegen.AUTO_VECTORIZE = True
+    np.testing.assert_array_equal(out, off)
+
+
+def test_a_wide_enough_vector_loop_or_a_strided_one_stays():
+    body = lower(_narrow_vector(4, 16).mod["main"]).body  # 16 lanes: native already
+    assert widen_vector_loops(body, 64) is body
+    # the loop above moves an access by other than the vector loop's extent
+    x = tir.decl_buffer((8, 8), "float32", "X")
+    out = tir.decl_buffer((8, 8), "float32", "Out")
+    i, j = tir.Var("i", "int32"), tir.Var("j", "int32")
+    nest = For(
+        i, 0, 8, ForKind.SERIAL,
+        For(j, 0, 4, ForKind.VECTORIZED, tir.BufferStore(out, x[j, i] + 1.0, (i, j))),
+    )  # fmt: skip
+    assert widen_vector_loops(nest, 64) is nest
+
+
+@pytest.mark.compiler
+@settings(max_examples=8, deadline=None, derandomize=True)
+@given(outer=st.sampled_from([2, 4, 8, 16]), inner=st.sampled_from([1, 2, 4, 8]))
+def test_widened_channel_tiles_compute_the_numpy_result(outer, inner):
+    sch = _narrow_vector(outer, inner)
+    x, k = rand(1, 8, 8, 64), rand(3, 3, 64)
+    _, out = _run(sch, [x, k], (1, 8, 8, 64))
+    np.testing.assert_allclose(out, _depthwise_np(x, k), rtol=1e-4, atol=1e-4)
