@@ -171,7 +171,7 @@ class AccumulatorPlan:
 
 
 def _form_key(buf: Buffer, form: Affine) -> tuple:
-    return id(buf), *_affine_key(form)
+    return id(buf), *affine_key(form)
 
 
 def access_key(buf: Buffer, indices) -> tuple:
@@ -187,9 +187,9 @@ def value_key(e: E.PrimExpr) -> tuple:
     if isinstance(e, E.BufferLoad):
         return ("load", *access_key(e.buffer, e.indices))
     if isinstance(e, E.CmpOp) and is_int(e.a.dtype):
-        return (type(e).__name__, _affine_key(affine(e.a) - affine(e.b)))
+        return (type(e).__name__, affine_key(affine(e.a) - affine(e.b)))
     if is_int(e.dtype) and not isinstance(e, (E.Select, E.Call)):
-        return ("int", _affine_key(affine(e)))
+        return ("int", affine_key(affine(e)))
     if isinstance(e, E.BinaryOp):
         return (type(e).__name__, e.dtype, value_key(e.a), value_key(e.b))
     if isinstance(e, E.Not):
@@ -203,7 +203,7 @@ def value_key(e: E.PrimExpr) -> tuple:
     return structural_key(e)
 
 
-def _affine_key(form: Affine) -> tuple:
+def affine_key(form: Affine) -> tuple:
     return tuple(sorted((k, c) for k, (c, _) in form.terms.items())), form.const
 
 

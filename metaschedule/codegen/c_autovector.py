@@ -56,7 +56,7 @@ from ..tir.dtype import nbytes
 from ..tir.functor import Mutator, Visitor, substitute
 from ..tir.stmt import BufferStore, For, ForKind, Range, SeqStmt, Stmt
 from ..tir.transform.affine import Affine, affine
-from .c_accumulate import access_key
+from .c_accumulate import access_key, affine_key
 from .c_expr import linear_index
 
 __all__ = [
@@ -198,7 +198,7 @@ def _lanes_fit(lane: For, nests: list[_Nest]) -> bool:
         base = form.without(var)
         for lp in nest.loops:
             base = base.without(lp.loop_var)
-        bases.add(_affine_key(base))
+        bases.add(affine_key(base))
     # the nests write the same elements of the lane loop's iterations (an init and its
     # update): distributing the lane loop over them keeps each element's order
     return len(bases) == 1
@@ -209,10 +209,6 @@ def _spatial_below(nest: _Nest) -> bool:
     element (a spatial loop, not only reductions)."""
     form = affine(linear_index(nest.store.buffer, nest.store.indices))
     return any(_const(lp.extent) != 1 and form.uses(lp.loop_var) for lp in nest.loops)
-
-
-def _affine_key(form: Affine) -> tuple:
-    return tuple(sorted((k, c) for k, (c, _) in form.terms.items())), form.const
 
 
 def _apart(form: Affine, other: For, extent: int) -> bool:
@@ -230,38 +226,22 @@ def _near_reads(store: BufferStore, var: E.Var, extent: int) -> bool:
     weight read with a stride of 3, three cache lines for 16 lanes). A transposed
     operand's lanes a row apart each (one cache line per lane) ran 3x slower than the
     scalar nest (``benchmarks/codegen_ab.py tbg``)."""
-    ok = True
-
-    class _Loads(Visitor):
-        def visit_BufferLoad(self, load: E.BufferLoad) -> None:
-            nonlocal ok
-            form = affine(linear_index(load.buffer, load.indices))
-            stride = abs(form.coef(var))
-            span = stride * (extent - 1) * nbytes(load.buffer.dtype)
-            ok = (
-                ok and not form.without(var).uses(var) and (stride <= 1 or span <= MAX_GATHER_BYTES)
-            )
-            self.generic_visit(load)
-
-    _Loads().visit(store.value)
-    return ok
+    for buf, indices in _loads(store.value):
+        form = affine(linear_index(buf, indices))
+        stride = abs(form.coef(var))
+        if form.without(var).uses(var):
+            return False
+        if stride > 1 and stride * (extent - 1) * nbytes(buf.dtype) > MAX_GATHER_BYTES:
+            return False
+    return True
 
 
 def _reads_only_its_element(store: BufferStore) -> bool:
     """Whether every load of the stored buffer in the store's value is of the element
     it writes."""
     key = access_key(store.buffer, store.indices)
-    ok = True
-
-    class _Loads(Visitor):
-        def visit_BufferLoad(self, load: E.BufferLoad) -> None:
-            nonlocal ok
-            if load.buffer is store.buffer:
-                ok = ok and access_key(load.buffer, load.indices) == key
-            self.generic_visit(load)
-
-    _Loads().visit(store.value)
-    return ok
+    loads = _loads(store.value)
+    return all(access_key(b, idx) == key for b, idx in loads if b is store.buffer)
 
 
 # ----------------------------------------------------------------------------- widening

@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..tir import expr as E
 from ..tir.buffer import Buffer
 from ..tir.dtype import c_type, is_bool, is_float, is_int
-from ..tir.transform.affine import affine, const_bounds
+from ..tir.transform.affine import Affine, affine, const_bounds
 from .c_helpers import Helpers, c_literal, scalar_call
 
 
@@ -107,7 +107,7 @@ class ExprWriter:
         steps as constants, most of them hold for every tile (only the outermost input
         rows and columns can fall outside)."""
         kept: list[E.PrimExpr] = []
-        for atom in _conjuncts(cond):
+        for atom in conjuncts(cond):
             holds = _holds(atom, self.ranges)
             if holds is False:
                 return False
@@ -197,31 +197,38 @@ def strip_parens(code: str) -> str:
     return code[1:-1]
 
 
-def _conjuncts(cond: E.PrimExpr) -> list[E.PrimExpr]:
+def conjuncts(cond: E.PrimExpr) -> list[E.PrimExpr]:
+    """The conjuncts of ``cond``."""
     if isinstance(cond, E.And):
-        return _conjuncts(cond.a) + _conjuncts(cond.b)
+        return conjuncts(cond.a) + conjuncts(cond.b)
     return [cond]
+
+
+def nonneg_form(atom: E.PrimExpr) -> Affine | None:
+    """The affine form ``d`` with the integer comparison ``atom`` equivalent to
+    ``d >= 0``, or None (not such a comparison)."""
+    if not isinstance(atom, (E.LT, E.LE, E.GT, E.GE)):
+        return None
+    if not (is_int(atom.a.dtype) and is_int(atom.b.dtype)):
+        return None
+    a, b = affine(atom.a), affine(atom.b)
+    if isinstance(atom, E.GE):
+        return a - b
+    if isinstance(atom, E.GT):
+        return (a - b).offset(-1)
+    if isinstance(atom, E.LE):
+        return b - a
+    return (b - a).offset(-1)
 
 
 def _holds(atom: E.PrimExpr, ranges) -> bool | None:
     """Whether the integer comparison ``atom`` holds over ``ranges``: always (True), never
     (False) or unknown (None)."""
-    if not isinstance(atom, (E.LT, E.LE, E.GT, E.GE)):
-        return None
-    if not (is_int(atom.a.dtype) and is_int(atom.b.dtype)):
-        return None
-    diff = affine(atom.a) - affine(atom.b)  # the atom compares it with zero
-    b = const_bounds(diff.to_expr(atom.a.dtype), ranges)
+    form = nonneg_form(atom)
+    b = None if form is None else const_bounds(form.to_expr(), ranges)
     if b is None:
         return None
-    lo, hi = b
-    if isinstance(atom, E.GE):
-        return True if lo >= 0 else False if hi < 0 else None
-    if isinstance(atom, E.GT):
-        return True if lo > 0 else False if hi <= 0 else None
-    if isinstance(atom, E.LE):
-        return True if hi <= 0 else False if lo > 0 else None
-    return True if hi < 0 else False if lo >= 0 else None
+    return True if b[0] >= 0 else False if b[1] < 0 else None
 
 
 def _positive_const(e: E.PrimExpr) -> bool:
@@ -251,4 +258,4 @@ def _numel(shape: tuple[int, ...]) -> int:
     return n
 
 
-__all__ = ["CodegenError", "ExprWriter", "linear_index", "strip_parens"]
+__all__ = ["CodegenError", "ExprWriter", "conjuncts", "linear_index", "nonneg_form", "strip_parens"]

@@ -71,7 +71,8 @@ from ..tir.buffer import Buffer
 from ..tir.dtype import is_int
 from ..tir.functor import Mutator, Visitor, collect_vars, has_loop_kind
 from ..tir.stmt import Allocate, BufferStore, For, ForKind, IfThenElse, SeqStmt, Stmt
-from ..tir.transform.affine import Affine, Ranges, affine, bounds
+from ..tir.transform.affine import Affine, Ranges, bounds
+from .c_expr import conjuncts, nonneg_form
 
 __all__ = [
     "MAX_BODY_NODES",
@@ -218,34 +219,11 @@ def _trips(loop: For) -> int:
 # ----------------------------------------------------------------------------- guards
 
 
-def _atoms(cond: E.PrimExpr) -> list[E.PrimExpr]:
-    """The conjuncts of ``cond``."""
-    if isinstance(cond, E.And):
-        return _atoms(cond.a) + _atoms(cond.b)
-    return [cond]
-
-
 def _conjunction(atoms: list[E.PrimExpr]) -> E.PrimExpr | None:
     out: E.PrimExpr | None = None
     for a in atoms:
         out = a if out is None else E.And(out, a)
     return out
-
-
-def _nonneg_form(atom: E.PrimExpr):
-    """The affine form ``d`` with ``atom`` equivalent to ``d >= 0``, or None."""
-    if not isinstance(atom, (E.LT, E.LE, E.GT, E.GE)):
-        return None
-    if not (is_int(atom.a.dtype) and is_int(atom.b.dtype)):
-        return None
-    a, b = affine(atom.a), affine(atom.b)
-    if isinstance(atom, E.GE):
-        return a - b
-    if isinstance(atom, E.GT):
-        return (a - b).offset(-1)
-    if isinstance(atom, E.LE):
-        return b - a
-    return (b - a).offset(-1)
 
 
 _INDEX_NODES = (E.Var, E.IntImm, E.Add, E.Sub, E.Mul, E.FloorDiv, E.FloorMod, E.Min, E.Max)
@@ -269,7 +247,7 @@ def _prove(atom: E.PrimExpr, inner: Ranges, outer: set[E.Var]) -> bool | Affine 
     """When ``atom`` holds for every value of the ``inner`` loop variables: always (True),
     when ``lo >= 0`` holds for the returned form ``lo`` of the ``outer`` loop variables, or
     unknown (None)."""
-    form = _nonneg_form(atom)
+    form = nonneg_form(atom)
     if form is None:
         return None
     iv = bounds(form.to_expr(atom.a.dtype), inner)
@@ -331,14 +309,14 @@ class _Unguard(Mutator):
         whether any was proven; ``counts``: the guard feeds an accumulation (a window's
         loads), whose evaluations count towards :data:`MIN_GUARDS_PER_TEST`."""
         kept: list[E.PrimExpr] = []
-        for atom in _atoms(cond):
+        for atom in conjuncts(cond):
             proof = _prove(atom, self.inner, self.outer)
             if proof is None:
                 kept.append(atom)
             elif proof is not True:
                 self.proofs.add(proof, atom.a.dtype)
-        changed = len(kept) < len(_atoms(cond))
-        if changed and all(_nonneg_form(a) is None for a in kept):
+        changed = len(kept) < len(conjuncts(cond))
+        if changed and all(nonneg_form(a) is None for a in kept):
             # no bounds test left (a deeper test could not remove more)
             self.proofs.freed += self.trips
             if counts:
