@@ -2,12 +2,13 @@
 
 Samples schedules of our default design space for a suite or extra operator (or takes
 the top records of a tuning database), builds each twice with a module-level switch of
-``metaschedule.codegen.c_codegen`` off and on (``AUTO_VECTORIZE``, ``VERSION_GUARDS``,
+``metaschedule.codegen.c_codegen`` (or ``MODULE.NAME`` of another codegen module) off and on (``AUTO_VECTORIZE``, ``VERSION_GUARDS``,
 ...), checks both builds compute the same numbers, and times them in interleaved rounds
 (best of the rounds), one thread unless ``--cores``::
 
     python benchmarks/codegen_ab.py dw2 --switch AUTO_VECTORIZE --samples 24
     python benchmarks/codegen_ab.py dep --switch AUTO_VECTORIZE --db W/dep/metaschedule
+    python benchmarks/codegen_ab.py gconv --switch c_accumulate.JAM_SMALL_TILES
 
 Only schedules whose C differs between the two builds are timed (``--all``: every one).
 Prints a line per schedule and the geometric mean of off/on (above 1: the switch helps).
@@ -47,7 +48,11 @@ def _schedules(args, func):
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("workload", help="a suite or extra operator of tune_ops.py")
-    p.add_argument("--switch", required=True, help="a boolean of codegen.c_codegen")
+    p.add_argument(
+        "--switch",
+        required=True,
+        help="a boolean of codegen.c_codegen (NAME) or of another codegen module (MODULE.NAME)",
+    )
     p.add_argument("--samples", type=int, default=16, help="schedules (default 16)")
     p.add_argument("--db", default=None, help="a tuning folder: its top records instead")
     p.add_argument("--seed", type=int, default=0)
@@ -58,12 +63,19 @@ def main(argv: list[str] | None = None) -> int:
 
     from tune_ops import parse_workload
 
-    from metaschedule.codegen import build, c_codegen
+    import importlib
+
+    from metaschedule.codegen import build
     from metaschedule.runner.local_runner import host_measurement_lock
     from metaschedule.target import Target
 
-    if not isinstance(getattr(c_codegen, args.switch, None), bool):
-        p.error(f"codegen.c_codegen has no boolean switch {args.switch}")
+    module_name, _, name = args.switch.rpartition(".")
+    try:
+        module = importlib.import_module(f"metaschedule.codegen.{module_name or 'c_codegen'}")
+    except ImportError:
+        p.error(f"no codegen module {module_name}")
+    if not isinstance(getattr(module, name, None), bool):
+        p.error(f"{module.__name__} has no boolean switch {name}")
     wl = parse_workload(args.workload)
     func = wl.ms_func()
     target = Target({**Target("llvm").as_json(), "num_cores": args.cores})
@@ -73,9 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     for label, sch in _schedules(args, func):
         libs = {}
         for on in (False, True):
-            setattr(c_codegen, args.switch, on)
+            setattr(module, name, on)
             libs[on] = build(sch.mod, target)
-        setattr(c_codegen, args.switch, True)
+        setattr(module, name, True)
         if libs[False].get_source() == libs[True].get_source() and not args.all:
             continue
         outs = {}

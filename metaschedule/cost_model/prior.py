@@ -85,6 +85,8 @@ from ..codegen import c_codegen
 from ..codegen.c_accumulate import (
     BROADCAST_ACCUMULATORS,
     HOIST_INNER_REDUCTIONS,
+    JAM_ACCUMULATORS,
+    JAM_SMALL_TILES,
     MAX_ACCUMULATORS,
     MAX_STRAIGHT_ACCUMULATORS,
     MERGE_CONTIGUOUS,
@@ -1068,15 +1070,25 @@ def _register_tile(
     (:data:`~metaschedule.codegen.c_accumulate.SPLIT_LARGE_TILES`): its outermost scalar
     tile loops leave the tile until it fits, if at least
     :data:`~metaschedule.codegen.c_accumulate.MIN_SPLIT_ACCUMULATORS` vectors stay.
+    A tile loop heading such a nest jams the tile loops down to the region into a
+    vector tile (:data:`~metaschedule.codegen.c_accumulate.JAM_SMALL_TILES`) when the
+    first tile that fits below it has fewer than ``MIN_SPLIT_ACCUMULATORS`` vectors and
+    the jammed one at most :data:`~metaschedule.codegen.c_accumulate.JAM_ACCUMULATORS`.
     ``perfect``: the outermost loop from which the nest is perfect (:func:`_perfect_from`).
     """
     found = _tile_candidates(
         st, store_lin, accesses, store_loops, vec_loop, per_elem, lanes, perfect
     )
-    for i, (start, tile, vectors, merged, tile_per_elem) in enumerate(found):
+    for i, (start, tile, vectors, merged, tile_per_elem, jam) in enumerate(found):
+        # the first tile below that fits as it is (never a jam)
+        deeper = next((c for c in found[i + 1 :] if not c[5] and c[2] <= MAX_ACCUMULATORS), None)
+        if jam:
+            if vectors <= JAM_ACCUMULATORS and deeper and deeper[2] < MIN_SPLIT_ACCUMULATORS:
+                return start, tile, tile_per_elem
+            continue
         if vectors <= MAX_ACCUMULATORS:
             return start, tile, tile_per_elem
-        if not SPLIT_LARGE_TILES or any(c[2] <= MAX_ACCUMULATORS for c in found[i + 1 :]):
+        if not SPLIT_LARGE_TILES or deeper is not None:
             continue
         scalar = [j for j in tile if j != vec_loop and j not in merged]
         while scalar and vectors > MAX_ACCUMULATORS:
@@ -1097,16 +1109,20 @@ def _tile_candidates(
     per_elem: float,
     lanes: int,
     perfect: int = 0,
-) -> list[tuple[int, list[int], float, list[int], float]]:
+) -> list[tuple[int, list[int], float, list[int], float, bool]]:
     """Every loop that could head a register tile, outermost first: ``(start, tile,
-    vectors, merged, per_elem)``, with the tile loops merged into the vector loop and the
-    vector chunks per element of the merged loop (see :func:`_register_tile`)."""
+    vectors, merged, per_elem, jam)``, with the tile loops merged into the vector loop,
+    the vector chunks per element of the merged loop, and whether ``start`` is a tile
+    loop jammed into the tile (see :func:`_register_tile`)."""
     ext, loops = st.extents, st.loops
     n = len(ext)
     serial = (ForKind.SERIAL, ForKind.UNROLLED)
-    found: list[tuple[int, list[int], float, list[int], float]] = []
+    found: list[tuple[int, list[int], float, list[int], float, bool]] = []
     for start in range(perfect, n):  # a perfect nest from start down
-        if ext[start] == 1 or start in store_loops or loops[start].kind not in serial:
+        jam = start in store_loops
+        if ext[start] == 1 or loops[start].kind not in serial:
+            continue
+        if jam and not (JAM_SMALL_TILES and HOIST_INNER_REDUCTIONS and vec_loop > start):
             continue
         below = [j for j in range(start, n) if ext[j] > 1]
         if any(
@@ -1115,6 +1131,8 @@ def _tile_candidates(
             continue
         tile = [j for j in below if j in store_loops]
         reductions = [j for j in below if j not in store_loops]
+        if jam and not reductions:
+            continue
         first_tile = tile[0] if tile else n
         if not HOIST_INNER_REDUCTIONS and any(j > first_tile for j in reductions):
             continue
@@ -1128,7 +1146,7 @@ def _tile_candidates(
             extent = ext[vec_loop] * math.prod(ext[j] for j in merged)
             tile_per_elem = (extent // lanes + bin(extent % lanes).count("1")) / extent
         vectors = math.prod(ext[j] for j in tile) * (tile_per_elem if vec_loop in tile else 1.0)
-        found.append((start, tile, vectors, merged, tile_per_elem))
+        found.append((start, tile, vectors, merged, tile_per_elem, jam))
     return found
 
 

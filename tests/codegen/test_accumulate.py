@@ -404,6 +404,48 @@ def test_plan_splits_a_tile_too_large_at_its_outer_loop():
     assert plan_accumulators(_writer(), nest, split=False) is None
 
 
+def _rows_outside_the_reduction(rows: int, vectors: int) -> tir.Schedule:
+    """``i (rows) | j0 (vectors) | k | j1 (16, vectorized)``: a tile of one vector under
+    the reduction, its rows and vectors outside it."""
+    sch = _matmul(rows, 16 * vectors, 12)
+    i, j, k = sch.get_loops(sch.get_block("T_matmul_NN"))
+    j0, j1 = sch.split(j, [vectors, 16])
+    sch.reorder(i, j0, k, j1)
+    sch.vectorize(j1)
+    return sch
+
+
+@pytest.mark.compiler
+@pytest.mark.parametrize("jam", [False, True])
+def test_tile_loops_above_a_small_tile_are_jammed_into_it(monkeypatch, jam):
+    # one accumulator is one chain of dependent multiply-adds; the 4 x 2 tile loops
+    # above the reduction jammed in make 8 independent ones
+    monkeypatch.setattr(c_accumulate, "JAM_SMALL_TILES", jam)
+    sch = _rows_outside_the_reduction(4, 2)
+    a, b = rand(4, 12), rand(12, 32)
+    src, (_, _, c) = _run(sch.mod, a, b, np.full((4, 32), np.nan, "float32"))
+    want = "8 accumulators of 16 lanes" if jam else "1 accumulator of 16 lanes"
+    assert f"T_matmul_NN kept in {want} across loops k" in src
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_a_jam_stops_at_its_budget_and_only_lifts_small_tiles():
+    # 4 rows x 8 vectors: 32 > JAM_ACCUMULATORS at i, 8 at j0
+    wide = _rows_outside_the_reduction(4, 8)
+    assert _plan_at(wide, "i") is None
+    plan = _plan_at(wide, "j_0")
+    assert plan is not None and len(plan.points) == 8
+    assert [lp.loop_var.name for lp in plan.region] == ["k"]
+    # a tile of MIN_SPLIT_ACCUMULATORS vectors under k is left as it is
+    sch = _matmul(4, 16 * MIN_SPLIT_ACCUMULATORS, 12)
+    i, j, k = sch.get_loops(sch.get_block("T_matmul_NN"))
+    j0, j1 = sch.split(j, [MIN_SPLIT_ACCUMULATORS, 16])
+    sch.reorder(i, k, j0, j1)
+    sch.vectorize(j1)
+    assert _plan_at(sch, "i") is None
+    assert len(_plan_at(sch, "k").points) == MIN_SPLIT_ACCUMULATORS
+
+
 def test_plan_does_not_start_at_a_loop_the_offset_uses():
     nest = _nest(lambda b, a, i, k, r: _acc(b, a, i, k, 0))
     assert plan_accumulators(_writer(), nest.body) is None  # the i loop

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from metaschedule import te, tir
-from metaschedule.codegen import build, c_codegen, c_invariant, c_vector
+from metaschedule.codegen import build, c_accumulate, c_codegen, c_invariant, c_vector
 from metaschedule.codegen.c_codegen import FunctionWriter, codegen_c
 from metaschedule.codegen.c_helpers import Helpers
 from metaschedule.codegen.c_vector import vectorize_outputs
@@ -220,8 +220,10 @@ def _rows_program(guard: bool, write_b: bool) -> PrimFunc:
 
 @pytest.mark.parametrize(("guard", "write_b"), [(False, False), (True, False), (False, True)])
 def test_loads_are_hoisted_only_when_every_iteration_makes_them_and_nothing_writes_them(
-    guard, write_b
+    monkeypatch, guard, write_b
 ):
+    # (without the guard and the write, the rows would be jammed into one register tile)
+    monkeypatch.setattr(c_accumulate, "JAM_SMALL_TILES", False)
     src = codegen_c(_rows_program(guard, write_b), CPU).code
     hoisted = "3 loads invariant in loop r" in src
     assert hoisted == (not guard and not write_b), src
