@@ -2,9 +2,10 @@
 
 Samples schedules of our default design space for a suite or extra operator (or takes
 the top records of a tuning database), builds each twice with a module-level switch of
-``metaschedule.codegen.c_codegen`` (or ``MODULE.NAME`` of another codegen module) off and on (``AUTO_VECTORIZE``, ``VERSION_GUARDS``,
-...), checks both builds compute the same numbers, and times them in interleaved rounds
-(best of the rounds), one thread unless ``--cores``::
+``metaschedule.codegen.c_codegen`` (``AUTO_VECTORIZE``, ``VERSION_GUARDS``, ...; or
+``MODULE.NAME`` of another codegen module) off and on, checks both builds compute the
+same numbers, and times them in interleaved rounds (best of the rounds), one thread
+unless ``--cores``::
 
     python benchmarks/codegen_ab.py dw2 --switch AUTO_VECTORIZE --samples 24
     python benchmarks/codegen_ab.py dep --switch AUTO_VECTORIZE --db W/dep/metaschedule
@@ -18,6 +19,7 @@ A benchmark, not a test.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 
@@ -62,8 +64,6 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     from tune_ops import parse_workload
-
-    import importlib
 
     from metaschedule.codegen import build
     from metaschedule.runner.local_runner import host_measurement_lock
