@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 from ..runtime.timer import HostLoad
 
 __all__ = [
+    "CONFIRM_QUIET_SECONDS",
     "OPENMP_PASSIVE_ENV",
     "POLICY_BASIS_ENV",
     "QUIET_LOADAVG_PER_CORE",
@@ -86,6 +87,11 @@ QUIET_OTHERS_SHARE = 0.1
 #: machine is not oversubscribed (it lags, and counts our own builder's bursts: the
 #: instant sample decides, this only rules out a machine busy all along).
 QUIET_LOADAVG_PER_CORE = 1.0
+#: When only the load average says busy, the others are watched this many seconds more
+#: and, quiet all along, the machine is quiet: the average lags a minute behind and
+#: counts this process's own recent work (a tuning or a timing that just ended, its
+#: builds), which made a run started after another one measure every kernel passive.
+CONFIRM_QUIET_SECONDS = 1.0
 
 
 class OpenMPPolicy(NamedTuple):
@@ -143,19 +149,33 @@ def sample_host_load(seconds: float = 0.1) -> dict[str, Any]:
 POLICY_BASIS_ENV = "MS_OPENMP_POLICY_BASIS"
 
 
+def _confirm_sample() -> dict[str, Any]:
+    return sample_host_load(CONFIRM_QUIET_SECONDS)
+
+
 def openmp_worker_env(
     sample: Callable[[], dict[str, Any]] = sample_host_load,
+    confirm: Callable[[], dict[str, Any]] = _confirm_sample,
 ) -> dict[str, str]:
     """The environment for a pool of measuring workers, chosen from the load ``sample()``
     sees (:func:`choose_openmp_policy`); ``{}`` when the user set ``OMP_WAIT_POLICY`` or
     ``GOMP_SPINCOUNT`` (the workers inherit the user's). One decision for the whole pool,
-    so that the candidates of a batch are measured alike."""
+    so that the candidates of a batch are measured alike. When the others were quiet and
+    only the load average says busy, ``confirm()`` (a longer sample, see
+    :data:`CONFIRM_QUIET_SECONDS`) decides."""
     if any(key in os.environ for key in OPENMP_PASSIVE_ENV):
         return {}
     load = sample()
     cores = os.cpu_count() or 1
-    chosen = choose_openmp_policy(load.get("others_cores"), load.get("loadavg_1m"), cores)
-    basis = {"decision": chosen.reason, **load, "cores": cores, "env": chosen.env}
+    others = load.get("others_cores")
+    chosen = choose_openmp_policy(others, load.get("loadavg_1m"), cores)
+    basis = {"decision": chosen.reason, **load, "cores": cores}
+    if chosen.reason == "busy" and choose_openmp_policy(others, None, cores).reason == "quiet":
+        longer = confirm().get("others_cores")
+        basis["confirm_others_cores"] = longer
+        chosen = choose_openmp_policy(longer, None, cores)
+        basis["decision"] = chosen.reason
+    basis["env"] = chosen.env
     return {**chosen.env, POLICY_BASIS_ENV: json.dumps(basis)}
 
 

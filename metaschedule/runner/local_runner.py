@@ -55,6 +55,7 @@ from ..utils import (
 from ..worker import PoolClosedError, WorkerDiedError, WorkerPool, WorkerStartError
 from .base import PyRunner, RunnerFuture, RunnerInput, RunnerResult
 from .config import (
+    CONFIRM_QUIET_SECONDS,
     EvaluatorConfig,
     openmp_policy_outdated,
     openmp_policy_record,
@@ -217,11 +218,15 @@ def host_measurement_lock(path: str | None = None) -> Iterator[None]:
         os.close(fd)  # closing the only descriptor releases the lock
 
 
-def _quiet_load_sample() -> dict[str, Any]:
+def _quiet_load_sample(seconds: float = 0.1) -> dict[str, Any]:
     """The load of other processes, seen while no measurement runs (ours or another
     tuner's on this host)."""
     with host_measurement_lock():
-        return sample_host_load()
+        return sample_host_load(seconds)
+
+
+def _quiet_confirm_sample() -> dict[str, Any]:
+    return _quiet_load_sample(CONFIRM_QUIET_SECONDS)
 
 
 class _Deadline:
@@ -434,7 +439,7 @@ class LocalRunner(PyRunner):
     def _new_pool(self) -> WorkerPool:
         """Workers whose OpenMP wait policy follows the load seen now (see
         :func:`.config.openmp_worker_env`; libgomp reads it once per process)."""
-        env = openmp_worker_env(_quiet_load_sample)
+        env = openmp_worker_env(_quiet_load_sample, _quiet_confirm_sample)
         return WorkerPool(_NUM_WORKERS, self.initializer, preload=_PRELOAD, env=env)
 
     def run(self, runner_inputs: list[RunnerInput]) -> list[RunnerFuture]:

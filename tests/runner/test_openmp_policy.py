@@ -169,3 +169,26 @@ def test_a_worker_whose_initializer_changed_the_policy_records_the_users(tmp_pat
     )
     record = json.loads(out.stdout.strip().splitlines()[-1])
     assert record == {"omp_wait_policy": "ACTIVE", "omp_policy_basis": {"decision": "user"}}
+
+
+def test_a_load_average_only_our_own_past_work_explains_is_checked_again(monkeypatch):
+    # the others were quiet and only the 1-minute load average (which counts a tuning or a
+    # timing of ours that just ended) says busy: a longer look at the others decides
+    from metaschedule.runner import config
+
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
+    cores = os.cpu_count() or 1
+    lagging = {"others_cores": 0.0, "loadavg_1m": 3.0 * cores, "wall_secs": 0.1}
+    calm = config.openmp_worker_env(lambda: lagging, lambda: {"others_cores": 0.01})
+    assert calm["GOMP_SPINCOUNT"] == str(QUIET_SPIN_COUNT)
+    basis = json.loads(calm[config.POLICY_BASIS_ENV])
+    assert basis["decision"] == "quiet" and basis["confirm_others_cores"] == 0.01
+    assert basis["loadavg_1m"] == 3.0 * cores  # the evidence it overruled stays recorded
+    busy = config.openmp_worker_env(lambda: lagging, lambda: {"others_cores": float(cores)})
+    assert {k: busy[k] for k in OPENMP_PASSIVE_ENV} == OPENMP_PASSIVE_ENV
+    assert json.loads(busy[config.POLICY_BASIS_ENV])["decision"] == "busy"
+    # others busy in the first look: no second one
+    loaded = {"others_cores": float(cores), "loadavg_1m": 3.0 * cores}
+    env = config.openmp_worker_env(lambda: loaded, lambda: pytest.fail("no second look"))
+    assert json.loads(env[config.POLICY_BASIS_ENV])["decision"] == "busy"
