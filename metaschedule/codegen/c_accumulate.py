@@ -521,16 +521,23 @@ def _worth_jamming(fw: FunctionWriter, chain: list[For], accumulators: int) -> b
     accumulators, the jammed one at most :data:`JAM_ACCUMULATORS`."""
     if accumulators > JAM_ACCUMULATORS:
         return False
+    deeper = _deeper_plan(fw, chain)
+    return deeper is not None and len(deeper.points) < MIN_SPLIT_ACCUMULATORS
+
+
+def _deeper_plan(fw: FunctionWriter, chain: list[For]) -> AccumulatorPlan | None:
+    """The plan of the first loop below ``chain[0]`` that starts a tile fitting as it is
+    (``split=False``: neither split nor jammed), or None."""
     for lp in chain[1:]:
-        deeper = plan_accumulators(fw, lp, split=False)  # (split=False: never a jam)
-        if deeper is not None:
-            return len(deeper.points) < MIN_SPLIT_ACCUMULATORS
-    return False
+        plan = plan_accumulators(fw, lp, split=False)
+        if plan is not None:
+            return plan
+    return None
 
 
 def _planned_deeper(fw: FunctionWriter, chain: list[For]) -> bool:
     """Whether a loop below ``chain[0]`` starts a tile that fits as it is."""
-    return any(plan_accumulators(fw, lp, split=False) is not None for lp in chain[1:])
+    return _deeper_plan(fw, chain) is not None
 
 
 def simd_reduction_loop(plan: AccumulatorPlan) -> For | None:

@@ -1080,14 +1080,14 @@ def _register_tile(
         st, store_lin, accesses, store_loops, vec_loop, per_elem, lanes, perfect
     )
     for i, (start, tile, vectors, merged, tile_per_elem, jam) in enumerate(found):
+        if not jam and vectors <= MAX_ACCUMULATORS:
+            return start, tile, tile_per_elem
         # the first tile below that fits as it is (never a jam)
         deeper = next((c for c in found[i + 1 :] if not c[5] and c[2] <= MAX_ACCUMULATORS), None)
         if jam:
             if vectors <= JAM_ACCUMULATORS and deeper and deeper[2] < MIN_SPLIT_ACCUMULATORS:
                 return start, tile, tile_per_elem
             continue
-        if vectors <= MAX_ACCUMULATORS:
-            return start, tile, tile_per_elem
         if not SPLIT_LARGE_TILES or deeper is not None:
             continue
         scalar = [j for j in tile if j != vec_loop and j not in merged]

@@ -27,6 +27,7 @@ of a C call that never returns to Python.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -223,10 +224,6 @@ def _quiet_load_sample(seconds: float = 0.1) -> dict[str, Any]:
     tuner's on this host)."""
     with host_measurement_lock():
         return sample_host_load(seconds)
-
-
-def _quiet_confirm_sample() -> dict[str, Any]:
-    return _quiet_load_sample(CONFIRM_QUIET_SECONDS)
 
 
 class _Deadline:
@@ -439,7 +436,9 @@ class LocalRunner(PyRunner):
     def _new_pool(self) -> WorkerPool:
         """Workers whose OpenMP wait policy follows the load seen now (see
         :func:`.config.openmp_worker_env`; libgomp reads it once per process)."""
-        env = openmp_worker_env(_quiet_load_sample, _quiet_confirm_sample)
+        env = openmp_worker_env(
+            _quiet_load_sample, functools.partial(_quiet_load_sample, CONFIRM_QUIET_SECONDS)
+        )
         return WorkerPool(_NUM_WORKERS, self.initializer, preload=_PRELOAD, env=env)
 
     def run(self, runner_inputs: list[RunnerInput]) -> list[RunnerFuture]:
