@@ -83,50 +83,15 @@ _CUDA_SHARED_OPTIN = {
     120: 101376,
     121: 101376,
 }
-# vector width (bytes) of a few named CPUs, for targets that are not the host
-_MCPU_VECTOR_WIDTH = {
-    **dict.fromkeys(
-        (
-            "skylake-avx512",
-            "cascadelake",
-            "cooperlake",
-            "icelake-server",
-            "icelake-client",
-            "tigerlake",
-            "sapphirerapids",
-            "graniterapids",
-            "emeraldrapids",
-            "znver4",
-            "znver5",
-            "x86-64-v4",
-        ),
-        64,
-    ),
-    **dict.fromkeys(
-        (
-            "haswell",
-            "broadwell",
-            "skylake",
-            "alderlake",
-            "raptorlake",
-            "znver1",
-            "znver2",
-            "znver3",
-            "x86-64-v3",
-            "core-avx2",
-        ),
-        32,
-    ),
-    **dict.fromkeys(("sandybridge", "ivybridge", "corei7-avx", "btver2", "bdver1"), 32),
-    **dict.fromkeys(("x86-64", "x86-64-v2", "nehalem", "westmere", "core2", "generic"), 16),
-    **dict.fromkeys(("arrowlake", "lunarlake", "meteorlake"), 32),
-    **dict.fromkeys(("diamondrapids", "znver6"), 64),
-}
 
 
-def known_cpu_vector_width(mcpu: str) -> int | None:
-    """The vector width in bytes of a CPU named as LLVM names it; None for other names."""
-    return _MCPU_VECTOR_WIDTH.get(mcpu)
+def known_cpu_vector_width(mcpu: str, arch: str | None = None) -> int | None:
+    """The vector width in bytes of a CPU named as LLVM names it; None for other names
+    (the table is :mod:`metaschedule.codegen.isa`'s)."""
+    from .codegen.isa import named_isa  # local: a cycle, codegen.isa builds on Target
+
+    isa = named_isa(mcpu, arch)
+    return isa.vector_bytes if isa is not None else None
 
 
 # ----------------------------------------------------------------------------- host probing
@@ -152,6 +117,8 @@ class HostCpuInfo:
     family: int | None = None
     avx512f: bool = False
     model: int | None = None
+    #: /proc/cpuinfo's ``flags`` (``Features`` on aarch64)
+    flags: frozenset[str] = frozenset()
 
     @property
     def cpu_name(self) -> str | None:
@@ -278,6 +245,7 @@ def host_cpu_info() -> HostCpuInfo:
         family=int(family) if family and family.isdigit() else None,
         avx512f="avx512f" in _cpu_flags(cpuinfo),
         model=int(model) if model and model.isdigit() else None,
+        flags=frozenset(_cpu_flags(cpuinfo)),
     )
 
 
@@ -553,10 +521,13 @@ def _complete(kind: str, attrs: dict[str, Any]) -> dict[str, Any]:
         return out
     host = host_cpu_info()
     out = dict(attrs)
-    out.setdefault("mcpu", "native")
+    foreign = _foreign_arch(out.get("mtriple"))
+    out.setdefault("mcpu", "generic" if foreign else "native")
     out.setdefault("num_cores", host.physical_cores)
     if "vector_width" not in out:
-        out["vector_width"] = _default_vector_width(out["mcpu"], out.get("mattr", ()), host)
+        out["vector_width"] = _default_vector_width(
+            out["mcpu"], out.get("mattr", ()), host, foreign
+        )
     out.setdefault("cache_line_bytes", host.cache_line_bytes)
     for level in (1, 2, 3):
         key = f"l{level}_cache_bytes"
@@ -578,12 +549,25 @@ def _cuda_shared_optin(arch: str) -> int:
     return _CUDA_SHARED_OPTIN[known[-1]]
 
 
-def _default_vector_width(mcpu: str, mattr: tuple[str, ...], host: HostCpuInfo) -> int:
+def _foreign_arch(mtriple: Any) -> str | None:
+    """The architecture an ``-mtriple`` names when it is not the host's (aarch64 on an
+    x86 host), else None."""
+    from .codegen.isa import host_arch, triple_arch  # local: a cycle, isa builds on Target
+
+    arch = triple_arch(mtriple if isinstance(mtriple, str) else None)
+    return arch if arch is not None and arch != host_arch() else None
+
+
+def _default_vector_width(
+    mcpu: str, mattr: tuple[str, ...], host: HostCpuInfo, foreign: str | None = None
+) -> int:
     features = {m.lstrip("+") for m in mattr if not m.startswith("-")}
+    if foreign == "aarch64" or features & {"neon", "dotprod"}:
+        return 16
     if "avx512f" in features:
         return 64
     if features & {"avx", "avx2"}:
         return 32
-    if mcpu == "native":
+    if mcpu == "native" and not foreign:
         return host.vector_width
-    return _MCPU_VECTOR_WIDTH.get(mcpu, 16)
+    return known_cpu_vector_width(mcpu, foreign) or 16

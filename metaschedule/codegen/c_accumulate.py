@@ -22,7 +22,7 @@ and after them the variables are stored back::
     store(&B[base], acc0); ...
 
 The rewrite applies to a perfect loop nest ending in a single store whose value reads
-``B`` only at the stored element, when ``N`` holds at most :data:`MAX_ACCUMULATORS`
+``B`` only at the stored element, when ``N`` holds at most ``TileLimits.max_accumulators``
 distinct elements or vectors. A vectorized loop whose extent is not a multiple of the
 lanes (50 over 16) keeps whole vectors, then its remainder in narrower vectors and a
 scalar (16, 16, 16, 2), as :mod:`.c_vector` covers such a loop. A tile loop whose points
@@ -78,33 +78,28 @@ from ..tir.functor import Visitor, collect_vars, substitute
 from ..tir.stmt import BufferStore, For, ForKind, IfThenElse, SeqStmt, Stmt
 from ..tir.transform.affine import Affine, affine, structural_key
 from .c_expr import linear_index
+from .isa import CpuIsa
 
 if TYPE_CHECKING:
     from .c_codegen import FunctionWriter
 
-#: Most accumulator variables (vectors, or scalars without a vectorized loop) of one tile;
-#: twice the 32 vector registers of AVX-512: a few spills cost less than the memory
-#: round trip on every update that a tile left in memory costs.
-MAX_ACCUMULATORS = 64
 
 #: Whether a reduction loop among the tile loops joins the region (see plan_accumulators).
 HOIST_INNER_REDUCTIONS = True
 
-#: Whether a tile of more than MAX_ACCUMULATORS points, with no smaller tile planned
+#: Whether a tile of more than TileLimits.max_accumulators points, with no smaller tile planned
 #: deeper in its nest, has its outermost tile loops moved outside the reduction loops
 #: (each of their iterations then keeps its own part of the tile in variables; legal as
 #: hoisting is: distinct tile points update distinct elements).
 SPLIT_LARGE_TILES = True
-#: ... when at least this many accumulators stay (independent chains of updates that
-#: hide the latency of a multiply-add).
-MIN_SPLIT_ACCUMULATORS = 8
+#: ... when at least TileLimits.min_split_accumulators stay.
 
 #: Whether a tile too small to hide the latency of its multiply-adds (fewer than
-#: :data:`MIN_SPLIT_ACCUMULATORS` chains) takes in the tile loops just above its region
-#: (unroll and jam: ``for f in 0..2: for ry, rx: 4 updates`` becomes ``for ry, rx: 8
-#: updates``; legal as hoisting is) while it stays within :data:`JAM_ACCUMULATORS`.
+#: ``TileLimits.min_split_accumulators`` chains) takes in the tile loops just above its
+#: region (unroll and jam: ``for f in 0..2: for ry, rx: 4 updates`` becomes ``for ry, rx:
+#: 8 updates``; legal as hoisting is) while it stays within
+#: ``TileLimits.jam_accumulators``.
 JAM_SMALL_TILES = True
-JAM_ACCUMULATORS = 16
 
 #: Shortest loop worth a SIMD reduction (below, the final horizontal sum costs more).
 MIN_SIMD_REDUCTION = 4
@@ -113,23 +108,16 @@ MIN_SIMD_REDUCTION = 4
 #: when they make at most this many steps and :data:`STRAIGHT_STATEMENTS` updates,
 STRAIGHT_STEPS = 16
 STRAIGHT_STATEMENTS = 256
-#: ... when the tile leaves registers for the shared loads (measured: 32 accumulators of
-#: 16 lanes, or 49 of 2 lanes, ran up to 2x slower written out), and when two steps read
-#: the same input vector or broadcast scalar (a sliding window; see :func:`straight_line`).
-MAX_STRAIGHT_ACCUMULATORS = 28
+#: ... when the tile leaves registers for the shared loads
+#: (``TileLimits.max_straight_accumulators``), and when two steps read the same input
+#: vector or broadcast scalar (a sliding window; see :func:`straight_line`).
 MIN_STRAIGHT_LANES = 4
 
 #: Whether the straight-line updates share the broadcasts of loaded scalars too (a
 #: convolution's input pixel across the output-channel vectors; see straight_line) ...
 SHARE_BROADCASTS = True
-#: ... when the accumulators and the shared values held at once fit this many vector
-#: registers (AVX-512's 32), or when the tile has at most
-#: :data:`BROADCAST_ACCUMULATORS`. Measured on random conv2d schedules (one thread, the
-#: sharing against none): tiles of 28 accumulators holding 16 to 55 values more ran
-#: 0.35-1.1x (GCC spilled them), tiles of 8 to 16 holding up to 57 more 0.87-2.2x
-#: (mostly 1.05-1.3x: a kept value spilled is reloaded, as the broadcast it replaces).
-STRAIGHT_REGISTERS = 32
-BROADCAST_ACCUMULATORS = 16
+#: ... when the accumulators and the shared values held at once fit the vector registers,
+#: or when the tile has at most ``TileLimits.broadcast_accumulators``.
 
 #: Whether the updates of one step are written in the order of the tile's points that
 #: keeps fewest loaded operands live at once (see :func:`update_order`).
@@ -146,8 +134,52 @@ FUSE_INIT = True
 #: Most elements of an init nest compared element by element with a tile.
 MAX_INIT_ELEMENTS = 4096
 
+
+@dataclass(frozen=True)
+class TileLimits:
+    """How large register tiles may grow on one ISA (from :class:`~.isa.CpuIsa`; the
+    figures in parentheses are AVX-512's, with 32 vector registers).
+
+    Attributes:
+        max_accumulators: most accumulator variables (vectors, or scalars without a
+            vectorized loop) of one tile: twice the registers (64), as a few spills cost
+            less than the memory round trip on every update of a tile left in memory.
+        min_split_accumulators: fewest accumulators a split tile keeps, and the size
+            below which a tile is jammed: the independent chains that hide the latency
+            of a multiply-add (8: two FMA pipes of latency 4).
+        jam_accumulators: most accumulators of a jammed tile (half the registers: 16).
+        max_straight_accumulators: most accumulators of a tile written out straight,
+            leaving registers for the shared loads (all but 4: 28; measured, 32 of 16
+            lanes or 49 of 2 lanes ran up to 2x slower written out).
+        straight_registers: registers that accumulators and shared values fit in (32).
+        broadcast_accumulators: a tile this small shares its broadcasts whatever it
+            holds (16; measured on random conv2d schedules, one thread: tiles of 28
+            accumulators holding 16 to 55 values more ran 0.35-1.1x, GCC spilled them;
+            tiles of 8 to 16 holding up to 57 more mostly 1.05-1.3x).
+    """
+
+    max_accumulators: int
+    min_split_accumulators: int
+    jam_accumulators: int
+    max_straight_accumulators: int
+    straight_registers: int
+    broadcast_accumulators: int
+
+    @staticmethod
+    def of(isa: CpuIsa) -> TileLimits:
+        regs = isa.vector_registers
+        return TileLimits(
+            max_accumulators=2 * regs,
+            min_split_accumulators=max(8, isa.fma_chains),
+            jam_accumulators=regs // 2,
+            max_straight_accumulators=regs - 4,
+            straight_registers=regs,
+            broadcast_accumulators=regs // 2,
+        )
+
+
 __all__ = [
-    "MAX_ACCUMULATORS",
+    "TileLimits",
     "AccumulatorPlan",
     "InitFusion",
     "InitNotTaken",
@@ -293,7 +325,7 @@ def _lanes(fw: FunctionWriter, vec: For, dtype: str) -> int | None:
     the extent reaches it, else the widest power of two within the extent (a remainder
     becomes narrower accumulators, see :func:`_chunks`: 28 floats are 16 + 8 + 4, as
     LLVM legalizes such a vector; 12 are 8 + 4); None for a loop of one lane."""
-    native = fw.target.vector_width // max(1, nbytes(dtype))
+    native = fw.isa.vector_bytes // max(1, nbytes(dtype))
     ext = vec.extent.value
     if native < 2 or ext < 2:
         return None
@@ -419,13 +451,15 @@ def plan_accumulators(fw: FunctionWriter, loop: For, split: bool = True) -> Accu
     outer: list[For] = []
     if jam and (lanes == 1 or not _worth_jamming(fw, chain, n_points * chunks)):
         return None
-    if n_points * chunks > MAX_ACCUMULATORS:
+    limits = fw.limits
+    if n_points * chunks > limits.max_accumulators:
         if not (split and SPLIT_LARGE_TILES) or _planned_deeper(fw, chain):
             return None
-        while scalar_loops and n_points * chunks > MAX_ACCUMULATORS:
+        while scalar_loops and n_points * chunks > limits.max_accumulators:
             outer.append(scalar_loops.pop(0))
             n_points //= outer[-1].extent.value
-        if not MIN_SPLIT_ACCUMULATORS <= n_points * chunks <= MAX_ACCUMULATORS:
+        fewest = limits.min_split_accumulators
+        if not fewest <= n_points * chunks <= limits.max_accumulators:
             return None
     # points: every combination of the tile's scalar loops and vector chunks
     combos = _loop_points(scalar_loops, consts)
@@ -517,12 +551,12 @@ def _side_by_side(body: Stmt, outer: E.Var, inner: E.Var, ext_inner: int) -> boo
 
 def _worth_jamming(fw: FunctionWriter, chain: list[For], accumulators: int) -> bool:
     """Whether the tile loops heading ``chain`` join the tile of the region below them
-    (:data:`JAM_SMALL_TILES`): that tile has fewer than :data:`MIN_SPLIT_ACCUMULATORS`
-    accumulators, the jammed one at most :data:`JAM_ACCUMULATORS`."""
-    if accumulators > JAM_ACCUMULATORS:
+    (:data:`JAM_SMALL_TILES`): that tile has fewer than ``min_split_accumulators``
+    accumulators, the jammed one at most ``jam_accumulators`` (:class:`TileLimits`)."""
+    if accumulators > fw.limits.jam_accumulators:
         return False
     deeper = _deeper_plan(fw, chain)
-    return deeper is not None and len(deeper.points) < MIN_SPLIT_ACCUMULATORS
+    return deeper is not None and len(deeper.points) < fw.limits.min_split_accumulators
 
 
 def _deeper_plan(fw: FunctionWriter, chain: list[For]) -> AccumulatorPlan | None:
@@ -575,7 +609,9 @@ def simd_reduction_loop(plan: AccumulatorPlan) -> For | None:
     return inner
 
 
-def straight_line(plan: AccumulatorPlan) -> tuple[tuple[For, ...], Stmt | None, bool]:
+def straight_line(
+    plan: AccumulatorPlan, limits: TileLimits
+) -> tuple[tuple[For, ...], Stmt | None, bool]:
     """The region split into its outer loops and, for a vector tile, its innermost loops
     written out: every update of every step, step by step, as one sequence (None if no
     loop qualifies, see :data:`STRAIGHT_STEPS`), and whether the broadcast scalars are
@@ -587,13 +623,13 @@ def straight_line(plan: AccumulatorPlan) -> tuple[tuple[For, ...], Stmt | None, 
     is shared by the tile's pixels): each is loaded (and broadcast) once and kept in a
     register (``FunctionWriter.shared_loads``), as LLVM's value numbering does for TVM
     after it unrolls the same nest. Broadcasts are shared when two steps read the same
-    one and the accumulators and the values held at once fit :data:`STRAIGHT_REGISTERS`
-    (or the accumulators are few, :data:`BROADCAST_ACCUMULATORS`); else only the vector
+    one and the accumulators and the values held at once fit the vector registers
+    (or the accumulators are few, :class:`TileLimits`); else only the vector
     loads, if two steps read the same vector. Each element is updated by the same steps
     in the same order.
     """
     n = len(plan.points)
-    if plan.lanes < MIN_STRAIGHT_LANES or n > MAX_STRAIGHT_ACCUMULATORS:
+    if plan.lanes < MIN_STRAIGHT_LANES or n > limits.max_straight_accumulators:
         return plan.region, None, False
     steps, k = 1, len(plan.region)
     while k > 0:
@@ -609,7 +645,7 @@ def straight_line(plan: AccumulatorPlan) -> tuple[tuple[For, ...], Stmt | None, 
         return plan.region, None, False
     combos = _loop_points(list(inner), {})
     vectors_reused, broadcasts_reused, held = _shared_values(plan, combos)
-    fits = n + held <= STRAIGHT_REGISTERS or n <= BROADCAST_ACCUMULATORS
+    fits = n + held <= limits.straight_registers or n <= limits.broadcast_accumulators
     broadcasts = SHARE_BROADCASTS and broadcasts_reused and fits
     if not (broadcasts or vectors_reused):
         return plan.region, None, False  # nothing to share that the compiler does not share
@@ -793,7 +829,7 @@ def emit_accumulated(
         if simd is not None:
             fw.simd_reduction = (simd.loop_var, tuple(names))
         ordered = dataclasses.replace(plan, points=update_order(plan))
-        outer, straight, broadcasts = straight_line(ordered)
+        outer, straight, broadcasts = straight_line(ordered, fw.limits)
         body: Stmt = SeqStmt(list(ordered.points)) if len(plan.points) > 1 else plan.points[0]
         if straight is not None:
             body = straight

@@ -79,6 +79,7 @@ from ..tir.transform.affine import affine
 from .c_accumulate import (
     InitFusion,
     InitNotTaken,
+    TileLimits,
     access_key,
     emit_accumulated,
     emit_fused_init,
@@ -89,9 +90,10 @@ from .c_expr import CodegenError, ExprWriter, linear_index, strip_parens
 from .c_helpers import HEADER, Helpers
 from .c_invariant import InvariantScope
 from .c_parallel import Worksharing, emit_body
-from .c_vector import emit_lane_sums, emit_vectorized, vectorize_outputs
+from .c_vector import IN_REG, emit_lane_sums, emit_vectorized, vectorize_outputs
 from .c_versioning import version_guards
 from .debug import DEBUG_C, OOB_STATUS, DebugSites
+from .isa import CpuIsa, isa_of
 
 #: Allocations up to this many bytes live on the stack, larger ones on the heap.
 STACK_ALLOC_LIMIT = 32 * 1024
@@ -293,6 +295,8 @@ class FunctionWriter(ExprWriter):
 
     def __init__(self, func: PrimFunc, target: Target, helpers: Helpers, name: str) -> None:
         self.func, self.target, self.helpers, self.name = func, target, helpers, name
+        self._isa = isa_of(target) if target.kind == "cpu" else None
+        self._limits = TileLimits.of(self._isa) if self._isa is not None else None
         self.names = NameTable()
         self.var_names: dict[E.Var, str] = {}
         self.buf_names: dict[Buffer, str] = {}
@@ -328,6 +332,28 @@ class FunctionWriter(ExprWriter):
         self.scopes: list[InvariantScope] = []
         self.known: dict[E.Var, E.PrimExpr] = {}
 
+    @property
+    def isa(self) -> CpuIsa:
+        """The CPU's ISA record (:func:`.isa.isa_of`)."""
+        if self._isa is None:
+            raise CodegenError(f"{self.target.kind} code has no CPU ISA record")
+        return self._isa
+
+    @property
+    def limits(self) -> TileLimits:
+        """How large register tiles may grow on the ISA."""
+        if self._limits is None:
+            raise CodegenError(f"{self.target.kind} code has no register tiles")
+        return self._limits
+
+    def pin(self, name: str, dtype: str, lanes: int) -> str:
+        """The statement that keeps the variable ``name`` (``lanes`` ``dtype`` values) in a
+        register (:data:`.c_vector.IN_REG`), or an empty string when it does not fit one
+        (a vector wider than the ISA's: no asm operand could hold it)."""
+        if not self.isa.fits_register(dtype, lanes):
+            return ""
+        return f"{self.helpers.need('MS_IN_REG', IN_REG)}({name});"
+
     # output ---------------------------------------------------------------------------
     def line(self, text: str) -> None:
         self.lines.append("  " * self.indent + text)
@@ -358,7 +384,7 @@ class FunctionWriter(ExprWriter):
             head.append("  ms_oob_site = -1;")
         body = self.func.body
         if AUTO_VECTORIZE and self.debug is None:  # debug code checks accesses one by one
-            body = widen_vector_loops(vectorize_scalar_nests(body), self.target.vector_width)
+            body = widen_vector_loops(vectorize_scalar_nests(body), self.isa.vector_bytes)
         body = version_guards(body) if self.version else body
         heap = _heap_allocations(body, inside_parallel=False)
         if heap:

@@ -54,7 +54,6 @@ from ..tir.dtype import c_type, is_bool
 from ..tir.functor import any_node, collect_vars, post_order_visit, substitute
 from ..tir.stmt import BufferStore, For, IfThenElse
 from .c_accumulate import access_key
-from .c_vector import IN_REG
 
 if TYPE_CHECKING:
     from .c_codegen import FunctionWriter
@@ -72,8 +71,8 @@ __all__ = ["HOIST_INVARIANT_LOADS", "MAX_INVARIANT_SHARE", "InvariantScope"]
 
 def _registers(fw: FunctionWriter) -> int:
     """Registers hoisted values and accumulators may take on ``fw``'s target: a share of
-    32 vector registers with 64-byte vectors (AVX-512), of 16 with narrower ones."""
-    return int((32 if fw.target.vector_width >= 64 else 16) * MAX_INVARIANT_SHARE)
+    its ISA's vector registers."""
+    return int(fw.isa.vector_registers * MAX_INVARIANT_SHARE)
 
 
 @dataclass
@@ -238,11 +237,11 @@ class InvariantScope:
         if self.shared:
             self._share(fw)
         if self.hoisted:
-            pin = fw.helpers.need("MS_IN_REG", IN_REG)
             pad = "  " * self.indent
             out = [f"{pad}// {len(self.hoisted)} loads invariant in loop {name}, in registers"]
             for h in self.hoisted.values():
-                out.append(f"{pad}{self._declare(fw, h, h.indices, h.lanes)} {pin}({h.name});")
+                pin = fw.pin(h.name, h.buffer.dtype, h.lanes)
+                out.append(f"{pad}{self._declare(fw, h, h.indices, h.lanes)} {pin}".rstrip())
             self.lines[self.at : self.at] = out
 
     def _share(self, fw: FunctionWriter) -> None:
@@ -255,10 +254,10 @@ class InvariantScope:
             wide = max(sh.widths)
             if left <= 0 or wide == 1 or 1 not in sh.widths:
                 continue
-            pin = fw.helpers.need("MS_IN_REG", IN_REG)
             var = fw.names.fresh(f"{sh.buffer.name}_bc")
             h = _Hoisted(var, sh.buffer, sh.indices, wide, True)
-            decls.append(f"{self._declare(fw, h, sh.indices, wide)} {pin}({var});")
+            pin = fw.pin(var, sh.buffer.dtype, wide)
+            decls.append(f"{self._declare(fw, h, sh.indices, wide)} {pin}".rstrip())
             names[(sh.token, wide)], names[(sh.token, 1)] = var, f"{var}[0]"
             left -= 1
 

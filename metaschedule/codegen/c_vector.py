@@ -33,7 +33,7 @@ from ..tir.dtype import c_type, is_bool, is_float, is_int, nbytes
 from ..tir.functor import Visitor, collect_vars, substitute
 from ..tir.stmt import BufferStore, Evaluate, For, ForKind, IfThenElse, SeqStmt, Stmt
 from ..tir.transform.affine import Affine, affine, const_bounds
-from .c_accumulate import MAX_ACCUMULATORS, _chunks, _has_load, access_key, value_key
+from .c_accumulate import _chunks, _has_load, access_key, value_key
 from .c_expr import linear_index, strip_parens
 
 if TYPE_CHECKING:
@@ -238,7 +238,7 @@ def vectorize_outputs(fw: FunctionWriter, loop: For) -> For | None:
     sees its updates in the same order. None unless the nest below ``loop`` is perfect,
     ends in one store, holds a reduction loop and no other spatial loop of more than one
     iteration, every load moves by 0 or 1 element per step of ``j``, and the row fits in
-    :data:`.c_accumulate.MAX_ACCUMULATORS` vectors."""
+    ``fw.limits.max_accumulators`` vectors."""
     if not VECTORIZE_OUTPUTS or loop.kind is not ForKind.SERIAL:
         return None
     if not isinstance(loop.min, E.IntImm) or not isinstance(loop.extent, E.IntImm):
@@ -256,8 +256,8 @@ def vectorize_outputs(fw: FunctionWriter, loop: For) -> For | None:
         body = body.body
     if not chain or not isinstance(body, BufferStore) or is_bool(body.buffer.dtype):
         return None
-    lanes = fw.target.vector_width // nbytes(body.buffer.dtype)
-    if lanes < 2 or len(_chunks(loop.extent.value, lanes)) > MAX_ACCUMULATORS:
+    lanes = fw.isa.lanes(body.buffer.dtype)
+    if lanes < 2 or len(_chunks(loop.extent.value, lanes)) > fw.limits.max_accumulators:
         return None
     v = loop.loop_var
     store = affine(linear_index(body.buffer, body.indices))
@@ -354,7 +354,7 @@ def _native_lanes(fw: FunctionWriter, loop: For) -> int:
     _V().visit(loop.body)
     if uses_var_as_value:
         widths.append(nbytes(loop.loop_var.dtype))
-    lanes = fw.target.vector_width // max(widths, default=4)
+    lanes = fw.isa.vector_bytes // max(widths, default=4)
     if lanes < 2:
         raise NotVectorizable("the target's vectors hold a single lane of this type")
     return lanes
@@ -628,8 +628,8 @@ class _VectorBody:
         if name is None:
             name = shared[key] = self.fw.names.fresh("ms_ld")
             self.fw.shared_decls.append((self.h.vtype(dtype or e.dtype, self.lanes), name))
-            pin = self.h.need("MS_IN_REG", IN_REG)
-            self.fw.line(f"{name} = {code}; {pin}({name});")
+            pin = self.fw.pin(name, dtype or e.dtype, self.lanes)
+            self.fw.line(f"{name} = {code}; {pin}".rstrip())
         return name
 
     def _operands(self, e: E.BinaryOp) -> str:

@@ -20,7 +20,7 @@ with a few facts about a CPU and our C code generator, and no table per operator
   generator keeps it there (:mod:`~metaschedule.codegen.c_accumulate`): from the outermost
   serial reduction loop heading a perfect nest, the loops below it that move the stored
   element (reduction loops among them are hoisted above the tile), when they make at most
-  :data:`~metaschedule.codegen.c_accumulate.MAX_ACCUMULATORS` vectors. Then the
+  ``Machine.limits.max_accumulators`` vectors. Then the
   accumulator costs nothing per update, operand loads are shared by the tile's points
   (distinct elements per sweep of the tile), and the FMA latency needs enough independent
   accumulators (``fma_latency x fma_ports``), unless an entry into the tile's region is
@@ -83,19 +83,15 @@ import numpy as np
 
 from ..codegen import c_codegen
 from ..codegen.c_accumulate import (
-    BROADCAST_ACCUMULATORS,
     HOIST_INNER_REDUCTIONS,
-    JAM_ACCUMULATORS,
     JAM_SMALL_TILES,
-    MAX_ACCUMULATORS,
-    MAX_STRAIGHT_ACCUMULATORS,
     MERGE_CONTIGUOUS,
-    MIN_SPLIT_ACCUMULATORS,
     MIN_STRAIGHT_LANES,
     SHARE_BROADCASTS,
     SPLIT_LARGE_TILES,
     STRAIGHT_STATEMENTS,
     STRAIGHT_STEPS,
+    TileLimits,
     _chunks,
 )
 from ..codegen.c_autovector import vectorize_scalar_nests, widen_vector_loops
@@ -103,6 +99,7 @@ from ..codegen.c_codegen import AUTO_UNROLL_STEPS, EXPLICIT_TILE_STEPS, EXPLICIT
 from ..codegen.c_invariant import HOIST_INVARIANT_LOADS, MAX_INVARIANT_SHARE, InvariantScope
 from ..codegen.c_vector import MIN_OUTPUT_LANES, VECTORIZE_OUTPUTS
 from ..codegen.c_versioning import adds_tests
+from ..codegen.isa import isa_of, named_isa
 from ..feature_extractor.features.buffers import BufferStats
 from ..feature_extractor.features.linear import LinearForm
 from ..feature_extractor.features.loop_nest import LoopNestWalker, Store, const_int
@@ -170,6 +167,9 @@ class Machine:
     lanes: int = 8
     cores: int = 1
     vector_registers: int = 32
+    #: the code generator's register-tile limits (:class:`~metaschedule.codegen.
+    #: c_accumulate.TileLimits`) on the target's ISA
+    limits: TileLimits = TileLimits.of(named_isa("x86-64-v4"))  # type: ignore[arg-type]
     #: measured 4.0 cycles a 16-lane FMA in one dependent chain
     fma_latency: float = 4.0
     #: measured 1.97 16-lane FMAs a cycle (12 chains); of_target halves it on a 256-bit
@@ -211,11 +211,13 @@ class Machine:
     def of_target(
         target: Any, datapath_bits: int | None = None, host: HostCpuInfo | None = None
     ) -> Machine:
-        """The machine ``target`` names: the defaults with its float32 lanes and cores
-        (when a CPU) and, when it is the host (:func:`~metaschedule.target.is_host`:
-        ``-mcpu=native``), the host's datapath width, the target's L1 and L2 sizes and the
-        host's ways; the defaults for any fact missing and for other targets. The FMA and
-        load rates are scaled for vectors wider than the datapath.
+        """The machine ``target`` names: the defaults with its ISA's facts
+        (:func:`~metaschedule.codegen.isa.isa_of`: float32 lanes, vector registers, FMA
+        pipes, latency and datapath, register-tile limits) and cores and, when it is the
+        host (:func:`~metaschedule.target.is_host`: ``-mcpu=native``), the host's datapath
+        width, the target's L1 and L2 sizes and the host's ways; the defaults for any fact
+        missing and for the caches of other targets. The FMA and load rates are scaled
+        for vectors wider than the datapath.
 
         Args:
             target: a :class:`~metaschedule.target.Target` (anything else: the defaults).
@@ -223,33 +225,47 @@ class Machine:
             host: the host's facts (default: :func:`~metaschedule.target.host_cpu_info`).
         """
         base = Machine()
-        lanes, cores = base.lanes, base.cores
         try:
-            lanes = int(target.vector_lanes("float32"))
-            cores = int(target.num_cores)
-        except (AttributeError, ValueError, TypeError):
-            pass
-        facts: dict[str, Any] = {}
-        if is_host(target, host):
+            isa = isa_of(target, host)
+        except (ValueError, TypeError):  # not a Target: what it tells of its lanes
+            try:
+                lanes, cores = int(target.vector_lanes("float32")), int(target.num_cores)
+            except (AttributeError, ValueError, TypeError):
+                return base
+            passes = max(1.0, lanes * 32 / base.datapath_bits)
+            return replace(
+                base,
+                lanes=max(1, lanes),
+                cores=max(1, cores),
+                fma_ports=base.fma_ports / passes,
+                loads_per_cycle=base.loads_per_cycle / passes,
+            )
+        facts: dict[str, Any] = {"datapath_bits": isa.datapath_bits}
+        if is_host(target, host):  # the caches of the host only (their ways come from it)
             host = host if host is not None else host_cpu_info()
             facts = {
-                "datapath_bits": host.datapath_bits,
-                "l1_bytes": getattr(target, "l1_cache_bytes", None),
+                "datapath_bits": host.datapath_bits or isa.datapath_bits,
+                "l1_bytes": isa.l1_bytes,
                 "l1_ways": host.l1_cache_ways,
-                "l2_bytes": getattr(target, "l2_cache_bytes", None),
+                "l2_bytes": isa.l2_bytes,
                 "l2_ways": host.l2_cache_ways,
             }
         if datapath_bits is not None:
             facts["datapath_bits"] = datapath_bits
         facts = {k: int(v) for k, v in facts.items() if v}
-        lanes = max(1, lanes)
+        lanes = isa.lanes("float32")
         passes = max(1.0, lanes * 32 / facts.get("datapath_bits", base.datapath_bits))
+        # the FMA pipes of the ISA (its datapath wide); the load ports as many
+        ports = float(isa.fma_units)
         return replace(
             base,
             lanes=lanes,
-            cores=max(1, cores),
-            fma_ports=base.fma_ports / passes,
+            cores=max(1, int(target.num_cores)),
+            vector_registers=isa.vector_registers,
+            fma_latency=float(isa.fma_latency),
+            fma_ports=ports / passes,
             loads_per_cycle=base.loads_per_cycle / passes,
+            limits=TileLimits.of(isa),
             **facts,
         )
 
@@ -500,7 +516,7 @@ def _store_cycles(
     plan = None
     if is_update:
         plan = _register_tile(
-            st, store_lin, accesses, store_loops, vec_loop, per_elem, m.lanes, perfect
+            st, store_lin, accesses, store_loops, vec_loop, per_elem, m.lanes, m.limits, perfect
         )
     stats = _stats(st, store_lin, accesses, m)
     if plan is not None:
@@ -801,7 +817,7 @@ def _shared_loads(
     input pixels, not 9 x 4); an input scalar not kept is loaded by each step that
     reads it.
 
-    As the code generator: a tile of at most ``MAX_STRAIGHT_ACCUMULATORS`` vectors of
+    As the code generator: a tile of at most ``max_straight_accumulators`` vectors of
     at least ``MIN_STRAIGHT_LANES`` lanes; the innermost region loops while they make at
     most ``STRAIGHT_STEPS`` steps and ``STRAIGHT_STATEMENTS`` updates; only when two
     steps read the same value (a sliding window)."""
@@ -809,7 +825,7 @@ def _shared_loads(
     ext = st.extents
     if vec_loop < 0 or vec_loop not in tile or ext[vec_loop] < MIN_STRAIGHT_LANES:
         return None
-    if accumulators > MAX_STRAIGHT_ACCUMULATORS:
+    if accumulators > m.limits.max_straight_accumulators:
         return None
     region = [j for j in range(start, len(ext)) if ext[j] > 1 and j not in tile]
     region = [j for j in region if j not in split_out]
@@ -847,7 +863,8 @@ def _shared_loads(
     if not operands:
         return None
     reused, distinct, per_step, held = _window_sharing(tuple(operands))
-    fits = accumulators + held <= m.vector_registers or accumulators <= BROADCAST_ACCUMULATORS
+    fits = accumulators + held <= m.vector_registers
+    fits = fits or accumulators <= m.limits.broadcast_accumulators
     if SHARE_BROADCASTS and reused[1] and fits:
         loads = kept = distinct[0] + distinct[1]  # the broadcasts kept too
     elif reused[0] and accumulators + distinct[0] <= m.vector_registers:
@@ -990,7 +1007,7 @@ def _vectorized_row(
     iterations, one element per step), above a perfect nest of serial or unrolled loops
     of constant extents that holds a reduction and ends in the store; every load moves
     by 0 or 1 element per step of the row, the stored buffer is read at the stored
-    element only, and the row fits :data:`~metaschedule.codegen.c_accumulate.MAX_ACCUMULATORS`
+    element only, and the row fits ``Machine.limits.max_accumulators``
     vectors. The code generator tries a register tile first, from the outermost loop in:
     a tile starting above the row (:func:`_register_tile`) keeps the nest as it is. The
     tile of the new nest is the row's vectors across the loops that were below it."""
@@ -1008,7 +1025,8 @@ def _vectorized_row(
     if ext[r] < MIN_OUTPUT_LANES or is_bool(buf.dtype):
         return None
     lanes = m.lanes * 4 // max(1, nbytes(buf.dtype))  # m.lanes: float32 lanes
-    if lanes < 2 or ext[r] // lanes + bin(ext[r] % lanes).count("1") > MAX_ACCUMULATORS:
+    row = ext[r] // lanes + bin(ext[r] % lanes).count("1")
+    if lanes < 2 or row > m.limits.max_accumulators:
         return None
     serial = (ForKind.SERIAL, ForKind.UNROLLED)
     for lp in loops[r:]:
@@ -1026,7 +1044,9 @@ def _vectorized_row(
         elif not _affine_in(lin, r) or _flat(b, lin, n)[r] not in (0.0, 1.0):
             return None
     store_loops = {j for j in range(n) if ext[j] > 1 and store_flat[j] != 0}
-    outer = _register_tile(st, store_lin, accesses, store_loops, -1, 1.0, m.lanes, perfect)
+    outer = _register_tile(
+        st, store_lin, accesses, store_loops, -1, 1.0, m.lanes, m.limits, perfect
+    )
     if outer is not None and outer[0] < r:
         return None  # a register tile from a loop above the row
     order = [*range(r), *range(r + 1, n), r]
@@ -1054,6 +1074,7 @@ def _register_tile(
     vec_loop: int,
     per_elem: float,
     lanes: int,
+    limits: TileLimits,
     perfect: int = 0,
 ) -> tuple[int, list[int], float] | None:
     """Where the code generator keeps the stored tile in accumulators
@@ -1065,35 +1086,36 @@ def _register_tile(
     not move the stored element) that heads a perfect nest whose tile (the loops below it
     that move the element, the reduction loops among them hoisted into the region when
     :data:`~metaschedule.codegen.c_accumulate.HOIST_INNER_REDUCTIONS`) holds at most
-    :data:`~metaschedule.codegen.c_accumulate.MAX_ACCUMULATORS` vectors. A larger tile
+    ``Machine.limits.max_accumulators`` vectors. A larger tile
     with no fitting one deeper is split
     (:data:`~metaschedule.codegen.c_accumulate.SPLIT_LARGE_TILES`): its outermost scalar
     tile loops leave the tile until it fits, if at least
-    :data:`~metaschedule.codegen.c_accumulate.MIN_SPLIT_ACCUMULATORS` vectors stay.
+    ``min_split_accumulators`` vectors stay.
     A tile loop heading such a nest jams the tile loops down to the region into a
     vector tile (:data:`~metaschedule.codegen.c_accumulate.JAM_SMALL_TILES`) when the
-    first tile that fits below it has fewer than ``MIN_SPLIT_ACCUMULATORS`` vectors and
-    the jammed one at most :data:`~metaschedule.codegen.c_accumulate.JAM_ACCUMULATORS`.
+    first tile that fits below it has fewer than ``min_split_accumulators`` vectors and
+    the jammed one at most ``jam_accumulators``.
     ``perfect``: the outermost loop from which the nest is perfect (:func:`_perfect_from`).
     """
     found = _tile_candidates(
         st, store_lin, accesses, store_loops, vec_loop, per_elem, lanes, perfect
     )
+    most, fewest = limits.max_accumulators, limits.min_split_accumulators
     for i, (start, tile, vectors, merged, tile_per_elem, jam) in enumerate(found):
-        if not jam and vectors <= MAX_ACCUMULATORS:
+        if not jam and vectors <= most:
             return start, tile, tile_per_elem
         # the first tile below that fits as it is (never a jam)
-        deeper = next((c for c in found[i + 1 :] if not c[5] and c[2] <= MAX_ACCUMULATORS), None)
+        deeper = next((c for c in found[i + 1 :] if not c[5] and c[2] <= most), None)
         if jam:
-            if vectors <= JAM_ACCUMULATORS and deeper and deeper[2] < MIN_SPLIT_ACCUMULATORS:
+            if vectors <= limits.jam_accumulators and deeper and deeper[2] < fewest:
                 return start, tile, tile_per_elem
             continue
         if not SPLIT_LARGE_TILES or deeper is not None:
             continue
         scalar = [j for j in tile if j != vec_loop and j not in merged]
-        while scalar and vectors > MAX_ACCUMULATORS:
+        while scalar and vectors > most:
             vectors /= st.extents[scalar.pop(0)]
-        if MIN_SPLIT_ACCUMULATORS <= vectors <= MAX_ACCUMULATORS:
+        if fewest <= vectors <= most:
             kept = [j for j in tile if j in scalar or j in merged or j == vec_loop]
             return start, kept, tile_per_elem
         return None
@@ -1396,7 +1418,7 @@ def _invariant_loads(
         else:
             values += stat.footprint[0]
             registers += stat.footprint[0] * widths
-    budget = int((32 if m.lanes * 4 >= 64 else 16) * MAX_INVARIANT_SHARE) - points
+    budget = int(m.vector_registers * MAX_INVARIANT_SHARE) - points
     others = max(0.0, straight[1] - values)  # the block's own values, as they come
     if budget <= 0 or registers <= 0:
         return 0.0

@@ -2,11 +2,12 @@
 
 from .aligned import ALLOC_ALIGNMENT, aligned_copy, empty, is_aligned
 from .cuda_module import CudaModule, CudaUnavailableError, cuda_unavailable_reason
-from .module import Function, Module, load_module
+from .module import Function, Module, UnsupportedIsaError, load_module
 from .pack import pack_weights, packed_params
 from .timer import BenchmarkResult
 
 __all__ = [
+    "UnsupportedIsaError",
     "ALLOC_ALIGNMENT",
     "BenchmarkResult",
     "CudaModule",

@@ -33,7 +33,19 @@ METADATA_SYMBOL = "__metaschedule_metadata"
 SOURCE_SYMBOL = "__metaschedule_source"
 METADATA_VERSION = 1
 
-__all__ = ["Function", "Module", "embed_c", "kernel_cache_dir", "load_module"]
+__all__ = [
+    "Function",
+    "Module",
+    "UnsupportedIsaError",
+    "embed_c",
+    "kernel_cache_dir",
+    "load_module",
+]
+
+
+class UnsupportedIsaError(RuntimeError):
+    """A module built for an ISA this machine does not run (AVX-512 code on an AVX2
+    host, aarch64 code on x86) was called: it would die of an illegal instruction."""
 
 
 def kernel_cache_dir() -> str:
@@ -144,6 +156,7 @@ class Function:
                     )
 
     def __call__(self, *args: np.ndarray) -> None:
+        self.module.check_runnable()
         ptrs = self.pack_args(args)
         status = self._fn(ptrs)
         sites = self.module.metadata.get("debug_sites")
@@ -181,6 +194,8 @@ class Module:
         if self.metadata.get("version") != METADATA_VERSION:
             raise ValueError(f"{path}: unsupported metadata version {self.metadata.get('version')}")
         self.target = Target.from_json(self.metadata["target"])
+        self._runs_here: bool | None = None
+        self._why = ""
         self._functions = {
             info["name"]: Function(self, i, info)
             for i, info in enumerate(self.metadata["functions"])
@@ -200,6 +215,25 @@ class Module:
             ctypes.c_int32,
             ctypes.POINTER(ctypes.c_int32),
         ]
+
+    def check_runnable(self) -> None:
+        """Raise :class:`UnsupportedIsaError` when this machine cannot run the code (its
+        target's ISA has an extension the host lacks, or another architecture)."""
+        if self._runs_here is None:
+            from ..codegen.isa import host_runs, isa_of  # local: codegen imports runtime
+
+            self._runs_here = self.target.kind != "cpu" or host_runs(self.target)
+            if not self._runs_here:
+                isa, host = isa_of(self.target), isa_of(Target("cpu"))
+                missing = sorted(isa.extensions - host.extensions)
+                self._why = (
+                    f"this module was built for {self.target.mcpu} ({isa.arch} {isa.name}); "
+                    f"this machine is {host.arch} {host.name}"
+                    + (f" and lacks {', '.join(missing[:6])}" if isa.arch == host.arch else "")
+                    + ": build it for this machine's target (e.g. 'llvm'), or run it there"
+                )
+        if not self._runs_here:
+            raise UnsupportedIsaError(self._why)
 
     @property
     def function_names(self) -> list[str]:
@@ -301,6 +335,7 @@ class Module:
         flush_kib = default_flush_bytes() // 1024 if enable_cpu_cache_flush else 0
 
         def evaluate(*args: np.ndarray) -> BenchmarkResult:
+            self.check_runnable()
             ptrs = fn.pack_args(args)
             out = (ctypes.c_double * repeat)()
             info = (ctypes.c_int32 * 2)()

@@ -10,19 +10,17 @@ from hypothesis import strategies as st
 
 from metaschedule import te, tir
 from metaschedule.codegen import build, c_accumulate
-from metaschedule.codegen.c_accumulate import (
-    MAX_ACCUMULATORS,
-    MIN_SPLIT_ACCUMULATORS,
-    _chunks,
-    plan_accumulators,
-)
+from metaschedule.codegen.c_accumulate import TileLimits, _chunks, plan_accumulators
 from metaschedule.codegen.c_codegen import FunctionWriter
 from metaschedule.codegen.c_helpers import Helpers
+from metaschedule.codegen.isa import isa_of
 from metaschedule.target import Target
 from metaschedule.te import ops
 from metaschedule.tir import Buffer, BufferLoad, BufferStore, For, ForKind, PrimFunc, Var, const
 
-CPU = Target({"kind": "cpu", "num_cores": 2, "vector_width": 64})
+CPU = Target("llvm -mcpu=x86-64-v4 -num-cores=2")  # AVX-512 (testing.isas)
+LIMITS = TileLimits.of(isa_of(CPU))
+MAX_ACCUMULATORS, MIN_SPLIT_ACCUMULATORS = LIMITS.max_accumulators, LIMITS.min_split_accumulators
 RNG = np.random.default_rng(7)
 
 

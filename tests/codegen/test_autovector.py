@@ -19,7 +19,7 @@ from metaschedule.te import ops
 from metaschedule.tir.stmt import For, ForKind
 from metaschedule.tir.transform import lower
 
-CPU = Target({"kind": "cpu", "num_cores": 1, "vector_width": 64})
+CPU = Target("llvm -mcpu=x86-64-v4 -num-cores=1")  # AVX-512 (testing.isas)
 RNG = np.random.default_rng(5)
 
 pytestmark = pytest.mark.usefixtures("session_kernel_cache")

@@ -23,7 +23,7 @@ from metaschedule.tir import Buffer, BufferLoad, BufferStore, For, ForKind, Prim
 from metaschedule.tir.interpreter import interpret
 from metaschedule.tune_context import TuneContext
 
-CPU = Target({"kind": "cpu", "num_cores": 2, "vector_width": 64})
+CPU = Target("llvm -mcpu=x86-64-v4 -num-cores=2")  # AVX-512 (testing.isas)
 RNG = np.random.default_rng(11)
 
 pytestmark = pytest.mark.usefixtures("session_kernel_cache")

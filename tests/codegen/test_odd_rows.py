@@ -31,7 +31,7 @@ from metaschedule.tir import (
     const,
 )
 
-CPU = Target({"kind": "cpu", "num_cores": 2, "vector_width": 64})
+CPU = Target("llvm -mcpu=x86-64-v4 -num-cores=2")  # AVX-512 (testing.isas)
 RNG = np.random.default_rng(11)
 
 pytestmark = pytest.mark.usefixtures("session_kernel_cache")

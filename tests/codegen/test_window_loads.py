@@ -17,7 +17,7 @@ from metaschedule.target import Target
 from metaschedule.te import ops
 from metaschedule.tune_context import TuneContext
 
-CPU = Target({"kind": "cpu", "num_cores": 2, "vector_width": 64})
+CPU = Target("llvm -mcpu=x86-64-v4 -num-cores=2")  # AVX-512 (testing.isas)
 RNG = np.random.default_rng(11)
 
 
