@@ -1,4 +1,4 @@
-"""A supervised pool of worker processes, each a fresh ``python -m metaschedule._worker_main``.
+"""A supervised pool of worker processes, each a fresh ``python -P -m metaschedule._worker_main``.
 
 Why a fresh interpreter: ``multiprocessing``'s spawn and forkserver children import the
 user's main module, so a script, ``python -c`` or a notebook that builds or measures at
@@ -34,6 +34,13 @@ breaks the pool: every task fails at once with
 :class:`WorkerStartError` saying why, instead of waiting for a worker that never comes.
 Workers are killed on :meth:`WorkerPool.close`, when the pool is garbage collected, at
 interpreter exit, and (Linux) when the thread that started them dies with its process.
+
+Isolation: workers start as ``python -P`` (:func:`isolated_python`), so the current
+folder is not first on their ``sys.path``: a ``numpy/`` or ``cloudpickle.py`` lying in
+the folder a tuner was started from is never imported in place of the installed one.
+The parent's ``sys.path`` (which holds that folder for ``python -c``, ``-m`` or a
+notebook) is appended *after* the worker's own, so the user's modules that functions
+shipped by reference need still import, but nothing there shadows an installed module.
 """
 
 from __future__ import annotations
@@ -63,6 +70,7 @@ __all__ = [
     "WorkerPool",
     "WorkerStartError",
     "WorkerTimeoutError",
+    "isolated_python",
 ]
 
 _HEADER = struct.Struct("<Q")
@@ -169,12 +177,34 @@ def _recv(fd: int, deadline: float | None, stop: threading.Event) -> Any:
 
 
 # --------------------------------------------------------------------------- parent side
+def isolated_python(
+    module: str | None = None, code: str | None = None, *, safe_path: bool | None = None
+) -> list[str]:
+    """The command line of a fresh interpreter running ``module`` (as ``-m``) or ``code``
+    (as ``-c``) whose ``sys.path`` does not start with the current folder.
+
+    Python 3.11+ (``safe_path``): ``-P``. Before, ``-I`` would also drop ``PYTHONPATH``
+    (which may be how metaschedule is found), so ``-c`` code first deletes the current
+    folder that ``-c`` put at ``sys.path[0]`` (``site`` ran before it was added, so
+    nothing was imported from there yet), and then runs ``module`` with :mod:`runpy`.
+    """
+    if (module is None) == (code is None):
+        raise ValueError("give exactly one of module and code")
+    if safe_path is None:
+        safe_path = sys.version_info >= (3, 11)
+    if safe_path:
+        return [sys.executable, "-P", *(("-m", module) if module else ("-c", code))]
+    if module is not None:
+        code = f"import runpy; runpy.run_module({module!r}, run_name='__main__', alter_sys=True)"
+    return [sys.executable, "-c", f"import sys; del sys.path[0]; {code}"]
+
+
 class _Worker:
     """One child process and the parent's ends of its pipes."""
 
     def __init__(self, env: dict[str, str]):
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "metaschedule._worker_main"],
+            isolated_python("metaschedule._worker_main"),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,

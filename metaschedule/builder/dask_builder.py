@@ -5,6 +5,11 @@ Each build is one Dask task. On the worker it runs in an isolated child process 
 ``timeout_sec`` fails alone. The built library comes back as bytes and is written here,
 in a fresh temporary folder per artifact as the local builder does, so the runner
 (local or RPC) and ``RemoveBuildArtifact`` see an ordinary local path.
+
+Deadlines: with ``timeout_sec`` set, the worker waits for its child's reply at most
+``B = max(30, 3 * timeout_sec)`` seconds and the tuner for each result at most ``B + 10``
+(from when it starts waiting for that one: the results are collected in order, so the
+builds before it are done); past either, the build is an error result.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from .base import BuilderInput, BuilderResult, PyBuilder
 from .local_builder import T_BUILD, T_EXPORT, _worker_build, default_build
 
 if TYPE_CHECKING:
-    from distributed import Client
+    from distributed import Client, Security
 
 __all__ = ["DaskBuilder"]
 
@@ -46,8 +51,19 @@ def _build_in_child(
         deadline.pause()
 
 
+#: seconds the tuner allows past the worker's own bound, for the result's way back
+_TRANSPORT_SLACK_SEC = 10.0
+
+
+def _wait_bound(timeout_sec: float | None) -> float | None:
+    return None if timeout_sec is None else max(30.0, 3.0 * timeout_sec)
+
+
 def _build_task(*args: Any) -> tuple[str, Any]:
-    return call_isolated(_build_in_child, args, "DaskBuilder", args[-1])
+    timeout_sec = args[-1]
+    return call_isolated(
+        _build_in_child, args, "DaskBuilder", timeout_sec, wait_sec=_wait_bound(timeout_sec)
+    )
 
 
 @register("builder", "dask")
@@ -64,6 +80,8 @@ class DaskBuilder(PyBuilder):
             it must write a file whose path it returns.
         resources: Dask resources a build needs, e.g. ``{"build": 1}`` to keep builds
             off the measuring hosts (default: none, any worker builds).
+        security: a ``distributed.Security`` (TLS certificates) for the connection; it
+            replaces ``rpc_config.security`` (default: that, or ``MS_RPC_TLS_*``).
 
     The connection is made at the first :meth:`build`. Hosts need metaschedule and a
     C compiler installed.
@@ -76,11 +94,14 @@ class DaskBuilder(PyBuilder):
         f_build: None | str | T_BUILD = None,
         f_export: None | str | T_EXPORT = None,
         resources: dict[str, float] | None = None,
+        security: Security | None = None,
     ):
         if timeout_sec is not None and timeout_sec <= 0:
             raise ValueError(f"timeout_sec must be positive or None, got {timeout_sec}")
         for name, f in (("f_build", f_build), ("f_export", f_export)):
             resolve_function(f, default_build, name)  # fail early on a bad name
+        if security is not None:
+            rpc_config = (rpc_config or RPCConfig())._replace(security=security)
         self.rpc_config = RPCConfig._normalized(rpc_config, need_key=False)
         self.timeout_sec = timeout_sec
         self.f_build = f_build
@@ -90,7 +111,7 @@ class DaskBuilder(PyBuilder):
 
     def build(self, build_inputs: list[BuilderInput]) -> list[BuilderResult]:
         if self._client is None:
-            client = _connect(self.rpc_config)
+            client = _connect(self.rpc_config, "DaskBuilder")
             workers = self._workers(client)
             if not workers:
                 client.close()
@@ -130,8 +151,19 @@ class DaskBuilder(PyBuilder):
         ]
 
     def _result(self, future: Any) -> BuilderResult:
+        bound = _wait_bound(self.timeout_sec)
         try:
-            status, value = future.result()
+            status, value = future.result(
+                timeout=None if bound is None else bound + _TRANSPORT_SLACK_SEC
+            )
+        except TimeoutError:
+            future.cancel()
+            return BuilderResult(
+                None,
+                f"DaskBuilder: no result within {bound + _TRANSPORT_SLACK_SEC:.0f} s "
+                "(max(30, 3 x timeout_sec) and the way back); the workers may be stuck, "
+                "busy or gone; the build task was cancelled",
+            )
         except Exception as err:  # noqa: BLE001 - e.g. KilledWorker: data for the tuner
             return BuilderResult(
                 None, f"DaskBuilder: the build task failed: {type(err).__name__}: {err}"

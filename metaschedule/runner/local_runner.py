@@ -5,13 +5,18 @@ kills only its worker, one that runs past ``timeout_sec`` is killed, and either 
 candidate gets a ``RunnerResult`` with an error message while the pool replaces the
 worker and the next candidate runs.
 
-No overlap: the timed part of a measurement holds an exclusive lock on a host-wide lock
-file (``fcntl.flock``), so measurements never overlap, not even those of two tuners on
-the same machine. The kernel releases the lock when its holder dies, so a crashed or
-killed measurement cannot leave it held. Two workers let the next candidate load its
-library and allocate its arguments while the current one is timed (the default
-arguments are generated once per worker and workload, then copied); a candidate that
-fails before it is timed (e.g. its library does not load) finishes without waiting.
+No overlap: the timed part of a measurement holds an exclusive lock on the user's lock
+file (``fcntl.flock``; :func:`measurement_lock_path`), so measurements never overlap,
+not even those of two tuners of the same user on the same machine. The file is the
+user's own (``$XDG_RUNTIME_DIR``, else a 0700 folder in ``$TMPDIR`` named with the
+uid; created 0600): another user can neither hold it to stall us nor plant a link in
+its place. The kernel releases the lock when its holder dies, so a crashed or killed
+measurement cannot leave it held; one that hangs holding it stalls the others for
+``lock_timeout_sec`` at most, after which they fail with a message naming its pid.
+Two workers let the next candidate load its library and allocate its arguments while
+the current one is timed (the default arguments are generated once per worker and
+workload, then copied); a candidate that fails before it is timed (e.g. its library
+does not load) finishes without waiting.
 
 OpenMP: each pool of workers measures under one wait policy chosen from the host's load
 when it starts (``config.openmp_worker_env``: a brief spin on a quiet machine, passive
@@ -20,9 +25,12 @@ whose spinning workers see a busy machine is replaced before the next batch. Eve
 result records the policy and why (``omp_wait_policy``, ``omp_policy_basis``).
 
 Timeouts: ``timeout_sec`` bounds loading, allocating and timing one candidate, not the
-time spent waiting for the lock or cooling down. It is enforced inside the worker by
-``SIGALRM`` left at its default action, which terminates the process even in the middle
-of a C call that never returns to Python.
+time spent waiting for the lock (``lock_timeout_sec``) or cooling down. It is enforced
+inside the worker by ``SIGALRM`` left at its default action, which terminates the
+process even in the middle of a C call that never returns to Python. The runner's own
+wait for a worker's answer is bounded as well: ``max(30, 3 * timeout_sec)`` plus the
+lock's and the cooldown's time, after which the worker is killed and the candidate
+fails.
 """
 
 from __future__ import annotations
@@ -31,7 +39,9 @@ import functools
 import json
 import os
 import signal
+import stat
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -53,7 +63,13 @@ from ..utils import (
     describe_exit,
     resolve_function,
 )
-from ..worker import PoolClosedError, WorkerDiedError, WorkerPool, WorkerStartError
+from ..worker import (
+    PoolClosedError,
+    WorkerDiedError,
+    WorkerPool,
+    WorkerStartError,
+    WorkerTimeoutError,
+)
 from .base import PyRunner, RunnerFuture, RunnerInput, RunnerResult
 from .config import (
     CONFIRM_QUIET_SECONDS,
@@ -68,8 +84,10 @@ __all__ = [
     "T_ALLOC_ARGUMENT",
     "T_CLEANUP",
     "T_RUN_EVALUATOR",
+    "DEFAULT_LOCK_TIMEOUT_SEC",
     "LocalRunner",
     "LocalRunnerFuture",
+    "MeasurementLockTimeout",
     "default_alloc_argument",
     "default_cleanup",
     "default_run_evaluator",
@@ -176,9 +194,122 @@ def _default_load(path: str) -> Module:
 
 
 # --------------------------------------------------------------------------- host lock
+#: seconds a measurement waits for the measurement lock by default
+DEFAULT_LOCK_TIMEOUT_SEC = 600.0
+
+
+class MeasurementLockTimeout(TimeoutError):
+    """The measurement lock stayed held by another process past the timeout.
+
+    ``holder`` is that process's id (None where it cannot be known)."""
+
+    def __init__(self, path: str, timeout_sec: float, holder: int | None):
+        self.path, self.timeout_sec, self.holder = path, timeout_sec, holder
+        who = "a process this system does not name" if holder is None else f"process {holder}"
+        command = _command_line(holder)
+        super().__init__(
+            f"waited {timeout_sec} s for the measurement lock {path}, held by {who}"
+            f"{f' ({command})' if command else ''}; it is measuring or stuck while holding "
+            "it: let it finish, stop it, or give a longer lock_timeout_sec"
+        )
+
+
+def _command_line(pid: int | None) -> str:
+    if pid is None:
+        return ""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return " ".join(f.read().replace(b"\0", b" ").decode(errors="replace").split())[:80]
+    except OSError:
+        return ""
+
+
+def _uid() -> int:
+    return os.getuid() if hasattr(os, "getuid") else 0
+
+
+def _own_runtime_dir() -> str | None:
+    """``$XDG_RUNTIME_DIR`` when it is a folder of ours that nobody else may write."""
+    folder = os.environ.get("XDG_RUNTIME_DIR")
+    if not folder or not os.path.isabs(folder):
+        return None
+    try:
+        st = os.stat(folder)
+    except OSError:
+        return None
+    if stat.S_ISDIR(st.st_mode) and st.st_uid == _uid() and not st.st_mode & 0o022:
+        return folder
+    return None
+
+
 def measurement_lock_path() -> str:
-    """The file whose exclusive lock every measurement on this host holds."""
-    return os.path.join(tempfile.gettempdir(), "metaschedule-measure.lock")
+    """The file whose exclusive lock every measurement of this user on this host holds:
+    ``$XDG_RUNTIME_DIR/metaschedule-measure.lock`` when that folder is ours, else
+    ``$TMPDIR/metaschedule-<uid>/measure.lock`` (default ``/tmp``)."""
+    folder = _own_runtime_dir()
+    if folder is not None:
+        return os.path.join(folder, "metaschedule-measure.lock")
+    return os.path.join(tempfile.gettempdir(), f"metaschedule-{_uid()}", "measure.lock")
+
+
+def _private_folder(folder: str) -> None:
+    """Create ``folder`` 0700, or check that the one there is ours and closed to others
+    (in a shared ``/tmp`` another user may have made it first, or put a link there)."""
+    try:
+        os.mkdir(folder, 0o700)
+    except FileExistsError:
+        pass
+    st = os.lstat(folder)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != _uid() or st.st_mode & 0o022:
+        raise PermissionError(
+            f"the measurement lock's folder {folder} is not a folder of this user (uid "
+            f"{_uid()}) closed to others (found uid {st.st_uid}, mode "
+            f"{stat.filemode(st.st_mode)}); another user may have created it: remove it, "
+            "or point TMPDIR or XDG_RUNTIME_DIR at a folder of yours"
+        )
+
+
+def _open_lock(path: str) -> int:
+    """A read-write descriptor of the lock file (created 0600; never through a link)."""
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+    return os.open(path, flags, 0o600)
+
+
+class _LockWaiter:
+    """A thread blocked in ``flock`` for a caller that waits a bounded time: it wakes the
+    moment the lock is free (no polling); a caller that gave up leaves it the descriptor,
+    which it closes (so releases the lock) as soon as it gets it."""
+
+    def __init__(self, fd: int):
+        import fcntl
+
+        self.fd, self.error = fd, None
+        self.finished, self.mutex, self.abandoned = threading.Event(), threading.Lock(), False
+
+        def wait() -> None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except OSError as err:
+                self.error = err
+            with self.mutex:
+                if self.abandoned:
+                    os.close(fd)
+                else:
+                    self.finished.set()
+
+        threading.Thread(target=wait, name="ms-measure-lock", daemon=True).start()
+
+    def wait(self, timeout_sec: float) -> bool:
+        """Whether the lock was taken within ``timeout_sec`` (False: the descriptor is
+        the thread's now)."""
+        self.finished.wait(timeout_sec)
+        with self.mutex:
+            if not self.finished.is_set():
+                self.abandoned = True
+                return False
+        if self.error is not None:
+            raise self.error
+        return True
 
 
 def measurement_lock_holder(path: str | None = None) -> int | None:
@@ -200,29 +331,56 @@ def measurement_lock_holder(path: str | None = None) -> int | None:
 
 
 @contextmanager
-def host_measurement_lock(path: str | None = None) -> Iterator[None]:
-    """Hold the host-wide measurement lock (blocking) for the duration of the block."""
+def host_measurement_lock(
+    path: str | None = None, timeout_sec: float | None = None
+) -> Iterator[None]:
+    """Hold the user's measurement lock (:func:`measurement_lock_path`) for the block.
+
+    Args:
+        path: another lock file (default: the user's).
+        timeout_sec: the longest to wait for it (None: as long as it takes).
+
+    Raises:
+        MeasurementLockTimeout: another process held it for ``timeout_sec``.
+        PermissionError: the lock's folder is not the user's own (the message says why).
+    """
     try:
         import fcntl
     except ImportError:  # pragma: no cover - Windows: no host lock, one runner at a time
         yield
         return
-    path = path or measurement_lock_path()
-    try:  # open first without O_CREAT: another user's file in a sticky /tmp refuses it
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o666)
+    if path is None:
+        path = measurement_lock_path()
+        if _own_runtime_dir() is None:  # the folder in $TMPDIR is ours to make
+            _private_folder(os.path.dirname(path))
+    fd = _open_lock(path)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if timeout_sec is None:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            elif not _LockWaiter(fd).wait(timeout_sec):
+                fd = -1  # the waiter's now
+                raise MeasurementLockTimeout(
+                    path, timeout_sec, measurement_lock_holder(path)
+                ) from None
         yield
     finally:
-        os.close(fd)  # closing the only descriptor releases the lock
+        if fd >= 0:
+            os.close(fd)  # closing the only descriptor releases the lock
 
 
-def _quiet_load_sample(seconds: float = 0.1) -> dict[str, Any]:
+def _quiet_load_sample(
+    seconds: float = 0.1, lock_timeout_sec: float | None = None
+) -> dict[str, Any]:
     """The load of other processes, seen while no measurement runs (ours or another
-    tuner's on this host)."""
-    with host_measurement_lock():
+    tuner's of this user); if the lock stays held past ``lock_timeout_sec``, the load
+    seen with the holder running (it counts as others' load)."""
+    try:
+        with host_measurement_lock(timeout_sec=lock_timeout_sec):
+            return sample_host_load(seconds)
+    except MeasurementLockTimeout:
         return sample_host_load(seconds)
 
 
@@ -254,6 +412,7 @@ def _worker_run(
     f_alloc_argument: Any,
     f_run_evaluator: Any,
     f_cleanup: Any,
+    lock_timeout_sec: float | None = DEFAULT_LOCK_TIMEOUT_SEC,
 ) -> tuple[str, Any]:
     """Runs in a worker: ("ok", (run_secs, info)) or ("error", message)."""
     # Let SIGTERM (closing the runner) kill at once, even inside a kernel that never
@@ -275,7 +434,8 @@ def _worker_run(
         else:
             repeated_args = alloc(device_type, args_info, alloc_repeat)
         deadline.pause()
-        with host_measurement_lock():
+        stage = "waiting for the measurement lock"
+        with host_measurement_lock(timeout_sec=lock_timeout_sec):
             if cooldown_sec > 0:
                 time.sleep(cooldown_sec)
             stage = "running the kernel"
@@ -294,6 +454,8 @@ def _worker_run(
         stage = "cleaning up"
         cleanup()
         return "ok", ([float(c) for c in costs], info)
+    except MeasurementLockTimeout as err:
+        return "error", f"LocalRunner: not measured: {err}"
     except Exception as err:  # noqa: BLE001 - every failure is data for the tuner
         return "error", (
             f"LocalRunner: failed while {stage}: {type(err).__name__}: {err}\n"
@@ -351,6 +513,12 @@ class LocalRunnerFuture(RunnerFuture):
                     f"LocalRunner: the kernel crashed (worker died: {describe_exit(err.exitcode)})"
                 )
             return RunnerResult(None, msg)
+        except WorkerTimeoutError as err:
+            return RunnerResult(
+                None,
+                f"LocalRunner: the worker gave no result in time ({err}): it hung outside "
+                "the timed part (loading, or waiting for the measurement lock)",
+            )
         except (CancelledError, PoolClosedError):
             return RunnerResult(None, "LocalRunner: cancelled (the runner was closed)")
         except WorkerStartError as err:
@@ -379,6 +547,9 @@ class LocalRunner(PyRunner):
         f_run_evaluator: function or dotted name (default :func:`default_run_evaluator`).
         f_cleanup: function or dotted name, run in the worker after each measurement.
         initializer: run once in each worker when it starts (must be picklable).
+        lock_timeout_sec: the longest a candidate waits for the measurement lock (None:
+            no limit); past it, the candidate is an error result naming the process
+            that holds the lock.
 
     ``device`` in the function signatures is the input's device type string. As for
     :class:`~metaschedule.builder.LocalBuilder`, the workers are fresh interpreters that
@@ -401,9 +572,12 @@ class LocalRunner(PyRunner):
         f_run_evaluator: T_RUN_EVALUATOR | str | None = None,
         f_cleanup: T_CLEANUP | str | None = None,
         initializer: Callable[[], None] | None = None,
+        lock_timeout_sec: float | None = DEFAULT_LOCK_TIMEOUT_SEC,
     ):
         if timeout_sec is not None and timeout_sec <= 0:
             raise ValueError(f"timeout_sec must be positive or None, got {timeout_sec}")
+        if lock_timeout_sec is not None and lock_timeout_sec <= 0:
+            raise ValueError(f"lock_timeout_sec must be positive or None, got {lock_timeout_sec}")
         if cooldown_sec < 0:
             raise ValueError(f"cooldown_sec must be non-negative, got {cooldown_sec}")
         if alloc_repeat < 1:
@@ -425,6 +599,7 @@ class LocalRunner(PyRunner):
         self.f_run_evaluator = f_run_evaluator
         self.f_cleanup = f_cleanup
         self.initializer = initializer
+        self.lock_timeout_sec = lock_timeout_sec
         self._pool: WorkerPool | None = None
         self._policy_outdated = False  # a worker spins on a machine that became busy
 
@@ -436,9 +611,8 @@ class LocalRunner(PyRunner):
     def _new_pool(self) -> WorkerPool:
         """Workers whose OpenMP wait policy follows the load seen now (see
         :func:`.config.openmp_worker_env`; libgomp reads it once per process)."""
-        env = openmp_worker_env(
-            _quiet_load_sample, functools.partial(_quiet_load_sample, CONFIRM_QUIET_SECONDS)
-        )
+        sample = functools.partial(_quiet_load_sample, lock_timeout_sec=self.lock_timeout_sec)
+        env = openmp_worker_env(sample, functools.partial(sample, CONFIRM_QUIET_SECONDS))
         return WorkerPool(_NUM_WORKERS, self.initializer, preload=_PRELOAD, env=env)
 
     def run(self, runner_inputs: list[RunnerInput]) -> list[RunnerFuture]:
@@ -465,8 +639,9 @@ class LocalRunner(PyRunner):
                 self.f_alloc_argument,
                 self.f_run_evaluator,
                 self.f_cleanup,
+                self.lock_timeout_sec,
             )
-            future = self._pool.schedule(_worker_run, args)
+            future = self._pool.schedule(_worker_run, args, timeout=self._task_bound())
             futures.append(
                 LocalRunnerFuture(
                     future=future,
@@ -476,6 +651,13 @@ class LocalRunner(PyRunner):
                 )
             )
         return futures
+
+    def _task_bound(self) -> float | None:
+        """The longest the pool waits for one candidate's answer once a worker took it:
+        ``max(30, 3 * timeout_sec)``, plus the lock's wait and the cooldown."""
+        if self.timeout_sec is None or self.lock_timeout_sec is None:
+            return None
+        return max(30.0, 3.0 * self.timeout_sec) + self.lock_timeout_sec + self.cooldown_sec
 
     def close(self) -> None:
         """Stop the worker processes; measurements still pending become errors."""

@@ -8,17 +8,24 @@ per request in flight, fed requests over pipes. A request that crashes or times 
 gets an error and a replacement starts at once, importing while the worker does other
 work (a child takes about as long to start as ``import metaschedule``);
 :func:`prestart` warms one up when a runner connects. A child whose worker dies exits on
-its own (it watches its parent).
+its own (it watches its parent). The worker's wait for a reply is bounded too
+(``wait_sec`` of :func:`call_isolated`): a child that neither answers nor dies in time is
+killed, so no host thread stays stuck.
+
+A child starts isolated, ``python -P``: the folder the worker was started in is not on
+its ``sys.path``, so a ``numpy/`` or ``cloudpickle.py`` lying there is never imported;
+metaschedule itself is found as installed (or through ``PYTHONPATH``, which names the
+package's folder).
 """
 
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import signal
 import struct
 import subprocess
-import sys
 import threading
 import time
 import traceback
@@ -26,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..runtime import load_module
 from ..utils import describe_exit
+from ..worker import isolated_python
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -54,10 +62,17 @@ class RPCSession:
         client: a ``distributed.Client`` for :meth:`run` (tuner side only).
     """
 
-    def __init__(self, key: str, worker: str | None = None, client: Client | None = None):
+    def __init__(
+        self,
+        key: str,
+        worker: str | None = None,
+        client: Client | None = None,
+        timeout_sec: float = 30.0,
+    ):
         self.key = key
         self.worker = worker
         self.client = client
+        self.timeout_sec = timeout_sec  # run()'s default bound
 
     def device(self, dev_type: str) -> str:
         """The device handle hooks receive: its type string, as in the local runner."""
@@ -81,13 +96,31 @@ class RPCSession:
             pass
 
     def run(self, func: Any, *args: Any, timeout: float | None = None) -> Any:
-        """Call ``func(*args)`` on the session's worker, holding its device resource."""
+        """Call ``func(*args)`` on the session's worker, holding its device resource.
+
+        Waits at most ``timeout`` seconds (None: ``timeout_sec``, which
+        :meth:`RPCConfig.connect_server` sets to ``max(30, 3 * session_timeout_sec)``).
+
+        Raises:
+            TimeoutError: no result in time (the task is cancelled).
+        """
         if self.client is None:
             return func(*args)
+        wait = self.timeout_sec if timeout is None else timeout
         future = self.client.submit(
             func, *args, workers=[self.worker], resources={self.key: 1}, pure=False
         )
-        return future.result(timeout=timeout)
+        try:
+            return future.result(timeout=wait)
+        except TimeoutError:
+            if future.done():  # the function's own TimeoutError
+                raise
+            future.cancel()
+            raise TimeoutError(
+                f"RPCSession.run: {getattr(func, '__name__', func)!r} gave no result on "
+                f"{self.worker} within {wait} s (cancelled); the worker may be busy or stuck, "
+                "or pass a longer timeout"
+            ) from None
 
     def close(self) -> None:
         """Close the client of a tuner-side session."""
@@ -109,23 +142,41 @@ class _Child:
         code = (
             f"from metaschedule.runner.rpc_host import _child_main; _child_main({req_r}, {res_w})"
         )
+        # -P: the worker's current folder is not importable in the child (see the module
+        # docstring); PYTHONPATH names the package's folder for an uninstalled checkout
+        env = dict(os.environ)
+        if os.path.basename(_PACKAGE_ROOT) not in ("site-packages", "dist-packages"):
+            env["PYTHONPATH"] = os.pathsep.join(
+                p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p
+            )
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", code], pass_fds=(req_r, res_w), stdin=subprocess.DEVNULL
+            isolated_python(code=code),
+            pass_fds=(req_r, res_w),
+            stdin=subprocess.DEVNULL,
+            env=env,
         )
         os.close(req_r)
         os.close(res_w)
         self.requests = os.fdopen(req_w, "wb")
         self.responses = os.fdopen(res_r, "rb")
         self.served = 0
+        self.timed_out = False  # killed by the parent: no response within wait_sec
 
-    def call(self, payload: bytes) -> bytes | None:
-        """Send a request; its response, or None if the child died first."""
+    def call(self, payload: bytes, wait_sec: float | None = None) -> bytes | None:
+        """Send a request; its response, or None if the child died first or gave no
+        response within ``wait_sec`` (it is then killed: see :attr:`timed_out`)."""
         try:
             self.requests.write(_HEADER.pack(len(payload)) + payload)
             self.requests.flush()
         except (BrokenPipeError, OSError):
             return None
         self.served += 1
+        if wait_sec is not None:
+            ready, _, _ = select.select([self.responses], [], [], wait_sec)
+            if not ready:
+                self.timed_out = True
+                self.proc.kill()
+                return None
         return _read_message(self.responses)
 
     def close(self) -> None:
@@ -141,6 +192,7 @@ class _Child:
             self.proc.wait()
 
 
+_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _idle: list[_Child] = []  # started children waiting for a request
 _idle_lock = threading.Lock()
 
@@ -171,23 +223,37 @@ async def prestart() -> None:
             _idle.append(_Child())
 
 
-def call_isolated(func: Any, args: tuple, what: str, timeout_sec: float | None = None) -> Any:
+def call_isolated(
+    func: Any,
+    args: tuple,
+    what: str,
+    timeout_sec: float | None = None,
+    wait_sec: float | None = None,
+) -> Any:
     """Run ``func(*args)`` in this thread's child process; ``("ok", value)`` or
     ``("error", message)``.
 
     ``func`` must return a picklable value and may enforce its own deadline with
     SIGALRM (the local runner's ``_Deadline``); ``timeout_sec`` only words the message
-    when the child is killed by that alarm. ``what`` names the caller in messages.
+    when the child is killed by that alarm. ``wait_sec`` bounds the wait for the reply
+    (None: no bound): a child that gives none in time is killed and the call is an
+    error. ``what`` names the caller in messages.
     """
     import cloudpickle
 
     payload = cloudpickle.dumps((func, args))
     child = _take_child()
-    reply = child.call(payload)
+    reply = child.call(payload, wait_sec)
     if reply is None:
         child.close()
         _give_back(None)  # the next request finds a child already importing
         code = child.proc.returncode
+        if child.timed_out:
+            return "error", (
+                f"{what}: no reply from the host's child process within {wait_sec} s "
+                "(it was killed; it may have waited for the measurement lock, or hung "
+                "outside the timed part)"
+            )
         if code == -signal.SIGALRM:
             return "error", f"{what}: timed out after {timeout_sec} s (the run was killed)"
         return "error", f"{what}: the run crashed (host process died: {describe_exit(code)})"

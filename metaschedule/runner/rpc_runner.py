@@ -16,6 +16,15 @@ scheduler's ``remove-worker`` event and the task's own start event) fails that c
 only; the others stay queued and run when the worker is back or on other hosts. When no
 worker offers the key for ``max(30, 3 * session_timeout_sec)`` seconds, pending
 candidates fail instead of waiting forever.
+
+Deadlines: once a measurement started on a host, ``B = max(30, 3 * session_timeout_sec)``
+seconds (plus ``cooldown_sec``) bound every wait for it. On the host, the child waits
+for the measurement lock at most ``B - session_timeout_sec - 5`` s (the 5 for a child
+that has to start) and the worker waits for the child's reply at most ``B``, then kills
+it; the tuner waits for the task's result at most ``B + 10`` s after its start event
+(the 10 for the way back), then fails the candidate. Each is an error result.
+
+Trust: the task carries the config without ``security``; the certificates stay here.
 """
 
 from __future__ import annotations
@@ -34,7 +43,7 @@ from ..registry import register
 from ..utils import derived_object, resolve_function
 from .base import PyRunner, RunnerFuture, RunnerInput, RunnerResult
 from .config import EvaluatorConfig
-from .local_runner import _Deadline, host_measurement_lock
+from .local_runner import MeasurementLockTimeout, _Deadline, host_measurement_lock
 from .local_runner import default_alloc_argument as local_alloc
 from .local_runner import default_run_evaluator as local_run
 from .rpc_config import RPCConfig, _connect, workers_with_key
@@ -69,6 +78,10 @@ T_RUN_EVALUATOR = Callable[
 T_CLEANUP = Callable[["RPCSession | None", "str | None"], None]
 
 _TOPIC = "metaschedule-rpc-start"
+#: seconds the tuner allows past the host's own bound, for the result's way back
+_TRANSPORT_SLACK_SEC = 10.0
+#: seconds of the bound kept for a host's child process to start (import metaschedule)
+_CHILD_START_SEC = 5.0
 
 
 # --------------------------------------------------------------------------- default hooks
@@ -156,7 +169,11 @@ def _measure_in_child(
         stage = "allocating the arguments"
         repeated_args = alloc(session, device_type, args_info, alloc_repeat)
         deadline.pause()
-        with host_measurement_lock():
+        stage = "waiting for the measurement lock"
+        lock_wait = max(
+            1.0, rpc_config.wait_bound_sec - rpc_config.session_timeout_sec - _CHILD_START_SEC
+        )
+        with host_measurement_lock(timeout_sec=lock_wait):
             if cooldown_sec > 0:
                 time.sleep(cooldown_sec)
             stage = "running the kernel"
@@ -169,6 +186,10 @@ def _measure_in_child(
         stage = "cleaning up"
         cleanup(session, remote_path)
         return "ok", [float(c) for c in costs]
+    except MeasurementLockTimeout as err:
+        with contextlib.suppress(Exception):
+            resolve_function(f_cleanup, default_cleanup, "f_cleanup")(session, remote_path)
+        return "error", f"RPCRunner: not measured on {worker_address}: {err}"
     except Exception as err:  # noqa: BLE001 - every failure is data for the tuner
         if stage != "cleaning up" and remote_path is not None:
             with contextlib.suppress(Exception):  # the first error is the one to report
@@ -192,9 +213,13 @@ def _measure_task(data: bytes, name: str, *args: Any) -> tuple[str, Any]:
         local_path = os.path.join(folder, name)
         with open(local_path, "wb") as f:
             f.write(data)
-        timeout = args[2].session_timeout_sec  # rpc_config
+        rpc_config, cooldown_sec = args[2], args[5]
         return call_isolated(
-            _measure_in_child, (worker.address, local_path, *args), "RPCRunner", timeout
+            _measure_in_child,
+            (worker.address, local_path, *args),
+            "RPCRunner",
+            rpc_config.session_timeout_sec,
+            wait_sec=rpc_config.wait_bound_sec + cooldown_sec,
         )
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -206,9 +231,10 @@ class _Fleet:
 
     def __init__(self, config: RPCConfig):
         self.config = config
-        self.client = _connect(config)
+        self.client = _connect(config, "RPCRunner")
         self.lock = threading.Lock()
         self.started: dict[str, str] = {}  # task key -> worker that started it
+        self.started_at: dict[str, float] = {}  # task key -> when we heard of the start
         self.lost: dict[str, str] = {}  # task key -> why it failed outside the task
         self.wakeups: dict[str, threading.Event] = {}
         self.last_seen_worker = time.monotonic()
@@ -228,6 +254,7 @@ class _Fleet:
         with self.lock:
             if msg.get("key") in self.wakeups:
                 self.started[msg["key"]] = msg["worker"]
+                self.started_at[msg["key"]] = time.monotonic()
 
     def _on_cluster_event(self, event: tuple) -> None:
         msg = event[1]
@@ -246,6 +273,7 @@ class _Fleet:
     def forget(self, key: str) -> None:
         with self.lock:
             self.started.pop(key, None)
+            self.started_at.pop(key, None)
             self.lost.pop(key, None)
             self.wakeups.pop(key, None)
 
@@ -270,10 +298,14 @@ class _Fleet:
 class RPCRunnerFuture(RunnerFuture):
     """A measurement in flight on the fleet: a Dask future and what the events say."""
 
-    def __init__(self, future: Any, fleet: _Fleet, key: str):
+    def __init__(self, future: Any, fleet: _Fleet, key: str, bound_sec: float | None = None):
         self._future = future
         self._fleet = fleet
         self._key = key
+        # the longest to wait once the task started on a host (None: the config's bound)
+        self._bound_sec = (
+            fleet.config.wait_bound_sec + _TRANSPORT_SLACK_SEC if bound_sec is None else bound_sec
+        )
         self._result: RunnerResult | None = None
         future.add_done_callback(lambda _: fleet.wakeups.get(key, threading.Event()).set())
         super().__init__(self.done, self.result)
@@ -281,7 +313,12 @@ class RPCRunnerFuture(RunnerFuture):
     def done(self) -> bool:
         if self._result is not None:
             return True
-        return self._future.done() or self._key in self._fleet.lost
+        return self._future.done() or self._key in self._fleet.lost or self._overdue()
+
+    def _overdue(self) -> bool:
+        """Whether the measurement started more than the bound ago."""
+        started = self._fleet.started_at.get(self._key)
+        return started is not None and time.monotonic() - started > self._bound_sec
 
     def result(self) -> RunnerResult:
         if self._result is None:
@@ -299,6 +336,17 @@ class RPCRunnerFuture(RunnerFuture):
                 self._future.cancel()
                 return RunnerResult(None, fleet.lost[key])
             wakeup.wait(0.5)
+            if self._overdue():
+                if self._future.done():
+                    break
+                self._future.cancel()
+                return RunnerResult(
+                    None,
+                    f"RPCRunner: no result from {fleet.started.get(key)} within "
+                    f"{self._bound_sec:.0f} s of the measurement's start (max(30, 3 x "
+                    "session_timeout_sec) and the way back); the host may be stuck or "
+                    "overloaded; the candidate was not measured",
+                )
             if time.monotonic() - last_check > 2.0 and not self._future.done():
                 last_check = time.monotonic()
                 if not fleet.has_key_worker():
@@ -435,7 +483,7 @@ class RPCRunner(PyRunner):
         args = (
             inp.device_type,
             [a.as_json() for a in inp.args_info],
-            self.rpc_config,
+            self.rpc_config._replace(security=None),  # the certificates stay here
             self.evaluator_config,
             self.alloc_repeat,
             self.cooldown_sec,
@@ -453,7 +501,11 @@ class RPCRunner(PyRunner):
             pure=False,
             retries=0,
         )
-        return RPCRunnerFuture(future, fleet, key)
+        return RPCRunnerFuture(future, fleet, key, self._wait_bound_sec())
+
+    def _wait_bound_sec(self) -> float:
+        """The longest the tuner waits for a measurement once it started on a host."""
+        return self.rpc_config.wait_bound_sec + self.cooldown_sec + _TRANSPORT_SLACK_SEC
 
     def close(self) -> None:
         """Disconnect from the scheduler; pending measurements fail."""
