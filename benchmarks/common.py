@@ -194,12 +194,15 @@ double fma_loop(long iters, int threads) {
 """
 
 
-def measured_fma_peak(cores: int, lanes: int, seconds: float = 0.3) -> float | None:
+def measured_fma_peak(
+    cores: int, lanes: int, seconds: float = 0.3, target: Any = "cpu"
+) -> float | None:
     """The float32 FMA throughput the cores reach, measured (GFLOPS): ``cores`` threads
     each running 12 independent ``lanes``-wide FMA chains, timed by each thread's CPU
     time (so other processes' time slices do not count), the best of 3 runs. Unlike
     :func:`fma_peak_gflops` it includes turbo clocks and the FMA units the core really
-    has. None if the kernel cannot be built."""
+    has. ``target``: the ISA to build the loop for (``"llvm -mcpu=haswell"``: the AVX2
+    peak of an AVX-512 host). None if the kernel cannot be built."""
     import ctypes
 
     from metaschedule.codegen.compiler import compile_shared, compiler_flags
@@ -207,7 +210,7 @@ def measured_fma_peak(cores: int, lanes: int, seconds: float = 0.3) -> float | N
 
     try:
         path = compile_shared(
-            _FMA_LOOP % {"bytes": 4 * lanes, "lanes": lanes}, compiler_flags(Target("cpu"))
+            _FMA_LOOP % {"bytes": 4 * lanes, "lanes": lanes}, compiler_flags(Target(target))
         )
     except Exception:  # noqa: BLE001  (any build failure: no measured peak)
         return None

@@ -532,6 +532,7 @@ def tune_tvm(
     cores: int,
     seed: int | None,
     timeout: float,
+    mcpu: str | None = None,
 ) -> dict[str, Any]:
     """Run :func:`_tvm_child` in a fresh interpreter (TVM installs its own signal
     handlers and worker pools; keeping it out of this process keeps the two apart)."""
@@ -543,6 +544,7 @@ def tune_tvm(
         "per_iter": per_iter,
         "work_dir": work_dir,
         "cores": cores,
+        "mcpu": mcpu,
         "seed": seed,
         "out": out_path,
     }
@@ -678,7 +680,7 @@ def _tvm_child(spec: dict[str, Any]) -> None:
     from tvm.target import codegen
 
     wl = parse_workload(spec["workload"])
-    mcpu = codegen.llvm_get_system_cpu()
+    mcpu = spec.get("mcpu") or codegen.llvm_get_system_cpu()  # ours: -mcpu, or the host
     # "llvm -num-cores N": TVM 0.27 takes targets as dicts; -mcpu as our "native"
     target = tvm.target.Target({"kind": "llvm", "num-cores": spec["cores"], "mcpu": mcpu})
     mod = _tvm_workload(wl)
@@ -1071,8 +1073,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--target",
         default="llvm",
-        help='"llvm" (this CPU, the default) or a cuda target ("cuda", "cuda -arch=sm_90"): '
-        "tune for a GPU (see tune_ops_cuda.py); without one it stops with one line",
+        help='"llvm" (this CPU, the default), another CPU ("llvm -mcpu=haswell": AVX2 code, '
+        "against the AVX2 peak; TVM given the same -mcpu) or a cuda target ('cuda', "
+        "'cuda -arch=sm_90'): tune for a GPU (see tune_ops_cuda.py); without one it stops "
+        "with one line",
     )
     p.add_argument("--tvm-child", default=None, help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -1086,15 +1090,14 @@ def main(argv: list[str] | None = None) -> int:
     names = [w.strip() for w in args.workloads.split(",") if w.strip()]
     names = [n for w in names for n in WORKLOAD_SETS.get(w, [w])]
     workloads = [parse_workload(n) for n in names]
+    from metaschedule.codegen.isa import isa_of
     from metaschedule.flop_count import estimate_flops
     from metaschedule.target import Target
 
-    if args.target != "llvm":
+    if Target(args.target).kind == "cuda":
         from tune_ops_cuda import run_cuda  # beside this file
 
         cuda = Target(args.target)
-        if cuda.kind != "cuda":
-            raise SystemExit(f"tune_ops: --target is llvm or a cuda target, got {args.target!r}")
         root = args.work_dir or tempfile.mkdtemp(prefix="tune_ops-")
         try:
             return run_cuda(args, workloads, cuda, root)
@@ -1112,9 +1115,10 @@ def main(argv: list[str] | None = None) -> int:
     args.omp_policy_basis = omp["omp_policy_basis"]
     info = common.machine_info()
     cores = args.num_cores or info["physical_cores"]
-    target = Target(f"llvm -num-cores {cores}")
-    args.lanes = target.vector_lanes("float32")
-    peak = common.measured_fma_peak(cores, args.lanes)
+    target = Target(f"{args.target} -num-cores {cores}")
+    args.lanes = isa_of(target).lanes("float32")
+    args.cpu_target = str(target)
+    peak = common.measured_fma_peak(cores, args.lanes, target=target)
     args.peak_source = "measured"
     if peak is None:
         peak, args.peak_source = common.fma_peak_gflops(cores, info["ghz"], args.lanes), "nominal"
@@ -1160,6 +1164,7 @@ def main(argv: list[str] | None = None) -> int:
                     cores,
                     args.seed,
                     args.tvm_timeout,
+                    mcpu=None if target.mcpu == "native" else str(target.mcpu),
                 )
                 if res["tvm"].get("library"):
                     os.environ["TVM_NUM_THREADS"] = str(cores)  # before TVM's pool starts
@@ -1188,7 +1193,7 @@ def main(argv: list[str] | None = None) -> int:
             for name, secs in interleaved(timers, args.rounds).items():
                 res[name].update(secs)
             if args.peak_source == "measured":  # the host's clocks move: keep the best seen
-                peak = max(peak, common.measured_fma_peak(cores, args.lanes) or peak)
+                peak = max(peak, common.measured_fma_peak(cores, args.lanes, target=target) or peak)
             for name in ("metaschedule", "tvm"):
                 curve = (res.get(name) or {}).get("curve_best_secs")
                 if curve:  # best GFLOPS against trials
