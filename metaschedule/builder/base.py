@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from .. import registry
+from ..codegen.options import CodegenOptions
 from ..tir.function import IRModule, as_module
 
 if TYPE_CHECKING:
@@ -18,15 +19,20 @@ __all__ = ["Builder", "BuilderInput", "BuilderResult", "PyBuilder", "create", "r
 
 @dataclass(frozen=True, eq=False)
 class BuilderInput:
-    """What to build: a module (a PrimFunc becomes ``main``), a target, optional params.
+    """What to build: a module (a PrimFunc becomes ``main``), a target, optional params,
+    and the code generator's options.
 
     ``params`` maps parameter names to numpy arrays to bind as constants; the default
-    build of a TIR module has nothing to bind and ignores them.
+    build of a TIR module has nothing to bind and ignores them. ``codegen_options``
+    (default: those in force where the input is made,
+    :meth:`~metaschedule.codegen.options.CodegenOptions.current`) are applied in the
+    builder's worker, a fresh interpreter that would otherwise build with the defaults.
     """
 
     mod: IRModule
     target: Target
     params: dict[str, Any] | None = None
+    codegen_options: CodegenOptions = field(default_factory=CodegenOptions.current)
 
     def __post_init__(self):
         object.__setattr__(self, "mod", as_module(self.mod))

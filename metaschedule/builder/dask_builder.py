@@ -34,13 +34,19 @@ __all__ = ["DaskBuilder"]
 
 
 def _build_in_child(
-    f_build: Any, f_export: Any, mod: Any, target: Any, params: Any, timeout_sec: float | None
+    f_build: Any,
+    f_export: Any,
+    mod: Any,
+    target: Any,
+    params: Any,
+    options: Any,
+    timeout_sec: float | None,
 ) -> tuple[str, Any]:
     """Runs in the worker's child process: ("ok", library bytes) or ("error", message)."""
     deadline = _Deadline(timeout_sec)
     deadline.resume()
     try:
-        status, value = _worker_build(f_build, f_export, mod, target, params)
+        status, value = _worker_build(f_build, f_export, mod, target, params, options)
         if status != "ok":
             return status, value.replace("LocalBuilder:", "DaskBuilder:", 1)
         with open(value, "rb") as f:
@@ -131,6 +137,7 @@ class DaskBuilder(PyBuilder):
                 inp.mod,
                 inp.target,
                 inp.params,
+                inp.codegen_options,
                 self.timeout_sec,
                 resources=self.resources or None,
                 pure=False,

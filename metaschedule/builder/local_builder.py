@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..codegen import BuildError
 from ..codegen.build import build
+from ..codegen.options import CodegenOptions
 from ..registry import register
 from ..runtime.module import kernel_cache_dir
 from ..tir.function import IRModule
@@ -133,8 +134,10 @@ def _worker_build(
     mod: IRModule,
     target: Target,
     params: dict[str, Any] | None,
+    options: CodegenOptions | None = None,
 ) -> tuple[str, str]:
-    """Runs in a worker: ("ok", artifact_path) or ("error", message).
+    """Runs in a worker: ("ok", artifact_path) or ("error", message); ``options``: the
+    code generator's, applied for this build.
 
     Errors come back as text rather than as exceptions: an exception type that cannot
     be unpickled in the parent would otherwise hide the real message.
@@ -142,7 +145,8 @@ def _worker_build(
     try:
         build = resolve_function(f_build, default_build, "f_build")
         export = resolve_function(f_export, default_export, "f_export")
-        return "ok", export(build(mod, target, params))
+        with (options or CodegenOptions.current()).applied():
+            return "ok", export(build(mod, target, params))
     except Exception as err:  # noqa: BLE001 - every failure is data for the tuner
         if isinstance(err, BuildError):
             # The compiler's message is what the user needs; our stack is noise.
@@ -225,7 +229,14 @@ class LocalBuilder(PyBuilder):
         futures = [
             self._pool.schedule(
                 _worker_build,
-                (self.f_build, self.f_export, inp.mod, inp.target, inp.params),
+                (
+                    self.f_build,
+                    self.f_export,
+                    inp.mod,
+                    inp.target,
+                    inp.params,
+                    inp.codegen_options,
+                ),
                 timeout=self.timeout_sec,
             )
             for inp in build_inputs

@@ -3,5 +3,17 @@
 from .build import build
 from .c_codegen import CFunction, CodegenError, CSource, codegen_c
 from .compiler import BuildError
+from .isa import CpuIsa, isa_of
+from .options import CodegenOptions
 
-__all__ = ["BuildError", "CFunction", "CSource", "CodegenError", "build", "codegen_c"]
+__all__ = [
+    "BuildError",
+    "CFunction",
+    "CSource",
+    "CodegenError",
+    "CodegenOptions",
+    "CpuIsa",
+    "build",
+    "codegen_c",
+    "isa_of",
+]
