@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
+from ..codegen.isa import isa_of
 from ..postproc.rewrite_layout import suggest_layout
 from ..postproc.rewrite_parallel_vectorize_unroll import (
     PARALLEL,
@@ -335,7 +336,7 @@ def default_schedule(
     the caller re-lays out, as ``compile_relax`` passes; None: any parameter).
     """
     target = target if isinstance(target, Target) else Target(target)
-    lanes = target.vector_lanes("float32")
+    lanes = isa_of(target).lanes("float32")
     func, convs = pack_conv_weights(func, lanes, layout_free)
     cores = int(target.attrs.get("num_cores") or target.num_cores or 1)
     l2_bytes = int(target.attrs.get("l2_cache_bytes") or 1 << 20)

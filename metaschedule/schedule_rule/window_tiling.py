@@ -43,6 +43,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..codegen.isa import isa_of
 from ..schedule.error import ScheduleError
 from ..tir import IntImm, IterType
 from ..tir.functor import collect_vars
@@ -206,7 +207,7 @@ class WindowTiling(ScheduleRule):
     def _initialize_with_tune_context(self, context: Any) -> None:
         target: Target | None = getattr(context, "target", None)
         if target is not None and target.kind == "cpu":
-            self.lanes = target.vector_lanes("float32")
+            self.lanes = isa_of(target).lanes("float32")
 
     def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
         if self.lanes is None:

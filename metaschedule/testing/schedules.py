@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..codegen.isa import isa_of
 from ..schedule import LoopRV, Schedule
 from ..target import Target
 
 #: Vector registers of the ISA by vector width in bytes (AVX-512: 32 zmm, AVX2: 16 ymm).
-_VECTOR_REGISTERS = {64: 32, 32: 16, 16: 16}
 
 
 @dataclass(frozen=True)
@@ -58,8 +58,8 @@ def matmul_tiles(
     the splits are exact; ``row_block`` shrinks until there are two parallel tasks per
     core where the rows allow it.
     """
-    lanes = target.vector_lanes("float32")
-    regs = _VECTOR_REGISTERS.get(target.vector_width, 16)
+    isa = isa_of(target)
+    lanes, regs = isa.lanes("float32"), isa.vector_registers
     if vectors is None:
         vectors = 2
     cols = _divisor_at_most(n, vectors * lanes)
