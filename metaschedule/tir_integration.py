@@ -14,6 +14,10 @@ __all__ = ["compile_tir", "tune_tir"]
 def compile_tir(database: Database, mod: IRModule | PrimFunc, target: Target | str) -> Schedule:
     """The best schedule of ``mod`` in ``database``, replayed on ``mod``.
 
+    The trace is replayed on ``mod`` itself, never on the module the database stored (see
+    :meth:`~metaschedule.database.Database.query_schedule`): the library built from the
+    schedule has ``mod``'s names, and a database file can carry no code into it.
+
     Args:
         database: the database of tuning records (what ``tune_tir`` returned).
         mod: the TIR function tuned, or a module of that one function.

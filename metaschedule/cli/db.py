@@ -10,8 +10,6 @@ import argparse
 import dataclasses
 import json
 import os
-import shutil
-import tempfile
 from typing import Any
 
 from .common import (
@@ -32,7 +30,8 @@ EXAMPLES = """\
   metaschedule db prune gmm.sqlite --top-k 1 -o best.sqlite
 
 A database is a folder (JSON, as --work-dir holds) or a .sqlite/.db file. Identical
-records (same workload, trace and run times) are copied once.
+records (same workload, trace and run times) are copied once. Merging and pruning in
+place take the database's lock, so a tuner may be writing it meanwhile.
 """
 
 
@@ -204,42 +203,36 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _prune(args: argparse.Namespace) -> int:
-    source = open_database(args.database)
-    before = len(source)
-    in_place = args.output is None
-    if in_place:
-        tmp_dir = tempfile.mkdtemp(
-            prefix=".ms-prune-", dir=os.path.dirname(os.path.abspath(args.database))
-        )
-        target = os.path.join(tmp_dir, os.path.basename(args.database.rstrip("/")))
-    else:
-        target = args.output
-    try:
-        dest = open_database(target, create=True)
+    """In place, the database prunes itself under the lock its commits take (a JSON
+    folder gets new files moved over the old ones, a SQLite file deletes rows in one
+    transaction), so a tuner writing it meanwhile loses nothing; with ``-o``, the kept
+    records are copied to OUTPUT."""
+    if args.output is None:
+        db = open_database(args.database)
         try:
-            added, _ = copy_records([source], dest, top_k=args.top_k)
+            kept, before = db.prune(args.top_k)
         finally:
-            _close(dest, source)
-        if in_place:
-            _replace(target, args.database)
-    finally:
-        if in_place:
-            shutil.rmtree(tmp_dir, ignore_errors=True)
-    where = args.database if in_place else args.output
+            _close(db)
+        where = args.database
+    else:
+        if os.path.abspath(args.output) == os.path.abspath(args.database):
+            raise CLIError(
+                f"{args.output} is the database itself; leave out -o to prune it in place",
+                usage=True,
+            )
+        source = open_database(args.database)
+        before = len(source)
+        try:
+            dest = open_database(args.output, create=True)
+            try:
+                kept, _ = copy_records([source], dest, top_k=args.top_k)
+            finally:
+                _close(dest)
+        finally:
+            _close(source)
+        where = args.output
     print(
-        f"Pruned {args.database}: kept {added} of {before} record(s) (top {args.top_k} per "
+        f"Pruned {args.database}: kept {kept} of {before} record(s) (top {args.top_k} per "
         f"workload) in {where}"
     )
     return 0
-
-
-def _replace(new: str, old: str) -> None:
-    """Move the pruned database ``new`` over ``old`` (file by file for a folder)."""
-    if os.path.isdir(new):
-        for name in os.listdir(new):
-            os.replace(os.path.join(new, name), os.path.join(old, name))
-    else:
-        for suffix in ("-wal", "-shm"):  # SQLite's side files belong to the old one
-            if os.path.exists(old + suffix):
-                os.unlink(old + suffix)
-        os.replace(new, old)

@@ -7,6 +7,7 @@ import json
 import logging
 import math
 import os
+import tempfile
 
 from ..database import JSONDatabase
 from ..database.json_database import TUNING_RECORD_FILE
@@ -233,6 +234,8 @@ def _say_resume(work_dir: str) -> None:
 
 
 def _write_profile(work_dir: str, profiler) -> None:
+    """Append this run's Profiler split to ``logs/profile.json``, atomically: a new file
+    (a fresh name, never one that might be planted) flushed to disk, then moved over."""
     path = os.path.join(work_dir, "logs", PROFILE_FILE)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     runs = []
@@ -240,13 +243,20 @@ def _write_profile(work_dir: str, profiler) -> None:
         try:
             with open(path) as f:
                 runs = list(json.load(f).get("runs", []))
-        except (OSError, ValueError, AttributeError):
+        except (OSError, ValueError, AttributeError, TypeError, RecursionError):
             runs = []
     runs.append(profiler.get())
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump({"runs": runs}, f, indent=1)
-    os.replace(tmp, path)
+    fd, tmp = tempfile.mkstemp(prefix=".profile-", suffix=".json", dir=os.path.dirname(path))
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump({"runs": runs}, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
 
 
 def _summary(work_dir: str, name: str, func) -> None:

@@ -78,6 +78,7 @@ from ..tir.functor import Visitor, collect_vars, substitute
 from ..tir.stmt import BufferStore, For, ForKind, IfThenElse, SeqStmt, Stmt
 from ..tir.transform.affine import Affine, affine, structural_key
 from .c_expr import linear_index
+from .c_helpers import c_comment_text
 from .isa import CpuIsa
 
 if TYPE_CHECKING:
@@ -800,13 +801,13 @@ def emit_accumulated(
             fw.ranges[lp.loop_var] = (lp.min, lp.extent)
             fw.for_header(lp, name)
             fw.indent += 1
-        loops = ", ".join(lp.loop_var.name for lp in plan.region)
+        loops = c_comment_text(", ".join(lp.loop_var.name for lp in plan.region))
         n = len(plan.points)
         widths = "/".join(str(w) for w in sorted({_width(p) for p in plan.points}, reverse=True))
         what = f"{n} accumulator{'s' if n > 1 else ''}" + (
             f" of {widths} lanes" if lanes > 1 else ""
         )
-        fw.line(f"{{ // {buf.name} kept in {what} across loops {loops}")
+        fw.line(f"{{ // {c_comment_text(buf.name)} kept in {what} across loops {loops}")
         fw.indent += 1
         value = fw.expr(init) if init is not None else None
         for point in plan.points:

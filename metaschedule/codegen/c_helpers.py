@@ -259,6 +259,29 @@ def c_literal(value: float | bool, dtype: str) -> str:
     return f"(({c_type(dtype)}){text})"
 
 
+def c_comment_text(text: object) -> str:
+    """``text`` made safe inside a C or CUDA comment (``//`` or ``/* */``) or string
+    literal: each character outside printable ASCII (newlines, NUL and other control
+    characters, non-ASCII such as bidirectional overrides), each backslash and double
+    quote, the second ``?`` of ``??`` (a trigraph) and the ``/`` of ``*/`` is written
+    ``<U+XXXX>``; other text is returned unchanged.
+
+    Every comment the code generators write with a name in it goes through here: names
+    come from IR that may have been loaded from a file, and a newline in one would end the
+    comment and have the rest compiled.
+    """
+    out, prev = [], ""
+    for ch in str(text):
+        code = ord(ch)
+        unsafe = not 0x20 <= code < 0x7F or ch in '\\"'
+        if unsafe or (ch == "?" and prev == "?") or (ch == "/" and prev == "*"):
+            out.append(f"<U+{code:04X}>")
+        else:
+            out.append(ch)
+        prev = ch
+    return "".join(out)
+
+
 def _x86_minmax(which: str, dtype: str, lanes: int) -> list[tuple[str, str]]:
     """Preprocessor guards and compiler builtins of x86's packed min/max for ``dtype`` x
     ``lanes`` (empty: none). ``MAXPS a, b`` is exactly ``a > b ? a : b`` (a NaN or equal

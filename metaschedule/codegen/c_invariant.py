@@ -54,6 +54,7 @@ from ..tir.dtype import c_type, is_bool
 from ..tir.functor import any_node, collect_vars, post_order_visit, substitute
 from ..tir.stmt import BufferStore, For, IfThenElse
 from .c_accumulate import access_key
+from .c_helpers import c_comment_text
 
 if TYPE_CHECKING:
     from .c_codegen import FunctionWriter
@@ -233,7 +234,7 @@ class InvariantScope:
     def close(self, fw: FunctionWriter) -> None:
         """Write the shared broadcasts at the top of the body, the hoisted loads before
         the loop."""
-        name = self.loop.loop_var.name
+        name = c_comment_text(self.loop.loop_var.name)
         if self.shared:
             self._share(fw)
         if self.hoisted:
@@ -271,7 +272,7 @@ class InvariantScope:
         if decls:
             pad = "  " * (self.indent + 1)
             head = f"{pad}// {len(decls)} elements broadcast once per iteration of "
-            head += f"{self.loop.loop_var.name}, read as vectors and as scalars"
+            head += f"{c_comment_text(self.loop.loop_var.name)}, read as vectors and as scalars"
             self.lines[self.body_at : self.body_at] = [head] + [pad + d for d in decls]
 
     @staticmethod

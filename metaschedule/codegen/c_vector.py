@@ -35,6 +35,7 @@ from ..tir.stmt import BufferStore, Evaluate, For, ForKind, IfThenElse, SeqStmt,
 from ..tir.transform.affine import Affine, affine, const_bounds
 from .c_accumulate import _chunks, _has_load, access_key, value_key
 from .c_expr import linear_index, strip_parens
+from .c_helpers import c_comment_text
 
 if TYPE_CHECKING:
     from .c_codegen import FunctionWriter
@@ -101,7 +102,7 @@ def emit_vectorized(fw: FunctionWriter, loop: For, name: str) -> None:
     except NotVectorizable as why:
         if fw.accumulated is not None:
             raise  # a tile in vector variables (c_accumulate) needs vector code
-        fw.line(f"// {name}: not vectorized ({why})")
+        fw.line(f"// {name}: not vectorized ({c_comment_text(why)})")
     if independent:
         fw.line("#pragma GCC ivdep")
     fw.for_header(loop, name)

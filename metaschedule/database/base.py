@@ -224,8 +224,10 @@ def sort_key(record: TuningRecord) -> float:
     return record.mean_run_sec
 
 
-def _replay(record: TuningRecord, workload_name: str) -> Schedule:
-    sch = Schedule(record.workload.mod)
+def _replay(record: TuningRecord, workload_name: str, mod: IRModule | None = None) -> Schedule:
+    """``record``'s trace replayed on ``mod`` (the caller's module, equal to the record's
+    workload), or on the stored workload itself when ``mod`` is None."""
+    sch = Schedule(record.workload.mod if mod is None else mod)
     if workload_name in sch.mod:
         sch.work_on(workload_name)
     record.trace.apply_to_schedule(sch, remove_postproc=False)
@@ -307,9 +309,12 @@ class Database(ABC):
     def query_schedule(
         self, mod: IRModule, target: Target | None = None, workload_name: str = "main"
     ) -> Schedule | None:
-        """The best record's trace replayed on its workload, or None.
+        """The best record's trace replayed on ``mod``, or None.
 
-        A record whose trace no longer replays (an unknown decision, a module it does not
+        The trace is replayed on ``mod`` itself, never on the module stored in the
+        database (TVM replays on the stored one): what gets compiled has the caller's
+        names and constants, and a stored module can carry nothing into the code. A
+        record whose trace no longer replays (an unknown decision, a module it does not
         fit) is reported with a warning naming where it is stored, and the next best is
         tried, so that a bad record is never applied to the wrong module silently.
         """
@@ -320,12 +325,12 @@ class Database(ABC):
                     mod, record.workload.mod
                 ):  # a record of another module with the same anchor block
                     return _apply_anchor(record, mod, target, workload_name)
-                return _replay(record, workload_name)
+                return _replay(record, workload_name, mod)
             except Exception as err:  # noqa: BLE001 - any replay failure means the same
                 where = self.record_origin(record) or type(self).__name__
                 warnings.warn(
                     f"{where}: a record of workload {record.workload.shash} "
-                    f"(run_secs={record.run_secs}) does not replay on its module "
+                    f"(run_secs={record.run_secs}) does not replay on the module "
                     f"({type(err).__name__}: {err}); skipping it, trying the next best",
                     RuntimeWarning,
                     stacklevel=2,

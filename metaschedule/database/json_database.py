@@ -16,11 +16,25 @@ appended since it last looked, so workload line numbers agree between processes.
 read new lines too, so each process sees the others' records.
 
 Bad input is reported, never fatal: a torn line (a writer died mid-line), a malformed
-line, a record whose trace does not parse (an unknown instruction, ...) or whose workload
-is missing is skipped, and each read ends with one warning per file and kind of problem
-that lists the line numbers ("database_tuning_record.json: 3 malformed lines (12, 40,
-41) skipped; ..."). Skipped lines still count as lines, so line numbers stay stable. A
-torn last line is terminated by the next committer, so it never swallows the next record.
+line (bad JSON, or JSON nested too deeply to parse), a record whose trace does not parse
+(an unknown instruction, ...), whose workload is missing, or whose carried workload
+inflates to more than :data:`MAX_CARRIED_BYTES`, and IR that fails the checks of
+:mod:`metaschedule.tir.serialize` (a control character in a name, ...) are skipped, and
+each read ends with one warning per file and kind of problem that lists the line numbers
+("database_tuning_record.json: 3 malformed lines (12, 40, 41) skipped; ..."). Skipped
+lines still count as lines, so line numbers stay stable. A torn last line is terminated by
+the next committer, so it never swallows the next record. A write that fails (a full
+disk) is taken back (the file is truncated to where the line began) and raises; the
+records before it stay, and the next commit starts on a clean line.
+
+Files replaced under a running database (:meth:`JSONDatabase.prune`, ``metaschedule db
+prune``, writes new files and moves them over the old ones while holding the exclusive
+lock) are noticed: after taking the lock, a database whose paths now name other files
+reopens them and reads them from the start.
+
+Open databases you trust: a hostile file can inject no code (names are checked and
+escaped, and queries replay traces on the caller's own module), but it decides which
+schedules are used.
 
 Files are opened for writing lazily: a database in a read-only folder (or on read-only
 files) can be queried; only a commit raises, with a ``PermissionError`` that says so.
@@ -32,6 +46,7 @@ import base64
 import errno
 import json
 import os
+import tempfile
 import threading
 import warnings
 import zlib
@@ -42,7 +57,7 @@ from typing import Any
 from ..registry import register
 from ..tir.function import IRModule
 from ..utils import derived_object
-from .base import PyDatabase, TuningRecord, Workload, measurement_key_of_json
+from .base import PyDatabase, TuningRecord, Workload, check_top_k, measurement_key_of_json
 from .memory_database import RecordStore
 from .module_equality import ModuleEquality, ModuleEqualityKind
 
@@ -56,6 +71,10 @@ __all__ = ["JSONDatabase"]
 WORKLOAD_FILE = "database_workload.json"
 TUNING_RECORD_FILE = "database_tuning_record.json"
 _SHOWN_LINES = 10  # line numbers listed per problem in a summary
+
+MAX_CARRIED_BYTES = 16 << 20
+"""The most bytes a record's carried workload may inflate to (its module JSON); a record
+that carries more is skipped. A zip bomb in a short line cannot take the memory."""
 
 
 def _sync_to_disk(fd: int) -> None:
@@ -170,9 +189,10 @@ class _LinesFile:
             if line.strip():
                 try:
                     obj = json.loads(line)
-                except ValueError as err:
+                except (ValueError, RecursionError) as err:
                     if line_offset != self._warned_torn_at:
-                        report.add(self.path, "malformed line", self.lines, f"bad JSON ({err})")
+                        why = "nested too deeply" if isinstance(err, RecursionError) else err
+                        report.add(self.path, "malformed line", self.lines, f"bad JSON ({why})")
                 else:
                     parse(self.lines, obj)
             self.lines += 1
@@ -197,19 +217,68 @@ class _LinesFile:
             self.offset = size + 1
             self.lines += 1
         data = (json.dumps(obj, separators=(",", ":")) + "\n").encode("utf-8")
-        written = os.write(self.fd, data)
-        if written != len(data):  # pragma: no cover - a full disk
-            raise OSError(f"{self.path}: wrote {written} of {len(data)} bytes")
-        _sync_to_disk(self.fd)
+        start = self.offset
+        try:
+            written = os.write(self.fd, data)
+            if written != len(data):  # a full disk, or the file size limit
+                raise OSError(
+                    errno.ENOSPC,
+                    f"{self.path}: wrote {written} of {len(data)} bytes (is the disk full?)",
+                )
+            _sync_to_disk(self.fd)
+        except BaseException:
+            # take the partial line back: we hold the lock, nothing was appended after it
+            try:
+                os.ftruncate(self.fd, start)
+            except OSError:
+                pass  # it stays a torn line, which the next committer terminates
+            raise
         line = self.lines
         self.offset += len(data)
         self.lines += 1
         return line
 
+    def rewind(self) -> None:
+        """Read the file from its start at the next :meth:`read_new` (after reopening it)."""
+        self.offset = self.lines = 0
+        self._warned_torn_at = -1
+
+    def replaced(self) -> bool:
+        """Whether the path now names another file than the one open (moved over it)."""
+        if self.fd < 0:
+            return False
+        try:
+            now = os.stat(self.path)
+        except OSError:
+            return False  # removed: keep what we have
+        mine = os.fstat(self.fd)
+        return (now.st_dev, now.st_ino) != (mine.st_dev, mine.st_ino)
+
     def close(self) -> None:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+
+
+def _write_beside(path: str, lines: list) -> str:
+    """A new file next to ``path`` holding ``lines`` (one JSON value each), flushed to
+    disk, with the permissions of ``path``; its name, to move over ``path``."""
+    folder, name = os.path.split(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".new", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            for obj in lines:
+                f.write((json.dumps(obj, separators=(",", ":")) + "\n").encode("utf-8"))
+            f.flush()
+            try:
+                os.fchmod(f.fileno(), os.stat(path).st_mode & 0o7777)
+            except OSError:
+                pass
+            _sync_to_disk(f.fileno())
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return tmp
 
 
 def _pack_workload(workload: Workload) -> list:
@@ -222,7 +291,14 @@ def _pack_workload(workload: Workload) -> list:
 def _unpack_workload(carried: Any) -> Workload:
     try:
         shash, blob = carried
-        text = zlib.decompress(base64.b64decode(blob)).decode("utf-8")
+        inflater = zlib.decompressobj()
+        text = inflater.decompress(base64.b64decode(blob), MAX_CARRIED_BYTES)
+        if inflater.unconsumed_tail:
+            raise ValueError(
+                f"it inflates to more than MAX_CARRIED_BYTES = {MAX_CARRIED_BYTES} bytes "
+                "(not a workload this database wrote)"
+            )
+        text = text.decode("utf-8")
     except (TypeError, ValueError, zlib.error) as err:
         raise ValueError(f"malformed carried workload: {type(err).__name__}: {err}") from err
     return Workload.from_json([shash, text])
@@ -305,18 +381,39 @@ class JSONDatabase(PyDatabase):
                 self._workload_file.reopen()
                 self._record_file.reopen()
                 self._pid = os.getpid()
-            if exclusive:
-                self._workload_file.ensure_writable()
-                self._record_file.ensure_writable()
-            fd = self._workload_file.fd if self._workload_file.fd >= 0 else self._record_file.fd
-            if fcntl is None or fd < 0:  # pragma: no cover - no lock, or nothing to read
-                yield
-                return
-            fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-            try:
-                yield
-            finally:
-                fcntl.flock(fd, fcntl.LOCK_UN)
+            while True:
+                if exclusive:
+                    self._workload_file.ensure_writable()
+                    self._record_file.ensure_writable()
+                wl, rec = self._workload_file, self._record_file
+                fd = wl.fd if wl.fd >= 0 else rec.fd
+                if fcntl is None or fd < 0:  # pragma: no cover - no lock, or nothing to read
+                    break
+                fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+                if not (wl.replaced() or rec.replaced()):
+                    try:
+                        yield
+                    finally:
+                        fcntl.flock(fd, fcntl.LOCK_UN)
+                    return
+                fcntl.flock(fd, fcntl.LOCK_UN)  # moved over by a prune: start again
+                self._reload()
+            yield
+
+    def _reload(self) -> None:
+        """Forget what was read and reopen the files, to read them from the start."""
+        for f in (self._workload_file, self._record_file):
+            f.reopen()
+            f.rewind()
+        self._store = RecordStore(ModuleEquality(self.module_equality))
+        for table in (
+            self._workload_at_line,
+            self._line_of_workload,
+            self._carried,
+            self._recovered,
+            self._origin,
+        ):
+            table.clear()
 
     def _sync(self, at_load: bool = False) -> None:
         """Take in the lines appended since the last sync (under a lock)."""
@@ -454,6 +551,43 @@ class JSONDatabase(PyDatabase):
         with self._lock(exclusive=False):
             self._sync()
         return len(self._store)
+
+    def prune(self, top_k: int) -> tuple[int, int]:
+        """Keep the ``top_k`` fastest valid records of each workload (as ``get_top_k``
+        ranks them) and drop the others, failed measurements and workloads left without
+        records; return (records kept, records before).
+
+        The new files are written next to the old ones and moved over them while holding
+        the lock commits take, so a committer in another process waits, then notices the
+        new files and reads them (see the module docstring); nothing it committed is lost.
+        """
+        check_top_k(top_k)
+        with self._lock(exclusive=True):
+            self._sync()
+            before = len(self._store)
+            keep = {id(r) for w in self._store.workloads() for r in self._store.top_k(w, top_k)}
+            workload_lines: list = []
+            record_lines: list = []
+            line_of: dict[int, int] = {}
+            for record in self._store.all_records():
+                if id(record) not in keep:
+                    continue
+                workload = record.workload
+                if id(workload) not in line_of:
+                    line_of[id(workload)] = len(workload_lines)
+                    workload_lines.append(workload.as_json())
+                carried = self._carried_of(workload)
+                record_lines.append([line_of[id(workload)], record.as_json(), carried])
+            new_records = _write_beside(self.path_tuning_record, record_lines)
+            try:
+                new_workloads = _write_beside(self.path_workload, workload_lines)
+            except BaseException:
+                os.unlink(new_records)
+                raise
+            # records first: until the workload file follows, they recover what they carry
+            os.replace(new_records, self.path_tuning_record)
+            os.replace(new_workloads, self.path_workload)
+        return len(keep), before  # the next lock notices the new files and reads them
 
     def close(self) -> None:
         """Close the files; the database cannot be used afterwards."""

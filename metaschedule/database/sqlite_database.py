@@ -22,6 +22,15 @@ scan. ``measurement_key`` names the schedule a record measures
 schedule, ``get_top_k`` returns only the latest (the rule of
 :mod:`metaschedule.database.base`). Files written before that column existed get it filled
 in when opened. Records and workloads are stored in the same JSON as the JSON database.
+
+A failed commit (a full disk) is rolled back and raises; the records before it stay, and
+a connection whose rollback failed too is closed, so the next commit opens a new one.
+:meth:`SQLiteDatabase.prune` deletes records inside one write transaction on the live
+file: nothing is swapped, and tuners writing the file meanwhile are not disturbed.
+
+Open databases you trust: a hostile file can inject no code (names are checked and
+escaped, and queries replay traces on the caller's own module), but it decides which
+schedules are used; rows that do not parse are skipped with a warning.
 """
 
 from __future__ import annotations
@@ -194,12 +203,23 @@ class SQLiteDatabase(PyDatabase):
             result = sql_fn(conn)
             conn.execute("COMMIT")
         except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
             self._workloads.clear()  # it may cache rows that were rolled back
             self._row_of.clear()
+            if conn.in_transaction:
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error:  # e.g. the disk is full: start on a new connection
+                    self._drop_connection()
             raise
         return result
+
+    def _drop_connection(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None and self._pid == os.getpid():
+            try:
+                conn.close()
+            except sqlite3.Error:
+                pass
 
     # workloads ------------------------------------------------------------------------
     def _workload(self, row_id: int, text: str | None = None) -> Workload:
@@ -335,6 +355,32 @@ class SQLiteDatabase(PyDatabase):
         return self._read(
             lambda conn: conn.execute("SELECT COUNT(*) FROM tuning_record").fetchone()[0]
         )
+
+    def prune(self, top_k: int) -> tuple[int, int]:
+        """Keep the ``top_k`` fastest valid records of each workload (as ``get_top_k``
+        ranks them) and delete the others, failed measurements included; return (records
+        kept, records before). One write transaction on the live file: tuners writing it
+        meanwhile wait for it, and nothing is swapped. Workload rows stay (a running tuner
+        may refer to them); the file does not shrink until a ``VACUUM``.
+        """
+        check_top_k(top_k)
+
+        def delete(conn: sqlite3.Connection) -> tuple[int, int]:
+            (before,) = conn.execute("SELECT COUNT(*) FROM tuning_record").fetchone()
+            conn.execute(
+                "DELETE FROM tuning_record WHERE id NOT IN ("
+                "SELECT id FROM (SELECT id, ROW_NUMBER() OVER ("
+                "PARTITION BY workload_id ORDER BY mean_run_sec, id) AS rank "
+                "FROM tuning_record WHERE id IN ("
+                "SELECT MAX(id) FROM tuning_record WHERE mean_run_sec IS NOT NULL "
+                "GROUP BY workload_id, COALESCE(measurement_key, 'row ' || id))) "
+                "WHERE rank <= ?)",
+                (top_k,),
+            )
+            (after,) = conn.execute("SELECT COUNT(*) FROM tuning_record").fetchone()
+            return after, before
+
+        return self._write(delete)
 
     def close(self) -> None:
         """Close this process's connection (a later call opens a new one)."""

@@ -216,7 +216,8 @@ class Executable:
 
 
 def load(path: str | os.PathLike) -> Executable:
-    """An executable written by :meth:`Executable.export_library`."""
+    """An executable written by :meth:`Executable.export_library`; for trusted files
+    only: its shared library runs in this process as soon as it is loaded."""
     path = os.fspath(path)
     with zipfile.ZipFile(path) as z:
         meta = json.loads(z.read("executable.json"))

@@ -378,6 +378,8 @@ _LOADED: dict[str, str] = {}
 def load_module(path: str | os.PathLike) -> Module:
     """Load a library written by ``Module.export_library`` (or a CUDA module's file).
 
+    For trusted files only: a shared library runs its code in this process when loaded.
+
     The dynamic loader returns the library it already loaded from a path even when the
     file has been replaced since; a path whose contents changed is therefore loaded
     from a copy in the kernel cache, named by its content hash.

@@ -13,6 +13,14 @@ themselves, lists as arrays, and tagged objects for the rest:
 A node object used in several places is stored once, so sharing (the same ``Var``
 or ``Buffer`` at every use) survives the round trip. Node classes and enums opt in
 with :func:`register_node`; every node class of the tir core is registered here.
+
+Loading checks what a file could plant (IR JSON comes from databases and other files):
+a name (every string field of a node but a ``StringImm``'s value, and the function names
+of an ``IRModule``) holding a control character (below U+0020, U+007F) is rejected; a
+loop's ``thread_binding`` must be a GPU thread axis (``threadIdx.x``, ...); and a table
+whose nodes, counted at every use of a shared one, exceed :data:`MAX_TREE_SIZE` is
+rejected, since hashing and printing walk that tree (a few lines of doubly shared
+``Add`` nodes would take years). Each raises ``ValueError`` naming the node.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ import dataclasses
 import enum
 import json
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -42,6 +51,12 @@ __all__ = [
 ]
 
 FORMAT_VERSION = 1
+
+MAX_TREE_SIZE = 1 << 20
+"""The most nodes a loaded IR tree may have, counting a shared node at every use."""
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_THREAD_AXIS = re.compile(r"(blockIdx|threadIdx|vthread)\.[xyz]")
 
 _REGISTRY: dict[str, type] = {}
 _NAMES: dict[type, str] = {}
@@ -201,11 +216,19 @@ def load_json(text: str) -> Node:
         data = json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as err:
         raise ValueError(f"load_json: not valid JSON: {err}") from None
+    except RecursionError:
+        raise ValueError("load_json: JSON nested too deeply to be IR") from None
     return from_json_dict(data)
 
 
 def from_json_dict(data: Any) -> Node:
-    """Rebuild a node from the dict produced by :func:`to_json_dict`."""
+    """Rebuild a node from the dict produced by :func:`to_json_dict`.
+
+    Raises:
+        ValueError: malformed input, or input that fails the checks of the module
+            docstring (a control character in a name, an unknown thread axis, a tree
+            larger than :data:`MAX_TREE_SIZE`).
+    """
     if not isinstance(data, dict):
         raise ValueError(f"IR JSON must be an object, got {type(data).__name__}")
     missing = {"version", "root", "nodes"} - set(data)
@@ -219,15 +242,19 @@ def from_json_dict(data: Any) -> Node:
     if not isinstance(entries, list):
         raise ValueError(f"IR JSON 'nodes' must be a list, got {type(entries).__name__}")
     nodes: list[Node] = []
-    for i, entry in enumerate(entries):
-        nodes.append(_build(i, entry, nodes))
+    sizes: dict[int, int] = {}  # id(node) -> its tree size
+    try:
+        for i, entry in enumerate(entries):
+            nodes.append(_build(i, entry, nodes, sizes))
+    except RecursionError:
+        raise ValueError("IR JSON nested too deeply") from None
     root = data["root"]
     if type(root) is not int or not 0 <= root < len(nodes):
         raise ValueError(f"IR JSON 'root' must be a node index in [0, {len(nodes)}), got {root!r}")
     return nodes[root]
 
 
-def _build(i: int, entry: Any, nodes: list[Node]) -> Node:
+def _build(i: int, entry: Any, nodes: list[Node], sizes: dict[int, int]) -> Node:
     if not isinstance(entry, dict) or set(entry) != {"type", "fields"}:
         raise ValueError(f"node {i}: expected an object with 'type' and 'fields', got {entry!r}")
     name, raw = entry["type"], entry["fields"]
@@ -254,12 +281,45 @@ def _build(i: int, entry: Any, nodes: list[Node]) -> Node:
             raise ValueError(f"{where}: missing")
         if f.name in kwargs:
             _check_field(f, kwargs[f.name], where)
+            _check_name(cls, f.name, kwargs[f.name], where)
+    kids: list[Node] = []
+    _children(list(kwargs.values()), kids)
+    size = 1 + sum(sizes.get(id(kid), 1) for kid in kids)
+    if size > MAX_TREE_SIZE:
+        raise ValueError(
+            f"node {i} ({name}): its tree has {size} nodes counting every use of a shared "
+            f"node, more than MAX_TREE_SIZE = {MAX_TREE_SIZE}; not IR that metaschedule wrote"
+        )
     try:
-        return cls(**kwargs)
+        node = cls(**kwargs)
     except (TypeError, ValueError, IndexError, AttributeError, KeyError) as err:
         raise ValueError(
             f"node {i} ({name}): cannot build it: {type(err).__name__}: {err}"
         ) from err
+    sizes[id(node)] = size
+    return node
+
+
+def _check_name(cls: type, field: str, value: Any, where: str) -> None:
+    """Reject a name with a control character (it could end a comment of generated C)
+    and a thread binding that is not a GPU thread axis (it is spelled into CUDA)."""
+    if cls is _function.IRModule and field == "functions" and isinstance(value, dict):
+        names = list(value)
+    elif isinstance(value, str) and not (cls is _expr.StringImm and field == "value"):
+        names = [value]
+    else:
+        return
+    for text in names:
+        if isinstance(text, str) and _CONTROL.search(text):
+            raise ValueError(
+                f"{where}: the name {text!r} holds a control character; names of IR "
+                "loaded from JSON must be printable (a damaged or hostile file?)"
+            )
+    if cls is _stmt.For and field == "thread_binding" and not _THREAD_AXIS.fullmatch(value):
+        raise ValueError(
+            f"{where}: unknown thread axis {value!r}; expected blockIdx, threadIdx or "
+            "vthread with .x, .y or .z"
+        )
 
 
 _PLAIN_TYPES: dict[str, Any] = {
