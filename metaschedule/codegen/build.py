@@ -27,7 +27,6 @@ def build(
     *,
     cache_dir: str | None = None,
     debug: bool = False,
-    timeout_sec: float | None = 300,
 ) -> Module | CudaModule:
     """Compile a PrimFunc or IRModule (block form or lowered) for ``target``.
 
@@ -36,8 +35,6 @@ def build(
         target: a Target or target string: "cpu" (C with OpenMP, a shared library) or
             "cuda" (CUDA C compiled with nvcc to PTX and a cubin).
         cache_dir: where compiled libraries are cached (default: the kernel cache).
-        timeout_sec: seconds the C compiler may run (None: no limit); past them it is
-            killed with its children and the build fails.
         debug: check every load and store at run time (scalar code, slower); an
             out-of-bounds access makes the call raise ``IndexError`` naming the access
             and the index, instead of reading or writing memory it does not own.
@@ -48,7 +45,7 @@ def build(
 
     Raises:
         ValueError: dynamic (symbolic) shapes, or IR the C back end cannot express.
-        BuildError: the C compiler failed or timed out (see its ``compiler_output``).
+        BuildError: the C compiler failed (see its ``compiler_output``).
     """
     target = Target(target)
     if isinstance(func_or_mod, PrimFunc):
@@ -91,7 +88,7 @@ def build(
         metadata["debug_sites"] = sites.sites
     source = csrc.code + timer_c_source([f.symbol for f in csrc.functions])
     library = source + embed_c(metadata, csrc.code)
-    path = compile_shared(library, compiler_flags(target), cache_dir, timeout_sec)
+    path = compile_shared(library, compiler_flags(target), cache_dir)
     try:
         return Module(path)
     except OSError as err:  # e.g. a symbol the loader cannot resolve

@@ -14,7 +14,6 @@ import os
 import platform
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -226,24 +225,11 @@ def _identity(cmd: list[str], flags: list[str]) -> str:
     return out
 
 
-#: Seconds a compiler run may take by default before it is killed.
-COMPILE_TIMEOUT_SEC = 300.0
-
-
-def compile_shared(
-    source: str,
-    flags: list[str],
-    cache_dir: str | None = None,
-    timeout_sec: float | None = COMPILE_TIMEOUT_SEC,
-) -> str:
+def compile_shared(source: str, flags: list[str], cache_dir: str | None = None) -> str:
     """Compile ``source`` into a shared library; return its path (cached).
 
-    Args:
-        timeout_sec: seconds the compiler may run (None: no limit); past them its whole
-            process group is killed (the driver's cc1 and as too).
-
     Raises:
-        BuildError: the compiler is missing, fails or times out; carries source and output.
+        BuildError: the compiler is missing or fails; carries source and output.
     """
     cmd = compiler_command()
     if not cmd:
@@ -265,16 +251,7 @@ def compile_shared(
     full = [*cmd, *flags, src_path, "-o", out_path, "-lm"]
     try:
         try:
-            proc = _run_bounded(full, timeout_sec)
-        except subprocess.TimeoutExpired as err:
-            output = _text(err.stdout) + _text(err.stderr)
-            raise BuildError(
-                f"the C compiler timed out after {timeout_sec:g} s (killed) running: "
-                f"{' '.join(shlex.quote(c) for c in full)}",
-                source,
-                output,
-                full,
-            ) from None
+            proc = subprocess.run(full, capture_output=True, text=True, check=False)
         except OSError as err:
             raise BuildError(
                 f"cannot run the C compiler {cmd[0]!r} ({err.strerror}); install one or set $CC",
@@ -291,33 +268,3 @@ def compile_shared(
             if os.path.exists(p):
                 os.unlink(p)
     return final
-
-
-def _run_bounded(cmd: list[str], timeout_sec: float | None) -> subprocess.CompletedProcess:
-    """Run ``cmd`` in a session of its own; past ``timeout_sec`` kill its whole process
-    group and raise ``subprocess.TimeoutExpired``."""
-    with subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
-    ) as proc:
-        try:
-            out, err = proc.communicate(timeout=timeout_sec)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            out, err = proc.communicate()
-            raise subprocess.TimeoutExpired(cmd, timeout_sec or 0, out, err) from None
-        except BaseException:  # Ctrl-C: the compiler goes too
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            raise
-    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
-
-
-def _text(data: str | bytes | None) -> str:
-    if data is None:
-        return ""
-    return data if isinstance(data, str) else data.decode(errors="replace")
