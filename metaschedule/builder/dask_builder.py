@@ -46,7 +46,7 @@ def _build_in_child(
     deadline = _Deadline(timeout_sec)
     deadline.resume()
     try:
-        status, value = _worker_build(f_build, f_export, mod, target, params, options)
+        status, value = _worker_build(f_build, f_export, mod, target, params, options, timeout_sec)
         if status != "ok":
             return status, value.replace("LocalBuilder:", "DaskBuilder:", 1)
         with open(value, "rb") as f:

@@ -9,10 +9,12 @@ import tempfile
 import traceback
 from collections.abc import Callable
 from concurrent.futures import CancelledError
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..codegen import BuildError
 from ..codegen.build import build
+from ..codegen.compiler import COMPILE_TIMEOUT_SEC
 from ..codegen.options import CodegenOptions
 from ..registry import register
 from ..runtime.module import kernel_cache_dir
@@ -50,12 +52,19 @@ T_BUILD = Callable[[IRModule, "Target", "dict[str, Any] | None"], "Module"]
 T_EXPORT = Callable[["Module"], str]
 
 
-def default_build(mod: IRModule, target: Target, params: dict[str, Any] | None) -> Module:
+def default_build(
+    mod: IRModule,
+    target: Target,
+    params: dict[str, Any] | None,
+    *,
+    timeout_sec: float | None = COMPILE_TIMEOUT_SEC,
+) -> Module:
     """Compile ``mod`` for ``target`` with the project's code generator.
 
     ``params`` are ignored: a TIR module has no parameters to bind as constants.
+    ``timeout_sec`` bounds the C compiler (the builder passes its own).
     """
-    return build(mod, target)
+    return build(mod, target, timeout_sec=timeout_sec)
 
 
 #: the environment variable naming the process that owns the build folders (the tuner)
@@ -135,15 +144,19 @@ def _worker_build(
     target: Target,
     params: dict[str, Any] | None,
     options: CodegenOptions | None = None,
+    timeout_sec: float | None = COMPILE_TIMEOUT_SEC,
 ) -> tuple[str, str]:
     """Runs in a worker: ("ok", artifact_path) or ("error", message); ``options``: the
-    code generator's, applied for this build.
+    code generator's, applied for this build; ``timeout_sec``: the builder's, which
+    bounds the C compiler of the default build function too.
 
     Errors come back as text rather than as exceptions: an exception type that cannot
     be unpickled in the parent would otherwise hide the real message.
     """
     try:
-        build = resolve_function(f_build, default_build, "f_build")
+        build = resolve_function(
+            f_build, partial(default_build, timeout_sec=timeout_sec), "f_build"
+        )
         export = resolve_function(f_export, default_export, "f_export")
         with (options or CodegenOptions.current()).applied():
             return "ok", export(build(mod, target, params))
@@ -236,6 +249,7 @@ class LocalBuilder(PyBuilder):
                     inp.target,
                     inp.params,
                     inp.codegen_options,
+                    self.timeout_sec,
                 ),
                 timeout=self.timeout_sec,
             )

@@ -1,10 +1,11 @@
-"""``build``: lower, generate C, compile, load."""
+"""``build``: lower, generate C, compile, load (or, for another architecture, read)."""
 
 from __future__ import annotations
 
 import os
 from typing import Any
 
+from ..runtime.cross_module import CrossModule
 from ..runtime.cuda_module import CudaModule
 from ..runtime.module import METADATA_VERSION, Module, embed_c
 from ..runtime.timer import timer_c_source
@@ -13,9 +14,10 @@ from ..target import Target
 from ..tir.function import IRModule, PrimFunc
 from ..tir.transform import GPU_LOWER_PASSES, lower
 from .c_codegen import codegen_c
-from .compiler import BuildError, compile_shared, compiler_flags
+from .compiler import COMPILE_TIMEOUT_SEC, BuildError, compile_shared, compiler_flags
 from .cuda_codegen import codegen_cuda
 from .debug import DebugSites
+from .isa import host_arch, target_arch
 from .nvcc import compile_cuda
 
 __all__ = ["build"]
@@ -27,25 +29,34 @@ def build(
     *,
     cache_dir: str | None = None,
     debug: bool = False,
+    timeout_sec: float | None = COMPILE_TIMEOUT_SEC,
 ) -> Module | CudaModule:
     """Compile a PrimFunc or IRModule (block form or lowered) for ``target``.
 
     Args:
         func_or_mod: a PrimFunc (named ``main``) or an IRModule of PrimFuncs.
         target: a Target or target string: "cpu" (C with OpenMP, a shared library) or
-            "cuda" (CUDA C compiled with nvcc to PTX and a cubin).
+            "cuda" (CUDA C compiled with nvcc to PTX and a cubin). A cpu target of
+            another architecture (``"llvm -mtriple=aarch64-linux-gnu
+            -mcpu=neoverse-n1"`` on x86) is cross-compiled (``$CROSS_CC``, else
+            ``aarch64-linux-gnu-gcc``).
         cache_dir: where compiled libraries are cached (default: the kernel cache).
         debug: check every load and store at run time (scalar code, slower); an
             out-of-bounds access makes the call raise ``IndexError`` naming the access
             and the index, instead of reading or writing memory it does not own.
+        timeout_sec: seconds the C compiler may run (None: no limit); past them it is
+            killed with the processes it started, and the build fails.
 
     Returns:
-        A loaded :class:`metaschedule.runtime.Module`, or for cuda a
+        A loaded :class:`metaschedule.runtime.Module`; for another architecture a
+        :class:`~metaschedule.runtime.cross_module.CrossModule` (exported and inspected
+        here, run there or under ``ms.testing.run_emulated``); for cuda a
         :class:`metaschedule.runtime.CudaModule` (runnable where a GPU is).
 
     Raises:
         ValueError: dynamic (symbolic) shapes, or IR the C back end cannot express.
-        BuildError: the C compiler failed (see its ``compiler_output``).
+        BuildError: the C compiler is missing, failed or timed out (see its
+            ``compiler_output``).
     """
     target = Target(target)
     if isinstance(func_or_mod, PrimFunc):
@@ -88,7 +99,11 @@ def build(
         metadata["debug_sites"] = sites.sites
     source = csrc.code + timer_c_source([f.symbol for f in csrc.functions])
     library = source + embed_c(metadata, csrc.code)
-    path = compile_shared(library, compiler_flags(target), cache_dir)
+    path = compile_shared(
+        library, compiler_flags(target), cache_dir, timeout_sec=timeout_sec, target=target
+    )
+    if target_arch(target) != host_arch():
+        return CrossModule(path)
     try:
         return Module(path)
     except OSError as err:  # e.g. a symbol the loader cannot resolve

@@ -12,9 +12,12 @@ naming the parameter, so a bad call never reaches the kernel.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
+import functools
 import hashlib
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -40,7 +43,10 @@ __all__ = [
     "embed_c",
     "kernel_cache_dir",
     "load_module",
+    "private_dir",
 ]
+
+_LOG = logging.getLogger(__name__)
 
 
 class UnsupportedIsaError(RuntimeError):
@@ -50,11 +56,41 @@ class UnsupportedIsaError(RuntimeError):
 
 def kernel_cache_dir() -> str:
     """Where built libraries live: ``$XDG_CACHE_HOME/metaschedule/kernels`` or
-    ``~/.cache/metaschedule/kernels`` (created on demand)."""
+    ``~/.cache/metaschedule/kernels`` (created on demand, private: see
+    :func:`private_dir`)."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    path = os.path.join(base, "metaschedule", "kernels")
-    os.makedirs(path, exist_ok=True)
-    return path
+    return private_dir(os.path.join(base, "metaschedule", "kernels"))
+
+
+def private_dir(path: str) -> str:
+    """``path``, created with mode 0700 where missing; or, when another user owns it, a
+    private temporary folder for this process, with a warning.
+
+    Libraries in the kernel cache are loaded into this process: whoever owns the folder
+    could put code there (the content hashes beside the libraries would be theirs too).
+    """
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    owner = os.stat(path).st_uid
+    getuid = getattr(os, "getuid", None)  # (Windows: no owners to compare)
+    if getuid is None or owner == getuid():
+        return path
+    return _private_substitute(path, owner)
+
+
+@functools.cache
+def _private_substitute(refused: str, owner: int) -> str:
+    # The pid in the name: a LocalBuilder removes the folders of dead processes.
+    folder = tempfile.mkdtemp(prefix=f"metaschedule-build-{os.getpid()}-kernels-")
+    atexit.register(shutil.rmtree, folder, True)
+    _LOG.warning(
+        "the kernel cache %s belongs to another user (uid %d), who could replace the "
+        "libraries this process loads; using the private folder %s instead (point "
+        "XDG_CACHE_HOME at a folder of yours to keep kernels between runs)",
+        refused,
+        owner,
+        folder,
+    )
+    return folder
 
 
 def embed_c(metadata: dict[str, Any], source: str) -> str:
@@ -96,9 +132,11 @@ class Function:
         self.params: list[dict[str, Any]] = info["params"]
         #: the parameters taken pre-packed: index -> original shape and index map
         self.prepacked: dict[int, PackedArg] = packed_from_metadata(info.get("prepacked"))
-        self._fn = getattr(module._lib, self.symbol)
-        self._fn.restype = ctypes.c_int32
-        self._fn.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+        self._fn: Any = None  # stays None in a library of another architecture (not loaded)
+        if module._lib is not None:
+            self._fn = getattr(module._lib, self.symbol)
+            self._fn.restype = ctypes.c_int32
+            self._fn.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
 
     @property
     def param_names(self) -> list[str]:
@@ -165,6 +203,7 @@ class Function:
 
             if status == OOB_STATUS:
                 lib = self.module._lib
+                assert lib is not None  # the kernel ran: the library is loaded
                 lib.ms_debug_oob_site.restype = ctypes.c_int32
                 lib.ms_debug_oob_index.restype = ctypes.c_int64
                 site, index = lib.ms_debug_oob_site(), lib.ms_debug_oob_index()
@@ -186,20 +225,10 @@ class Module:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self._lib = ctypes.CDLL(path)
-        meta = _read_cstring(self._lib, METADATA_SYMBOL)
-        if meta is None:
-            raise ValueError(f"{path} is not a metaschedule library (no {METADATA_SYMBOL})")
-        self.metadata: dict[str, Any] = json.loads(meta)
-        if self.metadata.get("version") != METADATA_VERSION:
-            raise ValueError(f"{path}: unsupported metadata version {self.metadata.get('version')}")
-        self.target = Target.from_json(self.metadata["target"])
+        self._lib: ctypes.CDLL | None = ctypes.CDLL(path)
+        self._set_metadata(_read_cstring(self._lib, METADATA_SYMBOL))
         self._runs_here: bool | None = None
         self._why = ""
-        self._functions = {
-            info["name"]: Function(self, i, info)
-            for i, info in enumerate(self.metadata["functions"])
-        }
         self._timer = getattr(self._lib, "__ms_time")
         self._timer.restype = ctypes.c_int32
         self._timer.argtypes = [
@@ -215,6 +244,20 @@ class Module:
             ctypes.c_int32,
             ctypes.POINTER(ctypes.c_int32),
         ]
+
+    def _set_metadata(self, text: str | None) -> None:
+        """Parse the embedded metadata ``text``; make the functions it lists."""
+        if text is None:
+            raise ValueError(f"{self.path} is not a metaschedule library (no {METADATA_SYMBOL})")
+        self.metadata: dict[str, Any] = json.loads(text)
+        version = self.metadata.get("version")
+        if version != METADATA_VERSION:
+            raise ValueError(f"{self.path}: unsupported metadata version {version}")
+        self.target = Target.from_json(self.metadata["target"])
+        self._functions = {
+            info["name"]: Function(self, i, info)
+            for i, info in enumerate(self.metadata["functions"])
+        }
 
     def check_runnable(self) -> None:
         """Raise :class:`UnsupportedIsaError` when this machine cannot run the code (its
@@ -274,6 +317,7 @@ class Module:
 
     def get_source(self) -> str:
         """The C source of the kernels."""
+        assert self._lib is not None
         return _read_cstring(self._lib, SOURCE_SYMBOL) or ""
 
     def export_library(self, path: str | os.PathLike) -> str:
@@ -376,7 +420,9 @@ _LOADED: dict[str, str] = {}
 
 
 def load_module(path: str | os.PathLike) -> Module:
-    """Load a library written by ``Module.export_library`` (or a CUDA module's file).
+    """Load a library written by ``Module.export_library`` (or a CUDA module's file); a
+    library of another architecture is not loaded but read
+    (:class:`~metaschedule.runtime.cross_module.CrossModule`).
 
     For trusted files only: a shared library runs its code in this process when loaded.
 
@@ -389,14 +435,28 @@ def load_module(path: str | os.PathLike) -> Module:
         data = f.read()
     if data[:1] == b"{":  # a CUDA module's JSON file
         return load_cuda_module(path)
+    from ..codegen.isa import host_arch  # local: codegen imports runtime
+    from .cross_module import CrossModule, elf_arch  # local: cross_module builds on Module
+
+    if elf_arch(data) not in (None, host_arch()):
+        return CrossModule(path)
     digest = hashlib.sha256(data).hexdigest()[:32]
     if _LOADED.setdefault(path, digest) == digest:
         return Module(path)
     cached = os.path.join(kernel_cache_dir(), f"loaded-{digest}.so")
-    if not os.path.exists(cached):
+    if _digest_of(cached) != digest:  # missing, or changed since it was written
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(cached), prefix=".ms-load-", suffix=".so")
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.chmod(tmp, 0o755)
         os.replace(tmp, cached)
     return Module(cached)
+
+
+def _digest_of(path: str) -> str | None:
+    """The content hash :func:`load_module` names copies by; None for a missing file."""
+    try:
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()[:32]
+    except FileNotFoundError:
+        return None

@@ -253,13 +253,13 @@ def test_build_1024_matmul_is_fast_and_cached(tmp_path, monkeypatch):
     import metaschedule.codegen.compiler as compiler
 
     runs = []
-    real_run = compiler.subprocess.run
+    real_run = compiler.run_bounded
 
     def counting_run(cmd, *args, **kwargs):
         runs.append(list(cmd))
         return real_run(cmd, *args, **kwargs)
 
-    monkeypatch.setattr(compiler.subprocess, "run", counting_run)
+    monkeypatch.setattr(compiler, "run_bounded", counting_run)
     func = matmul(1024, 1024, 1024)
     start = time.perf_counter()
     lib = build(func, cache_dir=str(tmp_path / "k"))
@@ -270,7 +270,8 @@ def test_build_1024_matmul_is_fast_and_cached(tmp_path, monkeypatch):
     assert cold < 10.0, f"building a 1024^3 matmul took {cold:.2f} s"
     assert compiles >= 1 and len(runs) == compiles, "the second build ran the compiler again"
     assert lib2.path == lib.path
-    assert [p.name for p in (tmp_path / "k").iterdir()] == [lib.path.split("/")[-1]]
+    name = lib.path.split("/")[-1]
+    assert sorted(p.name for p in (tmp_path / "k").iterdir()) == [name, f"{name}.sha256"]
 
 
 def test_concurrent_builds_of_one_kernel(tmp_path):
@@ -289,7 +290,7 @@ def test_concurrent_builds_of_one_kernel(tmp_path):
     for t in threads:
         t.join()
     assert not errors and len(set(paths)) == 1
-    assert sorted(p.suffix for p in tmp_path.iterdir()) == [".so"]  # no temporaries left
+    assert sorted(p.suffix for p in tmp_path.iterdir()) == [".sha256", ".so"]  # no temporaries
 
 
 def test_target_flags_reach_the_compiler():

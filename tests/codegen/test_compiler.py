@@ -1,12 +1,16 @@
-"""compile_shared(): the content-addressed kernel cache, across processes."""
+"""compile_shared(): the content-addressed kernel cache, across processes; its folder is
+private and its libraries' hashes are checked; the compiler is bounded by a deadline."""
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
 import stat
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -78,7 +82,8 @@ def test_concurrent_writers_in_processes(tmp_path):
     assert len(paths) == 1
     (path,) = paths
     assert call_answer(path) == 42
-    assert [f.name for f in cache.iterdir()] == [os.path.basename(path)]
+    name = os.path.basename(path)
+    assert sorted(f.name for f in cache.iterdir()) == [name, f"{name}.sha256"]
     assert runs(log) >= 1  # racing writers may each compile; the rename keeps it whole
 
 
@@ -114,3 +119,154 @@ def test_builder_workers_share_the_cache(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert runs(log) == 1
+
+
+# ----------------------------------------------------------------------------- the deadline
+
+
+def _dead(pid: int) -> bool:
+    """Whether ``pid`` is gone or a zombie (killed, not yet reaped by its new parent)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+
+
+def hanging_cc(tmp_path) -> tuple[str, str]:
+    """A $CC that answers the flag probes at once and hangs on a real compile in a child
+    process (as a driver waits for cc1); returns (command, file of the child's pid)."""
+    pid_file = tmp_path / "child.pid"
+    script = tmp_path / "hanging-cc"
+    script.write_text(
+        '#!/bin/sh\ncase "$*" in *--version*|*" -E "*) exit 0;; esac\n'
+        f"sleep 60 &\necho $! > {pid_file}\nwait\n"
+    )
+    script.chmod(0o755)
+    return str(script), str(pid_file)
+
+
+def _await_death(pid: int) -> None:
+    for _ in range(100):
+        if _dead(pid):
+            return
+        time.sleep(0.05)
+    pytest.fail(f"the compiler's child {pid} outlived the deadline")
+
+
+def test_a_hung_compiler_is_killed_with_its_children_at_the_deadline(tmp_path, monkeypatch):
+    """``ms.build(..., timeout_sec=1)``: a compiler that never returns is a BuildError
+    naming the deadline, and the processes it started die with it."""
+    from metaschedule import te
+    from metaschedule.codegen import BuildError, build
+
+    cc, pid_file = hanging_cc(tmp_path)
+    monkeypatch.setenv("CC", cc)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    a = te.placeholder((8,), "float32", "A")
+    func = te.create_prim_func([a, te.compute((8,), lambda i: a[i] + 1.0, name="B")])
+    start = time.monotonic()
+    with pytest.raises(BuildError, match="timed out after 1 s"):
+        build(func, "llvm", timeout_sec=1)
+    assert time.monotonic() - start < 30
+    _await_death(int(open(pid_file).read()))
+    assert os.listdir(tmp_path / "cache" / "metaschedule" / "kernels") == []  # nothing left
+
+
+def test_the_builders_timeout_bounds_the_compiler(tmp_path):
+    """A LocalBuilder's ``timeout_sec`` reaches the compiler: the hung compile is an error
+    result, and the compiler's child is gone however the deadline struck (the compiler's
+    own, or the worker killed with its process group)."""
+    cc, pid_file = hanging_cc(tmp_path)
+    child = textwrap.dedent(
+        """
+        from metaschedule import te
+        from metaschedule.builder import BuilderInput, LocalBuilder
+        from metaschedule.target import Target
+        from metaschedule.tir.function import IRModule
+
+        a = te.placeholder((8,), "float32", name="A")
+        mod = IRModule({"main": te.create_prim_func([a, te.compute((8,), lambda i: a[i] * 3.0)])})
+        with LocalBuilder(max_workers=1, timeout_sec=2) as builder:
+            (result,) = builder.build([BuilderInput(mod, Target("llvm"))])
+        print(result.error_msg)
+        """
+    )
+    env = {**os.environ, "CC": cc, "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    proc = subprocess.run(
+        [sys.executable, "-c", child], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "timed out after 2" in proc.stdout
+    _await_death(int(open(pid_file).read()))
+
+
+# ----------------------------------------------------------------------------- the cache
+
+
+def test_the_cache_folder_is_private(tmp_path, monkeypatch):
+    from metaschedule.runtime.module import kernel_cache_dir
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    path = kernel_cache_dir()
+    assert path == str(tmp_path / "xdg" / "metaschedule" / "kernels")
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(compile_shared(SOURCE, ["-shared", "-fPIC"])).st_mode) & 0o100
+
+
+def test_a_cache_folder_of_another_user_is_refused(tmp_path, monkeypatch, caplog):
+    """A cache folder owned by someone else (who could plant libraries this process then
+    loads) is refused with a warning; a private temporary folder takes its place."""
+    from metaschedule.runtime import module
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    theirs = module.kernel_cache_dir()  # ours for now
+    module._private_substitute.cache_clear()
+    monkeypatch.setattr(os, "getuid", lambda: os.stat(theirs).st_uid + 1)  # now: theirs
+    with caplog.at_level("WARNING", logger="metaschedule.runtime.module"):
+        mine = module.kernel_cache_dir()
+        path = compile_shared(SOURCE, ["-shared", "-fPIC"])
+    try:
+        assert mine != theirs and os.path.dirname(path) == mine
+        assert stat.S_IMODE(os.stat(mine).st_mode) == 0o700
+        assert f"the kernel cache {theirs} belongs to another user" in caplog.text
+        assert caplog.text.count("belongs to another user") == 1  # once per process
+        assert os.listdir(theirs) == []
+        assert call_answer(path) == 42
+    finally:
+        shutil.rmtree(mine, ignore_errors=True)
+        module._private_substitute.cache_clear()
+
+
+def test_a_tampered_library_is_rebuilt(tmp_path, monkeypatch, caplog):
+    cc, log = counting_cc(tmp_path)
+    monkeypatch.setenv("CC", cc)
+    cache = str(tmp_path / "kernels")
+    path = compile_shared(SOURCE, ["-shared", "-fPIC"], cache)
+    good = open(path, "rb").read()
+    assert open(path + ".sha256").read().strip() == hashlib.sha256(good).hexdigest()
+    other = compile_shared(SOURCE.replace("42", "666"), ["-shared", "-fPIC"], cache)
+    shutil.copyfile(other, path)  # a library that loads, computing something else
+    with caplog.at_level("WARNING", logger="metaschedule.codegen.compiler"):
+        again = compile_shared(SOURCE, ["-shared", "-fPIC"], cache)
+    assert again == path and runs(log) == 3
+    assert "does not match its recorded sha256" in caplog.text
+    assert open(path, "rb").read() == good  # the tamper is gone (builds are reproducible)
+
+
+def test_a_library_without_its_hash_is_rebuilt(tmp_path, monkeypatch, caplog):
+    cc, log = counting_cc(tmp_path)
+    monkeypatch.setenv("CC", cc)
+    cache = str(tmp_path / "kernels")
+    path = compile_shared(SOURCE, ["-shared", "-fPIC"], cache)
+    os.unlink(path + ".sha256")
+    with caplog.at_level("WARNING"):
+        assert compile_shared(SOURCE, ["-shared", "-fPIC"], cache) == path
+    assert runs(log) == 2 and os.path.exists(path + ".sha256")
+    assert "sha256" not in caplog.text  # a hash not written yet is no tamper

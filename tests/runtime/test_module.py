@@ -122,6 +122,21 @@ def test_load_module_sees_a_replaced_library(tmp_path):
     np.testing.assert_allclose(z, 3 * x + y, rtol=1e-6)
 
 
+def test_load_module_rewrites_a_changed_copy_in_the_cache(tmp_path):
+    """The copy a replaced library is loaded from is named by its content hash; a copy
+    whose bytes no longer match that name is written again before it is loaded."""
+    path = tmp_path / "k.so"
+    build(axpy(alpha=2.0)).export_library(path)
+    load_module(path)
+    build(axpy(alpha=4.0)).export_library(path)
+    copy = load_module(path).path
+    assert copy != str(path)
+    (tmp_path / "planted").write_bytes(b"planted")
+    os.replace(tmp_path / "planted", copy)  # a new file: the loaded one stays mapped
+    assert load_module(path).path == copy
+    assert open(copy, "rb").read() == path.read_bytes()
+
+
 def test_load_module_rejects_foreign_libraries(tmp_path):
     import ctypes.util
 
