@@ -25,6 +25,7 @@ from . import (
     space_generator,
     task_scheduler,
     te,
+    testing,
     tir,
     tir_integration,
 )
