@@ -42,7 +42,7 @@ Example::
 
     db = ms.tune_tir(func, "llvm", work_dir, 64, final_selection_top_k=0)
     selection = select_best(db, func, "llvm")
-    sch = selection.schedule()                  # the winner, replayed
+    sch = selection.schedule(func)              # the winner, replayed on func
     ms.compile_tir(selection.database(db), func, "llvm")  # the same, through a database
 """
 
@@ -135,9 +135,10 @@ class FinalSelection:
         """Whether the re-measurement overturned the database's choice."""
         return self.best_index != 0
 
-    def schedule(self) -> Schedule:
-        """The winner's trace replayed on its workload."""
-        return self.best.as_measure_candidate().sch
+    def schedule(self, mod: IRModule | None = None) -> Schedule:
+        """The winner's trace replayed on ``mod`` (the module selected for), or on its
+        stored workload when None (see :meth:`TuningRecord.as_measure_candidate`)."""
+        return self.best.as_measure_candidate(mod).sch
 
     def database(self, database: Database) -> Database:
         """``database`` with the winner answering first: queries (``compile_tir``) see the
@@ -257,7 +258,7 @@ def select_best(
         return FinalSelection((records[0],), (secs,), (statistics.median(secs),), 0)
     target = target if isinstance(target, Target) else Target(target)
     with _components(builder, runner) as (builder, runner):
-        return _select(records, target, rounds, builder, runner)
+        return _select(records, target, rounds, builder, runner, workload_mod)
 
 
 def is_selected(database: Database, mod: IRModule, journal: str) -> bool:
@@ -393,7 +394,7 @@ def finalize(
                 _us(newcomers[0].mean_run_sec),
                 len(top) - 1,
             )
-        selection = _select(top, target, rounds, builder, runner)
+        selection = _select(top, target, rounds, builder, runner, as_module(mod))
         slowdown = _slowdown(selection)
         if slowdown >= CONDITIONS_CHANGED:
             _append_journal(journal, _entry(workload, n, selection, set()))
@@ -534,13 +535,18 @@ class _components:
 
 
 def _select(
-    records: list[TuningRecord], target: Target, rounds: int, builder: Builder, runner: Runner
+    records: list[TuningRecord],
+    target: Target,
+    rounds: int,
+    builder: Builder,
+    runner: Runner,
+    mod: IRModule,
 ) -> FinalSelection:
-    round_secs = _remeasure(records, target, rounds, builder, runner)
+    round_secs = _remeasure(records, target, rounds, builder, runner, mod)
     ahead = [j for j in range(1, len(records)) if _ahead(round_secs[j], round_secs[0])]
     if ahead:  # a change of the database's choice is confirmed by rounds of its own
         again = [0, *ahead]
-        more = _remeasure([records[i] for i in again], target, rounds, builder, runner)
+        more = _remeasure([records[i] for i in again], target, rounds, builder, runner, mod)
         for i, secs in zip(again, more):
             round_secs[i] = round_secs[i] + secs
     medians = tuple(statistics.median(r) for r in round_secs)
@@ -585,10 +591,17 @@ def _commit(database: Database, selection: FinalSelection) -> set[str]:
 
 
 def _remeasure(
-    records: list[TuningRecord], target: Target, rounds: int, builder: Builder, runner: Runner
+    records: list[TuningRecord],
+    target: Target,
+    rounds: int,
+    builder: Builder,
+    runner: Runner,
+    mod: IRModule,
 ) -> list[list[float]]:
-    """Per record, its seconds in each round (``inf``: failed); see :func:`time_interleaved`."""
-    candidates = [r.as_measure_candidate() for r in records]
+    """Per record, its seconds in each round (``inf``: failed); see :func:`time_interleaved`.
+    Each trace is replayed on ``mod``, the module selected for, never on the workload the
+    database stored."""
+    candidates = [r.as_measure_candidate(mod) for r in records]
     return time_interleaved(
         [(c.sch.mod, c.args_info) for c in candidates], target, rounds, builder, runner
     )

@@ -363,7 +363,7 @@ def _time_defaults_against_best(
             if record is None or versus.get(key) == measurement_key(record):
                 continue
             default = default_schedule(t.mod["main"], target, _constant_params(model, t.task_name))
-            tuned = record.as_measure_candidate()
+            tuned = record.as_measure_candidate(t.mod)  # on our module, not the stored one
             candidates = [
                 (tuned.sch.mod, tuned.args_info),
                 (default.mod, ArgInfo.from_entry_func(default.mod, remove_preproc=True)),

@@ -21,6 +21,7 @@ comes with the source, for the runtime to launch in order.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ..target import Target
@@ -91,6 +92,8 @@ def codegen_cuda(mod: IRModule | PrimFunc, target: Target | str = "cuda") -> Cud
         raise CodegenError(f"the CUDA code generator is for cuda targets, got {target.kind}")
     if isinstance(mod, PrimFunc):
         mod = IRModule({"main": mod})
+    for name, func in mod.items():  # before any text: a tag is spelled into the source
+        _check_thread_tags(name, func)
     helpers = Helpers()
     symbols = NameTable()
     bodies: list[str] = []
@@ -154,6 +157,32 @@ def _split_kernels(name: str, func: PrimFunc) -> tuple[list[Buffer], list[Stmt]]
 
     walk(func.body)
     return workspace, kernels
+
+
+#: the thread tags a loop may be bound to (``vthread`` loops are plain ``for`` loops)
+_THREAD_TAG = re.compile(r"(blockIdx|threadIdx)\.[xyz]|vthread(\.[xyz])?")
+
+
+class _ThreadTags(Visitor):
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def visit_For(self, loop: For) -> None:
+        tag = loop.thread_binding
+        if loop.kind is ForKind.THREAD_BINDING and not (
+            isinstance(tag, str) and _THREAD_TAG.fullmatch(tag)
+        ):
+            raise CodegenError(
+                f"function {self.name}: loop {c_comment_text(loop.loop_var.name)} is bound to "
+                f"{c_comment_text(tag)!r}, not a thread axis; expected blockIdx.x/y/z, "
+                "threadIdx.x/y/z or vthread[.x/y/z] (was the IR loaded from an untrusted file?)"
+            )
+        self.generic_visit(loop)
+
+
+def _check_thread_tags(name: str, func: PrimFunc) -> None:
+    """Raise :class:`CodegenError` at the first loop bound to an unknown thread tag."""
+    _ThreadTags(name).visit(func.body)
 
 
 class _Extents(Visitor):

@@ -186,13 +186,29 @@ class TuningRecord:
     def mean_run_sec(self) -> float:
         return mean_run_sec(self.run_secs)
 
-    def as_measure_candidate(self) -> Any:
-        """A ``MeasureCandidate``: the trace replayed on the workload, and the arguments."""
-        sch = _replay(self, "main")
-        args_info = self.args_info
-        if args_info is None:
-            args_info = ArgInfo.from_entry_func(sch.mod)
-        return MeasureCandidate(sch, args_info)
+    def as_measure_candidate(self, mod: IRModule | None = None) -> Any:
+        """A ``MeasureCandidate``: the trace replayed, and the arguments.
+
+        Args:
+            mod: the caller's module, the one the record was found for (equal to the
+                record's workload). The trace is replayed on it, and the arguments are
+                its own: what gets built and run is the caller's code and data, as
+                :meth:`Database.query_schedule` does; nothing the database stored (names,
+                constants, argument shapes) reaches it. Give it whenever the candidate
+                will be built and run. Without it the trace is replayed on the stored
+                workload (for showing a record, or a database of one's own).
+
+        Raises:
+            ScheduleError: the trace does not replay on ``mod``.
+        """
+        if mod is None:
+            sch = _replay(self, "main")
+            args_info = self.args_info
+            if args_info is None:
+                args_info = ArgInfo.from_entry_func(sch.mod)
+            return MeasureCandidate(sch, args_info)
+        sch = _replay(self, "main", as_module(mod))
+        return MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod))
 
     def as_json(self) -> list:
         """``[trace, run_secs, target, args_info]``, each None where absent (TVM's layout)."""

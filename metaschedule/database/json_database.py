@@ -48,6 +48,7 @@ import json
 import os
 import tempfile
 import threading
+import time
 import warnings
 import zlib
 from collections.abc import Callable, Iterator
@@ -73,6 +74,9 @@ TUNING_RECORD_FILE = "database_tuning_record.json"
 _SHOWN_LINES = 10  # line numbers listed per problem in a summary
 
 MAX_CARRIED_BYTES = 16 << 20
+#: the longest a commit or query waits for another process's lock on the files; past it a
+#: ``TimeoutError`` names the file (a process that holds it forever stalls no one forever)
+LOCK_TIMEOUT_SEC = 600.0
 """The most bytes a record's carried workload may inflate to (its module JSON); a record
 that carries more is skipped. A zip bomb in a short line cannot take the memory."""
 
@@ -260,6 +264,25 @@ class _LinesFile:
             self.fd = -1
 
 
+def _flock(fd: int, exclusive: bool, path: str) -> None:
+    """``flock`` ``fd``, waiting at most :data:`LOCK_TIMEOUT_SEC` (polled, backing off)."""
+    mode = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
+    deadline, pause = time.monotonic() + LOCK_TIMEOUT_SEC, 0.001
+    while True:
+        try:
+            fcntl.flock(fd, mode | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise TimeoutError(
+                    f"{path}: another process has held the database's lock for "
+                    f"{LOCK_TIMEOUT_SEC:g} s (a prune, or a committer that stopped); "
+                    "try again when it is done, or find it with 'fuser' or 'lsof'"
+                ) from None
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
+
+
 def _write_beside(path: str, lines: list) -> str:
     """A new file next to ``path`` holding ``lines`` (one JSON value each), flushed to
     disk, with the permissions of ``path``; its name, to move over ``path``."""
@@ -389,7 +412,7 @@ class JSONDatabase(PyDatabase):
                 fd = wl.fd if wl.fd >= 0 else rec.fd
                 if fcntl is None or fd < 0:  # pragma: no cover - no lock, or nothing to read
                     break
-                fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+                _flock(fd, exclusive, wl.path if wl.fd >= 0 else rec.path)
                 if not (wl.replaced() or rec.replaced()):
                     try:
                         yield

@@ -9,7 +9,7 @@ tunes them and compiles it into an :class:`Executable`.
 from .builder import GraphBuilder
 from .default_schedule import default_schedule
 from .executable import Executable, ProfileReport, load
-from .frontend_onnx import UnsupportedOperatorError, from_onnx, supported_ops
+from .frontend_onnx import ModelFileError, UnsupportedOperatorError, from_onnx, supported_ops
 from .frontend_torch import from_torch
 from .fuse import Group, fuse
 from .infer import GraphError, infer_types
@@ -29,6 +29,7 @@ __all__ = [
     "GraphError",
     "Group",
     "LoweredModel",
+    "ModelFileError",
     "Pattern",
     "ProfileReport",
     "Step",

@@ -16,6 +16,11 @@ from .infer import infer_call
 from .interpreter import eval_call
 from .ir import Call, Function, TensorType, Var, make_attrs
 
+#: the most values one ``concat`` call joins: te's concatenate selects its source with one
+#: nested if-then-else per input, so more are joined by a tree of concats (a model's
+#: 3000-input Concat would otherwise be an expression too deep for the IR's walks)
+MAX_CONCAT_ARGS = 64
+
 
 class GraphBuilder:
     def __init__(self, name: str = "main", fold: bool = True) -> None:
@@ -57,6 +62,9 @@ class GraphBuilder:
 
     def call(self, op: str, args: list[str], hint: str | None = None, **attrs: Any) -> str:
         """Emit ``op(*args, **attrs)`` and return its value's name (a constant if folded)."""
+        while op == "concat" and len(args) > MAX_CONCAT_ARGS:
+            chunks = [args[i : i + MAX_CONCAT_ARGS] for i in range(0, len(args), MAX_CONCAT_ARGS)]
+            args = [c[0] if len(c) == 1 else self.call(op, c, hint, **attrs) for c in chunks]
         call = Call("", op, tuple(args), make_attrs(attrs))
         if self.fold and args and all(a in self.constants for a in args):
             out = eval_call(call, [self.constants[a] for a in args])

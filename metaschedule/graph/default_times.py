@@ -19,8 +19,10 @@ timed against, interleaved, at the end of tuning: ``run_sec`` is then the median
 rounds, and ``versus_sec`` the tuned schedule's median of the same rounds, the time to
 compare it with (the database is not changed by that timing: its ranking is the final
 selection's). The file is written atomically (a temporary file renamed over it), merged
-with what is there. A missing file means no default times; a malformed file or entry is
-reported with a ``RuntimeWarning`` and skipped, never fatal.
+with what is there under an exclusive lock on ``default_schedules.json.lock`` (two tuners of
+one work_dir keep each other's entries; the wait is bounded by :data:`LOCK_TIMEOUT_SEC`). A
+missing file means no default times; a malformed file or entry (a nesting bomb included)
+is reported with a ``RuntimeWarning`` and skipped, never fatal.
 """
 
 from __future__ import annotations
@@ -29,8 +31,10 @@ import json
 import math
 import os
 import tempfile
+import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from ..arg_info import ArgInfo
 from ..builder import Builder, BuilderInput
@@ -42,8 +46,14 @@ from ..runner import Runner, RunnerInput
 from ..target import Target
 from ..tir.function import IRModule
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no inter-process lock
+    fcntl = None  # type: ignore[assignment]
+
 __all__ = [
     "DEFAULT_SCHEDULES_FILE",
+    "LOCK_TIMEOUT_SEC",
     "default_times_path",
     "load_default_times",
     "load_default_versus",
@@ -54,6 +64,8 @@ __all__ = [
 ]
 
 DEFAULT_SCHEDULES_FILE = "default_schedules.json"
+#: the longest :func:`save_default_times` waits for another writer's lock
+LOCK_TIMEOUT_SEC = 60.0
 _FORMAT = "metaschedule-default-schedules"
 _VERSION = 1
 
@@ -101,9 +113,10 @@ def _load(path: str | None) -> dict[Key, tuple[float, str, str, float | None]]:
     try:
         with open(path, encoding="utf-8") as f:
             obj = json.load(f)
-    except (OSError, ValueError) as err:
+    except (OSError, ValueError, RecursionError) as err:
+        why = "nested too deeply" if isinstance(err, RecursionError) else err
         warnings.warn(
-            f"{path}: cannot read the default schedules' times ({type(err).__name__}: {err}); "
+            f"{path}: cannot read the default schedules' times ({type(err).__name__}: {why}); "
             "ignoring the file (tuned records are used without comparing them to the defaults)",
             RuntimeWarning,
             stacklevel=3,
@@ -151,7 +164,50 @@ def save_default_times(
 ) -> None:
     """Merge ``times`` into the file at ``path`` and write it atomically; ``versus``: per
     key, the tuned schedule the time was measured against and that schedule's time in the
-    same rounds (see the module docstring)."""
+    same rounds (see the module docstring).
+
+    Raises:
+        OSError: the file cannot be written, or (``TimeoutError``) another writer held its
+            lock for :data:`LOCK_TIMEOUT_SEC`.
+    """
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    with _exclusive(path + ".lock", LOCK_TIMEOUT_SEC):
+        _merge_and_write(path, folder, times, names, versus)
+
+
+@contextmanager
+def _exclusive(lock_path: str, timeout_sec: float) -> Iterator[None]:
+    """An exclusive ``flock`` on ``lock_path`` (created 0600, never through a symlink),
+    waited for at most ``timeout_sec``."""
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(lock_path, flags, 0o600)
+    try:
+        if fcntl is not None:
+            deadline = time.monotonic() + timeout_sec
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise TimeoutError(
+                            f"{lock_path}: another process has held this lock for "
+                            f"{timeout_sec:g} s; the default schedules' times are not saved"
+                        ) from None
+                    time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _merge_and_write(
+    path: str,
+    folder: str,
+    times: dict[Key, float],
+    names: dict[Key, str],
+    versus: dict[Key, tuple[str, float]] | None,
+) -> None:
     merged = _load(path)
     versus = versus or {}
     merged.update(
@@ -166,8 +222,6 @@ def save_default_times(
         | ({"versus_sec": against_sec} if against and against_sec is not None else {})
         for k, (sec, name, against, against_sec) in sorted(merged.items())
     ]
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".default_schedules-", suffix=".json", dir=folder)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:

@@ -18,7 +18,40 @@ from .builder import GraphBuilder
 from .ir import Function
 from .onnx_convert import _CONVERTERS, UnsupportedOperatorError, _Ctx, supported_ops
 
-__all__ = ["UnsupportedOperatorError", "from_onnx", "supported_ops"]
+__all__ = ["ModelFileError", "UnsupportedOperatorError", "from_onnx", "supported_ops"]
+
+
+class ModelFileError(ValueError):
+    """A model file that is not a readable ONNX model (truncated, corrupt, not ONNX, or
+    external data it may not read); the message names the file."""
+
+
+def _load(path: str) -> Any:
+    """The ``ModelProto`` in ``path``; anything but a missing or unreadable file (an
+    ``OSError``) is a :class:`ModelFileError` naming it, not a protobuf traceback.
+
+    ``onnx >= 1.17`` (the ``onnx`` extra) refuses external-data paths that leave the
+    model's folder (CVE-2024-27318, CVE-2024-27319); older versions do not.
+    """
+    import onnx
+    from google.protobuf.message import Error as ProtobufError
+
+    try:
+        model = onnx.load(path)
+    except OSError:
+        raise
+    except (ProtobufError, ValueError, RuntimeError, UnicodeDecodeError, RecursionError) as err:
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise ModelFileError(
+            f"{path}: not a readable ONNX model ({type(err).__name__}: {first}); is the "
+            "file truncated or not an .onnx file?"
+        ) from None
+    if not model.graph.output:
+        raise ModelFileError(
+            f"{path}: not an ONNX model with a graph (no graph outputs); "
+            "is the file empty or truncated?"
+        )
+    return model
 
 
 # ----------------------------------------------------------------------------- driver
@@ -52,6 +85,8 @@ def from_onnx(
         opset: the default-domain opset to assume (default: the model's).
 
     Raises:
+        ModelFileError: ``model_or_path`` names a file that is not a readable ONNX model
+            (a truncated or corrupt protobuf): one line naming the file.
         UnsupportedOperatorError: an operator (or attribute) the importer does not
             handle; the message names the op type, the node and the opset.
     """
@@ -62,17 +97,15 @@ def from_onnx(
         raise ImportError(
             "from_onnx needs the onnx package: pip install 'metaschedule[onnx]'"
         ) from err
-    model = (
-        onnx.load(os.fspath(model_or_path))
-        if isinstance(model_or_path, (str, os.PathLike))
-        else model_or_path
-    )
-    if not model.graph.output:
-        where = os.fspath(model_or_path) if isinstance(model_or_path, (str, os.PathLike)) else ""
-        raise ValueError(
-            f"{where or 'the model'}: not an ONNX model with a graph (no graph outputs); "
-            "is the file empty or truncated?"
-        )
+    if isinstance(model_or_path, (str, os.PathLike)):
+        model = _load(os.fspath(model_or_path))
+    else:
+        model = model_or_path
+        if not model.graph.output:
+            raise ValueError(
+                "the model: not an ONNX model with a graph (no graph outputs); "
+                "is it empty or truncated?"
+            )
     if opset is None:
         opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13)
     graph = model.graph

@@ -26,6 +26,11 @@ def infer_call(call: Call, arg_types: list[TensorType]) -> TensorType:
             f"call %{call.name} = {call.op}(...) rejects its arguments "
             f"({types}) with attrs {call.attr}: {err}"
         ) from None
+    except RecursionError:
+        raise GraphError(
+            f"call %{call.name} = {call.op}(...) of {len(arg_types)} arguments lowers to an "
+            "expression too deep for the IR's walks; split it into smaller calls"
+        ) from None
     return TensorType(out.shape, out.dtype)
 
 

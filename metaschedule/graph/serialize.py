@@ -90,5 +90,20 @@ def save_json(func: Function, path: str | os.PathLike) -> None:
 
 
 def load_json(path: str | os.PathLike) -> Function:
-    with open(path) as f:
-        return from_json(json.load(f))
+    """The function saved in ``path`` by :func:`save_json`.
+
+    Raises:
+        ValueError: the file is not such a document (not JSON, nested too deeply, fields
+            missing or of the wrong type); the message names the file.
+    """
+    path = os.fspath(path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        return from_json(data)
+    except RecursionError:
+        raise ValueError(f"{path}: not a graph function document (nested too deeply)") from None
+    except (ValueError, TypeError, KeyError, AttributeError) as err:
+        raise ValueError(
+            f"{path}: not a graph function document ({type(err).__name__}: {err})"
+        ) from None

@@ -4,19 +4,25 @@ caller's own module, so nothing stored reaches the generated code."""
 
 from __future__ import annotations
 
-import base64
+import dataclasses
 import json
 import os
 import sqlite3
 import tracemalloc
 import warnings
-import zlib
 
 import numpy as np
 import pytest
 
 import metaschedule as ms
 from metaschedule.database import JSONDatabase, MemoryDatabase, SQLiteDatabase, json_database
+from metaschedule.testing import hostile
+from metaschedule.testing.hostile import (
+    carried_bomb_line,
+    fill_json_database,
+    nesting_bomb,
+    rename_buffer,
+)
 from metaschedule.testing.tuning_records import make_record, matmul
 from metaschedule.tir_integration import compile_tir
 
@@ -31,11 +37,7 @@ def isolated_kernel_cache(tmp_path_factory, monkeypatch):
 
 
 def fill(work_dir, n=8, records=2) -> None:
-    db = JSONDatabase(work_dir=str(work_dir))
-    w = db.commit_workload(matmul(n))
-    for i in range(records):
-        db.commit_tuning_record(make_record(w, [0.1 * (i + 1)], seed=i))
-    db.close()
+    fill_json_database(str(work_dir), n, records)
 
 
 def load(work_dir):
@@ -45,30 +47,8 @@ def load(work_dir):
     return db, [str(w.message) for w in caught]
 
 
-def rename_buffer(mod_json: dict, old: str, new: str) -> None:
-    for node in mod_json["nodes"]:
-        if node["type"] == "Buffer" and node["fields"]["name"] == old:
-            node["fields"]["name"] = new
-
-
 def plant_name(work_dir, new: str, old: str = "C") -> None:
-    """Rename buffer ``old`` in every stored copy of the workload: its line and the copy
-    each record carries (the shash stays: names are not part of it)."""
-    wl, rec = work_dir / WL, work_dir / REC
-    lines = []
-    for line in wl.read_text().splitlines():
-        shash, mod = json.loads(line)
-        rename_buffer(mod, old, new)
-        lines.append(json.dumps([shash, mod]))
-    wl.write_text("\n".join(lines) + "\n")
-    lines = []
-    for line in rec.read_text().splitlines():
-        workload_line, record, (shash, blob) = json.loads(line)
-        mod = json.loads(zlib.decompress(base64.b64decode(blob)))
-        rename_buffer(mod, old, new)
-        blob = base64.b64encode(zlib.compress(json.dumps(mod).encode())).decode()
-        lines.append(json.dumps([workload_line, record, [shash, blob]]))
-    rec.write_text("\n".join(lines) + "\n")
+    hostile.plant_name(str(work_dir), new, old)
 
 
 def run(lib, n=8) -> None:
@@ -133,6 +113,27 @@ def test_query_schedule_replays_on_the_callers_module_in_every_database(tmp_path
     assert _query_names(SQLiteDatabase(path), ours) == ["A", "B", "C"]
 
 
+def test_as_measure_candidate_replays_on_the_callers_module(tmp_path):
+    """Given the caller's module, a record's candidate is that module scheduled, with its
+    own arguments: neither the stored names nor the stored argument list reach it."""
+    fill(tmp_path)
+    plant_name(tmp_path, "STORED_NAME")
+    db, _ = load(tmp_path)
+    ours = ms.tir.IRModule({"main": matmul(8)})
+    record = db.query_tuning_record(ours)
+    stored = record.as_measure_candidate()  # no module given: the stored one, for showing
+    assert stored.sch.mod["main"].params[2].name == "STORED_NAME"
+    candidate = record.as_measure_candidate(ours)
+    assert [b.name for b in candidate.sch.mod["main"].params] == ["A", "B", "C"]
+    assert candidate.sch.trace.as_json() == record.trace.as_json()
+    assert [a.shape for a in candidate.args_info] == [(8, 8)] * 3
+    # a record whose stored arguments lie is measured with the module's own
+    lying = dataclasses.replace(record, args_info=[ms.arg_info.TensorInfo("float32", (1 << 30,))])
+    assert [a.shape for a in lying.as_measure_candidate(ours).args_info] == [(8, 8)] * 3
+    with pytest.raises(Exception):  # noqa: B017 - the trace does not fit another module
+        record.as_measure_candidate(ms.tir.IRModule({"main": matmul(6)}))
+
+
 def test_sqlite_rows_with_control_characters_are_skipped(tmp_path):
     path = str(tmp_path / "t.sqlite")
     db = SQLiteDatabase(path)
@@ -150,21 +151,10 @@ def test_sqlite_rows_with_control_characters_are_skipped(tmp_path):
 
 
 # -------------------------------------------------------------------- resource bombs
-def _bomb_line(inflated: int) -> str:
-    """A record line whose carried workload inflates to ``inflated`` bytes of spaces, and
-    whose workload line does not exist (so the carried copy is what a reader uses)."""
-    packer = zlib.compressobj(9)
-    chunk = b" " * (1 << 20)
-    blob = b"".join(packer.compress(chunk) for _ in range(inflated >> 20)) + packer.flush()
-    carried = ["1", base64.b64encode(blob).decode()]
-    rec = make_record(MemoryDatabase().commit_workload(matmul(8)), [0.05], seed=7)
-    return json.dumps([99, rec.as_json(), carried])
-
-
 def test_a_carried_zip_bomb_is_skipped_within_a_bounded_memory(tmp_path):
     fill(tmp_path)
     with open(tmp_path / REC, "a") as f:
-        f.write(_bomb_line(256 << 20) + "\n")
+        f.write(carried_bomb_line(256 << 20) + "\n")
     assert os.path.getsize(tmp_path / REC) < 600_000
     tracemalloc.start()
     try:
@@ -193,7 +183,7 @@ def test_the_carried_cap_is_what_decides(tmp_path, monkeypatch):
 def test_a_deeply_nested_line_is_reported_not_raised(tmp_path, where):
     fill(tmp_path)
     with open(tmp_path / where, "a") as f:
-        f.write("[" * 100_000 + "]" * 100_000 + "\n")
+        f.write(nesting_bomb() + "\n")
     db, messages = load(tmp_path)  # no RecursionError
     (nested,) = [m for m in messages if "nested too deeply" in m]
     line = 2 if where == WL else 3
@@ -201,3 +191,18 @@ def test_a_deeply_nested_line_is_reported_not_raised(tmp_path, where):
     assert len(db) == 2
     db.commit_tuning_record(make_record(db.commit_workload(matmul(8)), [0.01], seed=9))
     assert load(tmp_path)[0].query_tuning_record(matmul(8)).run_secs == [0.01]
+
+
+# ------------------------------------------------------------------- a lock held forever
+def test_a_lock_held_by_another_process_bounds_the_wait(tmp_path, monkeypatch):
+    import fcntl
+
+    fill(tmp_path)
+    db, _ = load(tmp_path)
+    monkeypatch.setattr(json_database, "LOCK_TIMEOUT_SEC", 0.3)
+    with open(tmp_path / WL, "rb") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # a prune or committer that never finishes
+        with pytest.raises(TimeoutError, match=f"{tmp_path / WL}: another process has held"):
+            db.commit_tuning_record(make_record(db.commit_workload(matmul(8)), [0.01], seed=5))
+    db.commit_tuning_record(make_record(db.commit_workload(matmul(8)), [0.01], seed=5))
+    assert len(load(tmp_path)[0]) == 3
