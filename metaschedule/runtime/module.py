@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable
 from typing import Any
@@ -70,11 +71,36 @@ def private_dir(path: str) -> str:
     could put code there (the content hashes beside the libraries would be theirs too).
     """
     os.makedirs(path, mode=0o700, exist_ok=True)
-    owner = os.stat(path).st_uid
+    info = os.stat(path)
     getuid = getattr(os, "getuid", None)  # (Windows: no owners to compare)
-    if getuid is None or owner == getuid():
+    if getuid is None:
         return path
-    return _private_substitute(path, owner)
+    if info.st_uid != getuid():
+        return _private_substitute(path, info.st_uid)
+    if info.st_mode & 0o022:
+        _tighten(path, info.st_mode)
+    return path
+
+
+def _tighten(path: str, mode: int) -> None:
+    """Make ``path`` (ours, but writable by others) private, and drop the libraries and
+    hashes found in it: anyone could have put them there."""
+    os.chmod(path, 0o700)
+    dropped = 0
+    for name in os.listdir(path):
+        if name.endswith((".so", ".so.sha256")):
+            try:
+                os.unlink(os.path.join(path, name))
+                dropped += 1
+            except OSError:
+                pass
+    _LOG.warning(
+        "the kernel cache %s was writable by other users (mode %o): made private (0700), "
+        "and its %d cached libraries and hashes removed (they will be built again)",
+        path,
+        stat.S_IMODE(mode),
+        dropped,
+    )
 
 
 @functools.cache

@@ -244,6 +244,24 @@ def test_a_cache_folder_of_another_user_is_refused(tmp_path, monkeypatch, caplog
         module._private_substitute.cache_clear()
 
 
+def test_a_cache_folder_others_can_write_is_made_private(tmp_path, caplog):
+    """A cache folder of ours that others could write to is tightened to 0700, and the
+    libraries found there (anyone could have planted them) are built again."""
+    cache = str(tmp_path / "kernels")
+    path = compile_shared(SOURCE, ["-shared", "-fPIC"], cache)
+    os.chmod(cache, 0o777)
+    with open(path, "wb") as f:  # planted, with a matching hash
+        f.write(b"not a library")
+    with open(path + ".sha256", "w") as f:
+        f.write(hashlib.sha256(b"not a library").hexdigest())
+    with caplog.at_level("WARNING", logger="metaschedule.runtime.module"):
+        again = compile_shared(SOURCE, ["-shared", "-fPIC"], cache)
+    assert again == path
+    assert stat.S_IMODE(os.stat(cache).st_mode) == 0o700
+    assert "was writable by other users" in caplog.text
+    assert call_answer(again) == 42
+
+
 def test_a_tampered_library_is_rebuilt(tmp_path, monkeypatch, caplog):
     cc, log = counting_cc(tmp_path)
     monkeypatch.setenv("CC", cc)
