@@ -8,7 +8,8 @@ held by another process, ...) and returns one line saying how it ended, or raise
 checks that file, and that no process the probe started outlives it. Probes change the
 process they run in (environment, limits, current folder): run each in a child process of
 its own (``python -P -m metaschedule.testing.hostile NAME FOLDER MARKER DEADLINE``), as the
-campaign does.
+campaign does. Each probe imports the package's modules it needs itself ("per probe"), after
+changing its process: what it probes is loaded under the conditions it sets up.
 """
 
 from __future__ import annotations
@@ -57,8 +58,8 @@ def _check(ok: bool, what: str) -> None:
 # ----------------------------------------------------------------------------- helpers
 def fill_json_database(work_dir: str, n: int = 8, records: int = 2) -> None:
     """A JSON database of ``matmul(n)`` with ``records`` records (run times 0.1, 0.2, ...)."""
-    from ..database import JSONDatabase
-    from .tuning_records import make_record, matmul
+    from ..database import JSONDatabase  # local: per probe
+    from .tuning_records import make_record, matmul  # local: per probe
 
     db = JSONDatabase(work_dir=str(work_dir))
     w = db.commit_workload(matmul(n))
@@ -102,8 +103,8 @@ def carried_bomb_line(inflated: int) -> str:
     """A JSON database record line whose carried workload inflates to ``inflated`` bytes
     of spaces, and whose workload line does not exist (so the carried copy is the one a
     reader uses)."""
-    from ..database import MemoryDatabase
-    from .tuning_records import make_record, matmul
+    from ..database import MemoryDatabase  # local: per probe
+    from .tuning_records import make_record, matmul  # local: per probe
 
     packer = zlib.compressobj(9)
     chunk = b" " * (1 << 20)
@@ -183,10 +184,10 @@ def _run_matmul(lib: Any, n: int = 8) -> None:
 # ----------------------------------------------------------------------------- probes
 def probe_database_name_injection(folder: str, marker: str, deadline: float) -> str:
     """A downloaded database whose workload's buffer name carries C code."""
-    from .. import build
-    from ..database import JSONDatabase
-    from ..tir_integration import compile_tir
-    from .tuning_records import matmul
+    from .. import build  # local: per probe
+    from ..database import JSONDatabase  # local: per probe
+    from ..tir_integration import compile_tir  # local: per probe
+    from .tuning_records import matmul  # local: per probe
 
     work = os.path.join(folder, "db")
     fill_json_database(work)
@@ -205,10 +206,10 @@ def probe_database_name_injection(folder: str, marker: str, deadline: float) -> 
 def probe_replay_on_callers_module(folder: str, marker: str, deadline: float) -> str:
     """A database whose stored workload has other (harmless) names: what is built must be
     the caller's module, by query and by ``as_measure_candidate``."""
-    from .. import build
-    from ..database import JSONDatabase
-    from ..tir.function import IRModule
-    from .tuning_records import matmul
+    from .. import build  # local: per probe
+    from ..database import JSONDatabase  # local: per probe
+    from ..tir.function import IRModule  # local: per probe
+    from .tuning_records import matmul  # local: per probe
 
     work = os.path.join(folder, "db")
     fill_json_database(work)
@@ -230,11 +231,11 @@ def probe_replay_on_callers_module(folder: str, marker: str, deadline: float) ->
 
 def probe_planted_worker_module(folder: str, marker: str, deadline: float) -> str:
     """``cloudpickle.py`` and ``numpy/`` planted in the current folder of a tuner."""
-    from ..arg_info import ArgInfo
-    from ..builder import BuilderInput, LocalBuilder
-    from ..runner import EvaluatorConfig, LocalRunner, RunnerInput
-    from ..target import Target
-    from .tuning_records import matmul
+    from ..arg_info import ArgInfo  # local: per probe
+    from ..builder import BuilderInput, LocalBuilder  # local: per probe
+    from ..runner import EvaluatorConfig, LocalRunner, RunnerInput  # local: per probe
+    from ..target import Target  # local: per probe
+    from .tuning_records import matmul  # local: per probe
 
     planted = os.path.join(folder, "untrusted")
     os.makedirs(os.path.join(planted, "numpy"))
@@ -265,7 +266,7 @@ def probe_planted_cache_file(folder: str, marker: str, deadline: float) -> str:
     import ctypes
     import shutil
 
-    from ..codegen.compiler import compile_shared
+    from ..codegen.compiler import compile_shared  # local: per probe
 
     os.environ["XDG_CACHE_HOME"] = os.path.join(folder, "cache")
     flags = ["-shared", "-fPIC"]
@@ -304,13 +305,13 @@ with host_measurement_lock(), open(sys.argv[1], "rb") as database:
 def probe_lock_held(folder: str, marker: str, deadline: float) -> str:
     """Another local process holds the measurement lock and a JSON database's lock, and
     never lets them go."""
-    from ..arg_info import ArgInfo
-    from ..builder import BuilderInput, LocalBuilder
-    from ..database import JSONDatabase, json_database
-    from ..runner import EvaluatorConfig, LocalRunner, RunnerInput
-    from ..target import Target
-    from ..worker import isolated_python
-    from .tuning_records import make_record, matmul
+    from ..arg_info import ArgInfo  # local: per probe
+    from ..builder import BuilderInput, LocalBuilder  # local: per probe
+    from ..database import JSONDatabase, json_database  # local: per probe
+    from ..runner import EvaluatorConfig, LocalRunner, RunnerInput  # local: per probe
+    from ..target import Target  # local: per probe
+    from ..worker import isolated_python  # local: per probe
+    from .tuning_records import make_record, matmul  # local: per probe
 
     runtime = os.path.join(folder, "run")
     os.makedirs(runtime, mode=0o700)
@@ -353,9 +354,9 @@ def probe_lock_held(folder: str, marker: str, deadline: float) -> str:
 
 def probe_prune_under_live_tuner(folder: str, marker: str, deadline: float) -> str:
     """``metaschedule db prune`` in place while a tuner keeps committing (JSON, SQLite)."""
-    from ..cli import main
-    from ..database import JSONDatabase, SQLiteDatabase
-    from .tuning_records import make_record, matmul
+    from ..cli import main  # local: per probe
+    from ..database import JSONDatabase, SQLiteDatabase  # local: per probe
+    from .tuning_records import make_record, matmul  # local: per probe
 
     outcomes = []
     for kind in ("json", "sqlite"):
@@ -389,7 +390,7 @@ def probe_compression_bomb(folder: str, marker: str, deadline: float) -> str:
     """A 256 MiB carried workload compressed into one short record line."""
     import tracemalloc
 
-    from ..database import JSONDatabase, json_database
+    from ..database import JSONDatabase, json_database  # local: per probe
 
     work = os.path.join(folder, "db")
     fill_json_database(work)
@@ -410,10 +411,10 @@ def probe_compression_bomb(folder: str, marker: str, deadline: float) -> str:
 
 def probe_nesting_bomb(folder: str, marker: str, deadline: float) -> str:
     """100 000 nested lists in every JSON file the package reads."""
-    from ..database import JSONDatabase
-    from ..graph import load_json as load_graph
-    from ..graph.default_times import load_default_times
-    from ..tir import load_json as load_tir
+    from ..database import JSONDatabase  # local: per probe
+    from ..graph import load_json as load_graph  # local: per probe
+    from ..graph.default_times import load_default_times  # local: per probe
+    from ..tir import load_json as load_tir  # local: per probe
 
     bomb = nesting_bomb()
     work = os.path.join(folder, "db")
@@ -443,7 +444,7 @@ _FULL_DISK_RECORDS = 3
 
 
 def _open_database(kind: str, where: str) -> Any:
-    from ..database import JSONDatabase, SQLiteDatabase
+    from ..database import JSONDatabase, SQLiteDatabase  # local: per probe
 
     return JSONDatabase(work_dir=where) if kind == "json" else SQLiteDatabase(where)
 
@@ -452,7 +453,7 @@ def probe_full_disk(folder: str, marker: str, deadline: float) -> str:
     """A commit that meets a full disk (``RLIMIT_FSIZE``), then a disk with space again."""
     import resource
 
-    from .tuning_records import make_record, matmul
+    from .tuning_records import make_record, matmul  # local: per probe
 
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails: EFBIG
     soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
@@ -484,8 +485,8 @@ def probe_full_disk(folder: str, marker: str, deadline: float) -> str:
 
 def probe_hung_compiler(folder: str, marker: str, deadline: float) -> str:
     """A C compiler that never returns (``$CC``)."""
-    from .. import te
-    from ..codegen import BuildError, build
+    from .. import te  # local: per probe
+    from ..codegen import BuildError, build  # local: per probe
 
     cc, pid_file = hanging_cc(folder)
     os.environ["CC"] = cc
@@ -514,11 +515,11 @@ def probe_frozen_fleet_worker(folder: str, marker: str, deadline: float) -> str:
         import distributed  # noqa: F401
     except ImportError:
         return "skipped: distributed is not installed"
-    from ..builder import BuilderInput, DaskBuilder, dask_builder
-    from ..target import Target
-    from . import dask_cluster
-    from .dummy_object import with_fault
-    from .tuning_records import matmul
+    from ..builder import BuilderInput, DaskBuilder, dask_builder  # local: per probe
+    from ..target import Target  # local: per probe
+    from . import dask_cluster  # local: per probe
+    from .dummy_object import with_fault  # local: per probe
+    from .tuning_records import matmul  # local: per probe
 
     dask_cluster.local_fleet()
     dask_builder._TRANSPORT_SLACK_SEC = -29.0  # the bound is 30 s + this: 1 s past the build's
@@ -533,7 +534,7 @@ def probe_frozen_fleet_worker(folder: str, marker: str, deadline: float) -> str:
 
 def probe_plain_tcp_warning(folder: str, marker: str, deadline: float) -> str:
     """A fleet address off this machine in plain TCP (anyone on the path runs code)."""
-    from ..runner.rpc_config import RPCConfig
+    from ..runner.rpc_config import RPCConfig  # local: per probe
 
     for name in list(os.environ):
         if name.startswith("MS_RPC_TLS_"):
@@ -558,7 +559,7 @@ def probe_malformed_onnx(folder: str, marker: str, deadline: float) -> str:
         from onnx import TensorProto, helper
     except ImportError:
         return "skipped: onnx is not installed"
-    from ..graph import ModelFileError, from_onnx
+    from ..graph import ModelFileError, from_onnx  # local: per probe
 
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])
@@ -607,9 +608,9 @@ def probe_deep_onnx_chain(folder: str, marker: str, deadline: float) -> str:
         return "skipped: onnx is not installed"
     import numpy as np
 
-    from ..graph import from_onnx, fuse, lower_model
-    from ..graph.fuse import MAX_FUSED_CALLS
-    from ..relax_integration import compile_relax
+    from ..graph import from_onnx, fuse, lower_model  # local: per probe
+    from ..graph.fuse import MAX_FUSED_CALLS  # local: per probe
+    from ..relax_integration import compile_relax  # local: per probe
 
     func = from_onnx(onnx_chain(3000))
     model = lower_model(func)
