@@ -34,6 +34,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--plain", action="store_true")
     p.add_argument("--json", default=None, help="output path (default benchmarks/results/)")
+    p.add_argument(
+        "--target", default="llvm", help='"llvm" (this CPU) or e.g. "llvm -mcpu=haswell"'
+    )
     return p.parse_args(argv)
 
 
@@ -61,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     from metaschedule.codegen.compiler import compiler_flags
     from metaschedule.target import Target
 
-    target = Target("llvm -num-cores 2")
+    target = Target(f"{args.target} -num-cores 2")
     names = [n for n in args.workloads.split(",") if n]
     unknown = [n for n in names if n not in suite.SUITE]
     if unknown:
@@ -105,7 +108,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     path = common.write_json(
         "cold_build",
-        {"flags": compiler_flags(target), "load_average": load, "builds": records},
+        {
+            "target": str(target),
+            "flags": compiler_flags(target),
+            "load_average": load,
+            "builds": records,
+        },
         args.json,
     )
     print(f"wrote {path}")

@@ -102,6 +102,7 @@ def evaluate(name: str, target, cands, results, args) -> dict[str, Any]:
 
     from metaschedule.cost_model.metric import costs_of, rank_correlation
     from metaschedule.cost_model.prior import AnalyticPrior, Machine
+    from metaschedule.search_strategy import WarmUpPolicy
 
     costs = costs_of(results)
     ok = np.isfinite(costs)
@@ -121,7 +122,7 @@ def evaluate(name: str, target, cands, results, args) -> dict[str, Any]:
         thr,
         args.pool,
         args.batch,
-        prior.random_share,
+        WarmUpPolicy().random_share,  # the search's default share
         args.sim_trials,
         args.seed,
     )
@@ -163,7 +164,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--sim-trials", type=int, default=400, help="simulated pools")
     p.add_argument("--plain", action="store_true", help="plain-text tables (no rich)")
     p.add_argument("--json", default=None, help="output (default results/prior_rank.json)")
+    p.add_argument(
+        "--target",
+        default="llvm",
+        help='"llvm" (this CPU) or another CPU ("llvm -mcpu=haswell": AVX2 code); '
+        "measured data of another target in --data-dir is measured again",
+    )
     return p.parse_args(argv)
+
+
+def _data_dir(args) -> str:
+    """``--data-dir``, with the target's CPU appended when it is not the host's."""
+    mcpu = [f for f in args.target.split() if f.startswith("-mcpu=")]
+    return args.data_dir + (f"-{mcpu[0][6:]}" if mcpu else "")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -174,13 +187,15 @@ def main(argv: list[str] | None = None) -> int:
     cores = args.num_cores or info["physical_cores"]
     rows: list[dict[str, Any]] = []
     for workload in [w.strip() for w in args.workloads.split(",") if w.strip()]:
-        path = os.path.join(args.data_dir, f"{workload}.json")
-        if os.path.exists(path) and not args.remeasure:
-            _, target_str, cands, results, _, _ = load_data(path)
+        path = os.path.join(_data_dir(args), f"{workload}.json")
+        wanted = Target(f"{args.target} -num-cores {cores}")
+        stored = load_data(path) if os.path.exists(path) and not args.remeasure else None
+        if stored is not None and str(Target(stored[1])) == str(wanted):
+            _, target_str, cands, results, _, _ = stored
             target = Target(target_str)
             print(f"{workload}: {len(cands)} measured schedules from {path}", flush=True)
         else:
-            target = Target(f"llvm -num-cores {cores}")
+            target = wanted
             print(f"{workload}: sampling {args.n} schedules", flush=True)
             cands, meta = sample_schedules(
                 parse_workload(workload).ms_func(), target, args.n, args.seed
@@ -195,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
                 if sum(r.error_msg is None for r in results) < 8:
                     print(f"{workload}: fewer than 8 records in {db_dir}; skipped")
                     continue
-                target = Target(f"llvm -num-cores {cores}")
+                target = wanted
                 rows.append(evaluate(f"{workload} (tuning log)", target, cands, results, args))
     columns = [
         "workload",

@@ -72,7 +72,7 @@ from .features.ops import count_store
 from .features.store_row import StoreFeatures
 
 if TYPE_CHECKING:
-    from ..search_strategy import MeasureCandidate
+    from ..measure_candidate import MeasureCandidate
 
 __all__ = ["PerStoreFeature", "feature_names"]
 

@@ -35,8 +35,8 @@ from ..utils import derived_object
 
 if TYPE_CHECKING:
     from ..builder import BuilderResult
+    from ..measure_candidate import MeasureCandidate
     from ..runner import RunnerResult
-    from ..search_strategy import MeasureCandidate
     from ..task_scheduler import TaskScheduler
 
 __all__ = ["MEASURE_LOG", "MeasureLog", "measure_log_path", "read_measure_log"]

@@ -5,6 +5,7 @@ from .base import PySearchStrategy, SearchStrategy, create
 from .evolutionary_search import EvolutionarySearch
 from .replay_func import ReplayFunc
 from .replay_trace import ReplayTrace
+from .warm_up import WarmUpPolicy
 
 __all__ = [
     "EvolutionarySearch",
@@ -13,5 +14,6 @@ __all__ = [
     "ReplayFunc",
     "ReplayTrace",
     "SearchStrategy",
+    "WarmUpPolicy",
     "create",
 ]

@@ -18,11 +18,11 @@ population_size`` replays. Such a batch is drawn from random initial samples dir
 
 And while warming up, ``prior`` (by default the analytic CPU model
 :class:`~metaschedule.cost_model.prior.AnalyticPrior`, used on CPU targets only) ranks
-those random samples: it samples ``prior.oversample`` times the batch, adds mutants of
-the ones it ranks highest (``prior.refine_rounds`` rounds, scored by the prior alone),
-picks the best of all and a share ``prior.random_share`` of the random samples at random.
-``prior=None`` restores uniform random warm-up batches (TVM's behaviour). Once the cost
-model has trained, the prior is not used.
+those random samples, by the policy ``warm_up`` (:class:`~.warm_up.WarmUpPolicy`): it
+samples ``oversample`` times the batch, adds mutants of the ones it ranks highest
+(``refine_rounds`` rounds, scored by the prior alone), picks the best of all and a share
+``random_share`` of the random samples at random. ``prior=None`` restores uniform random
+warm-up batches (TVM's behaviour). Once the cost model has trained, the prior is not used.
 
 A schedule is never picked twice, nor picked when it was measured before: picked schedules
 and the database records of the workload are remembered (by the structure of the scheduled
@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import heapq
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +56,7 @@ from .base import (
     timed,
     trace_key,
 )
+from .warm_up import WarmUpPolicy
 
 if TYPE_CHECKING:
     from ..cost_model.base import CostModel
@@ -202,9 +204,9 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
         eps_greedy: share of random initial schedules among the picks.
         prior: ranks the random samples of a batch while the cost model warms up:
             ``"analytic"`` (:class:`~metaschedule.cost_model.prior.AnalyticPrior`), an
-            ``AnalyticPrior`` (its ``oversample``, ``random_share`` and
-            ``refine_rounds`` apply), or None
-            (uniform random picks, as TVM).
+            ``AnalyticPrior``, or None (uniform random picks, as TVM).
+        warm_up: how the prior picks a warm-up batch (``oversample``, ``random_share``,
+            ``refine_rounds``: :class:`~.warm_up.WarmUpPolicy`); None: the defaults.
     """
 
     #: batches in a row without a new schedule before the search stops (TVM's default)
@@ -222,6 +224,7 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
         genetic_max_fail_count: int = 10,
         eps_greedy: float = 0.05,
         prior: str | AnalyticPrior | None = "analytic",
+        warm_up: WarmUpPolicy | None = None,
     ) -> None:
         for name, value, low in (
             ("population_size", population_size, 1),
@@ -257,6 +260,11 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
                 f"got {prior!r}"
             )
         self.prior: AnalyticPrior | None = prior
+        if warm_up is not None and not isinstance(warm_up, WarmUpPolicy):
+            raise ValueError(
+                f"EvolutionarySearch: warm_up must be a WarmUpPolicy or None, got {warm_up!r}"
+            )
+        self.warm_up: WarmUpPolicy = warm_up if warm_up is not None else WarmUpPolicy()
         self._state: _State | None = None
         self._new_batch()
 
@@ -323,7 +331,7 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
         prior = self._prior()
         if warming_up:  # random scores: no evolution, random samples (module docstring)
             measured = []
-            per_pick = max(2, prior.oversample) if prior is not None else 2
+            per_pick = self.warm_up.samples_per_pick() if prior is not None else 2
             unmeasured = self._sample_init_population(
                 min(pop, max(per_pick * num, self.init_min_unmeasured))
             )
@@ -389,6 +397,7 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
             genetic_max_fail_count=self.genetic_max_fail_count,
             eps_greedy=self.eps_greedy,
             prior=None if self.prior is None else self.prior.clone(),
+            warm_up=self.warm_up,
         )
 
     # --------------------------------------------------------------------- the phases
@@ -562,10 +571,11 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
         return self.prior
 
     def _pick_with_prior(self, samples: list[Schedule], num: int) -> list[Schedule]:
-        """The prior's best ``num`` of distinct unmeasured ``samples``, but a share
-        ``prior.random_share`` drawn at random from the rest."""
+        """The prior's best ``num`` of distinct unmeasured ``samples`` and of their
+        mutants, but a share drawn at random from the rest of the samples
+        (:class:`~.warm_up.WarmUpPolicy`)."""
         state = self._require_state()
-        prior = self.prior
+        prior, policy = self.prior, self.warm_up
         assert prior is not None
         if not samples:
             return []
@@ -582,15 +592,12 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
             scores = np.zeros(len(samples))
         n_random = len(samples)
         scores = np.nan_to_num(scores, nan=0.0)
-        if prior.refine_rounds > 0 and float(scores.max()) > 0:
+        mutators = [m for m, p in self.mutator_probs.items() if p > 0]
+        if policy.refine_rounds > 0 and float(scores.max()) > 0 and mutators:
             with timed("EvoSearch/RefineWithPrior"):
-                samples, scores = self._refine_with_prior(samples, scores, num)
-        order = np.argsort(-scores, kind="stable")
-        num_best = min(len(samples), num - int(round(num * prior.random_share)))
-        chosen = [int(i) for i in order[:num_best]]
-        taken = set(chosen)
-        rest = [i for i in range(n_random) if i not in taken]  # random picks: random samples
-        chosen += [rest[int(i)] for i in self.rng.permutation(len(rest))[: num - len(chosen)]]
+                children = self._prior_children(samples, mutators)
+                samples, scores = policy.refine(samples, scores, num, children, self._prior_scores)
+        chosen, num_best = policy.pick(scores, num, n_random, self.rng)
         self._log(
             logging.INFO,
             "Warm-up: %d of %d sample(s) (%d of them refined) picked by %s (estimates: "
@@ -599,7 +606,7 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
             len(samples),
             len(samples) - n_random,
             prior,
-            1e3 / max(float(scores[order[0]]), 1e-30),
+            1e3 / max(float(scores.max()), 1e-30),
             1e3 / max(float(np.median(scores)), 1e-30),
             len(chosen) - num_best,
         )
@@ -611,51 +618,45 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
             out.append(samples[i])
         return out
 
-    def _refine_with_prior(
-        self, samples: list[Schedule], scores: np.ndarray, num: int
-    ) -> tuple[list[Schedule], np.ndarray]:
-        """``samples`` and their prior ``scores``, followed by mutants of the prior's best
-        ``num`` (``prior.refine_rounds`` rounds of ``len(samples) // 2`` children, each
-        drawn from a parent in proportion to its score), distinct and unmeasured, with
-        theirs. Random samples seldom hold the best register tiles of a space (a few
-        tile sizes among thousands); mutating the tile sizes of the best ones finds them."""
+    def _prior_children(
+        self, samples: list[Schedule], mutators: list[Mutator]
+    ) -> Callable[[list[Schedule], np.ndarray | None, int], list[Schedule]]:
+        """What makes the mutants of a refinement round (:meth:`WarmUpPolicy.refine`):
+        ``count`` children of ``parents``, those not among ``samples``, an earlier round's
+        or the measured schedules left out. Random samples seldom hold the best register
+        tiles of a space (a few tile sizes among thousands); mutating the tile sizes of
+        the best ones finds them."""
         state = self._require_state()
-        prior = self.prior
-        assert prior is not None
-        mutators = [m for m, p in self.mutator_probs.items() if p > 0]
-        if not mutators:
-            return samples, scores
         # each mutator alike: the prior scores a mutant for free, so its refinement moves
         # the structure (compute locations, unrolling) as often as the tile sizes, where
         # the learned search changes tile sizes most (mutator_probs)
         mutator_p = np.full(len(mutators), 1.0 / len(mutators))
-        pool, pool_scores = list(samples), [float(x) for x in scores]
         seen = _ScheduleSet()
-        for sch in pool:
+        for sch in samples:
             seen.add(self._info(sch))
-        for _ in range(prior.refine_rounds):
-            top = np.argsort(-np.array(pool_scores), kind="stable")[:num]
-            parents = [pool[int(i)] for i in top]
-            weights = np.array([pool_scores[int(i)] for i in top], float)
-            parent_p = weights / weights.sum() if weights.sum() > 0 else None
+
+        def children(
+            parents: list[Schedule], parent_p: np.ndarray | None, count: int
+        ) -> list[Schedule]:
             kids = []
-            for _ in range(max(1, len(samples) // 2)):
+            for _ in range(count):
                 child = self._child(parents, parent_p, mutators, mutator_p)
                 info = self._info(child)
                 if seen.contains(info) or state.measured.contains(info):
                     continue
                 seen.add(info)
                 kids.append(child)
-            if not kids:
-                break
-            try:
-                got = np.asarray(prior.predict(self.context, self._candidates(kids)), float)
-            except Exception as err:  # noqa: BLE001 - a prior's bug must not end the tuning
-                self._log(logging.WARNING, "%s failed on mutants (%s)", prior, err)
-                break
-            pool += kids
-            pool_scores += [float(x) for x in np.nan_to_num(got, nan=0.0)]
-        return pool, np.array(pool_scores)
+            return kids
+
+        return children
+
+    def _prior_scores(self, schs: list[Schedule]) -> np.ndarray | None:
+        """The prior's scores of mutants, or None when it fails (logged)."""
+        try:
+            return np.asarray(self.prior.predict(self.context, self._candidates(schs)), float)
+        except Exception as err:  # noqa: BLE001 - a prior's bug must not end the tuning
+            self._log(logging.WARNING, "%s failed on mutants (%s)", self.prior, err)
+            return None
 
     # --------------------------------------------------------------------- helpers
     def _info(self, sch: Schedule) -> _Info:

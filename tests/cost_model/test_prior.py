@@ -139,13 +139,15 @@ def test_predict_is_a_cost_model_and_deterministic():
     AnalyticPrior().update(ctx, cands, [])  # learns nothing, accepts anything
 
 
-def test_arguments_are_checked():
-    with pytest.raises(ValueError, match="oversample"):
-        AnalyticPrior(oversample=0)
-    with pytest.raises(ValueError, match="random_share"):
-        AnalyticPrior(random_share=1.5)
-    with pytest.raises(ValueError, match="refine_rounds"):
-        AnalyticPrior(refine_rounds=-1)
+def test_the_prior_only_scores():
+    """The warm-up settings it took are the search's (search_strategy.WarmUpPolicy): an
+    error says where they went."""
+    for moved in ("oversample", "random_share", "refine_rounds"):
+        with pytest.raises(TypeError, match=f"{moved} moved to the search.*WarmUpPolicy"):
+            AnalyticPrior(**{moved: 1})
+    with pytest.raises(TypeError, match="unexpected keyword argument 'lanes'"):
+        AnalyticPrior(lanes=8)
+    assert str(AnalyticPrior()) == "AnalyticPrior()"
 
 
 # ------------------------------------------------------------------ the default space
@@ -174,7 +176,7 @@ def test_one_prior_estimates_every_candidate_as_a_fresh_one(monkeypatch):
     """The prior remembers the simplified indices of the stores it estimated (by their
     loops' positions and extents): sampled schedules of a convolution, whose packed weight
     and fused loops are read through ``//`` and ``%``, get the estimates of a new prior."""
-    from metaschedule.cost_model import prior as prior_module
+    from metaschedule.tir.arith.analyzer import Analyzer
 
     shared = AnalyticPrior()
     schs = _space_samples(conv(hw=14, c=32, f=32), 12, seed=4)
@@ -184,10 +186,8 @@ def test_one_prior_estimates_every_candidate_as_a_fresh_one(monkeypatch):
         )
     assert shared._indices
     calls = []
-    simplify = prior_module.Analyzer.simplify
-    monkeypatch.setattr(
-        prior_module.Analyzer, "simplify", lambda self, e: calls.append(e) or simplify(self, e)
-    )
+    simplify = Analyzer.simplify
+    monkeypatch.setattr(Analyzer, "simplify", lambda self, e: calls.append(e) or simplify(self, e))
     shared.estimate_cycles(schs[0].mod, Machine())  # every index remembered
     assert not calls
 
@@ -196,16 +196,17 @@ def test_an_init_folded_into_a_register_tile_is_not_estimated(monkeypatch):
     """The init of a reduction kept in registers costs nothing (the tile starts from it):
     it is not estimated at all; without a tile it is, and counts."""
     from metaschedule.codegen import c_codegen
-    from metaschedule.cost_model import prior as prior_module
+    from metaschedule.cost_model.prior import model as prior_model
+    from metaschedule.cost_model.prior.access import is_init
 
     estimated = []
-    store_cycles = prior_module._store_cycles
+    store_cycles = prior_model.store_cycles
 
     def counted(st, *args):
-        estimated.append(prior_module._is_init(st))
+        estimated.append(is_init(st))
         return store_cycles(st, *args)
 
-    monkeypatch.setattr(prior_module, "_store_cycles", counted)
+    monkeypatch.setattr(prior_model, "store_cycles", counted)
     # the code generator would give the bad schedule's j loop vector lanes (c_autovector)
     monkeypatch.setattr(c_codegen, "AUTO_VECTORIZE", False)
     for sch, tiled in ((good_matmul(), True), (bad_matmul(256), False)):  # 256 x 256: no tile
@@ -269,13 +270,13 @@ def test_merged_register_tiles_are_the_code_generators(monkeypatch):
 
     from metaschedule.codegen import c_accumulate, c_vector
     from metaschedule.codegen.c_codegen import codegen_c
-    from metaschedule.cost_model import prior as prior_module
     from metaschedule.cost_model.prior import register_tiles
+    from metaschedule.cost_model.prior import tiles as prior_tiles
     from metaschedule.tir.function import IRModule
     from metaschedule.tir.transform import lower
 
-    assert c_accumulate.MERGE_CONTIGUOUS and prior_module.MERGE_CONTIGUOUS
-    assert c_vector.VECTORIZE_OUTPUTS and prior_module.VECTORIZE_OUTPUTS
+    assert c_accumulate.MERGE_CONTIGUOUS and prior_tiles.MERGE_CONTIGUOUS
+    assert c_vector.VECTORIZE_OUTPUTS and prior_tiles.VECTORIZE_OUTPUTS
     target = AVX512  # the code generator's and the prior's ISA, whatever the host's
     machine = Machine.of_target(target)
     merged = 0
@@ -285,9 +286,9 @@ def test_merged_register_tiles_are_the_code_generators(monkeypatch):
         emitted = sorted(int(x) for x in re.findall(r"kept in (\d+) accumulator", code))
         tiles = sorted(register_tiles(sch.mod, machine))
         assert tiles == emitted, str(sch.trace)
-        monkeypatch.setattr(prior_module, "MERGE_CONTIGUOUS", False)
+        monkeypatch.setattr(prior_tiles, "MERGE_CONTIGUOUS", False)
         merged += sorted(register_tiles(sch.mod, machine)) != tiles
-        monkeypatch.setattr(prior_module, "MERGE_CONTIGUOUS", True)
+        monkeypatch.setattr(prior_tiles, "MERGE_CONTIGUOUS", True)
     assert merged  # some tiles are merged
 
 
@@ -327,8 +328,8 @@ def test_a_serial_row_over_a_reduction_is_a_tile_of_vectors(monkeypatch):
     the vector code it is."""
     import re
 
-    from metaschedule.cost_model import prior as prior_module
     from metaschedule.cost_model.prior import register_tiles
+    from metaschedule.cost_model.prior import tiles as prior_tiles
     from metaschedule.target import Target
 
     target = Target("llvm -mcpu=x86-64-v4 -num-cores=2")
@@ -338,7 +339,7 @@ def test_a_serial_row_over_a_reduction_is_a_tile_of_vectors(monkeypatch):
     assert re.findall(r"kept in (\d+) accumulators of 16/1 lanes", code) == ["2"]
     assert register_tiles(sch.mod, machine) == [2]
     vector = AnalyticPrior().estimate_cycles(sch.mod, machine)
-    monkeypatch.setattr(prior_module, "VECTORIZE_OUTPUTS", False)  # the prior as it was
+    monkeypatch.setattr(prior_tiles, "VECTORIZE_OUTPUTS", False)  # the prior as it was
     assert register_tiles(sch.mod, machine) == [1]
     assert AnalyticPrior().estimate_cycles(sch.mod, machine) > 1.5 * vector
 
@@ -349,25 +350,26 @@ def test_loads_invariant_in_the_row_loop_are_counted_once_per_entry(monkeypatch)
     7 scalars) once before ``i`` (c_invariant). The prior counts those 14 loads saved on
     each of the other 8 rows, for each of the 2 x 3 entries into ``i``; not when ``k1``
     stays a C loop (no unrolling), where ``B`` moves with it."""
-    from metaschedule.cost_model import prior as prior_module
+    from metaschedule.cost_model.prior import loads as prior_loads
+    from metaschedule.cost_model.prior import stores as prior_stores
     from metaschedule.target import Target
 
     target = Target("llvm -mcpu=x86-64-v4 -num-cores=2")
     machine = Machine.of_target(target)
     saved = []
-    count = prior_module._invariant_loads
+    count = prior_stores.invariant_loads
     monkeypatch.setattr(
-        prior_module, "_invariant_loads", lambda *a: saved.append(count(*a)) or saved[-1]
+        prior_stores, "invariant_loads", lambda *a: saved.append(count(*a)) or saved[-1]
     )
     sch = _serial_row_matmul()
     assert "14 loads invariant in loop i, in registers" in _emitted_c(sch, target)
     hoisted = AnalyticPrior().estimate_cycles(sch.mod, machine)
     assert saved == [pytest.approx(2 * 3 * 8 * 14 / machine.loads_per_cycle)]
-    monkeypatch.setattr(prior_module, "HOIST_INVARIANT_LOADS", False)
+    monkeypatch.setattr(prior_loads, "HOIST_INVARIANT_LOADS", False)
     assert AnalyticPrior().estimate_cycles(sch.mod, machine) > hoisted
 
     saved.clear()
-    monkeypatch.setattr(prior_module, "HOIST_INVARIANT_LOADS", True)
+    monkeypatch.setattr(prior_loads, "HOIST_INVARIANT_LOADS", True)
     sch = _serial_row_matmul(unroll=0)
     assert "invariant in loop" not in _emitted_c(sch, target)
     AnalyticPrior().estimate_cycles(sch.mod, machine)
@@ -378,15 +380,15 @@ def test_the_prior_hoists_invariant_loads_where_the_code_generator_does(monkeypa
     """On random 127 x 511 x 255 matmul schedules, the prior saves loads before the loop
     around a register tile exactly where the generated C makes them there
     (c_invariant), rows made vector code (c_vector.vectorize_outputs) included."""
-    from metaschedule.cost_model import prior as prior_module
     from metaschedule.cost_model.prior import register_tiles
+    from metaschedule.cost_model.prior import stores as prior_stores
 
     target = AVX512  # the code generator's and the prior's ISA, whatever the host's
     machine = Machine.of_target(target)
     saved = []
-    count = prior_module._invariant_loads
+    count = prior_stores.invariant_loads
     monkeypatch.setattr(
-        prior_module, "_invariant_loads", lambda *a: saved.append(count(*a)) or saved[-1]
+        prior_stores, "invariant_loads", lambda *a: saved.append(count(*a)) or saved[-1]
     )
     hoisted = 0
     for sch in _space_samples(matmul(127, 255, 511), 40, seed=1, target=target):
@@ -456,10 +458,10 @@ def test_a_panel_reused_by_every_row_block_is_loaded_once(monkeypatch):
     """The hand-written matmul (a packed 1024 x 32 panel of B swept by 64 row blocks) is
     bound by its FMAs: its panel stays in L2 across the row blocks, so no memory term
     exceeds the FMA time (the estimate without the share of the smaller terms)."""
-    from metaschedule.cost_model import prior as prior_module
+    from metaschedule.cost_model.prior import stores as prior_stores
     from metaschedule.target import Target
 
-    monkeypatch.setattr(prior_module, "PARTIAL_OVERLAP", 0.0)
+    monkeypatch.setattr(prior_stores, "PARTIAL_OVERLAP", 0.0)
     from metaschedule.testing.schedules import matmul_schedule
 
     target = Target("llvm -mcpu=x86-64-v4 -num-cores=2")
@@ -537,12 +539,12 @@ def test_memory_terms_are_not_hidden_behind_the_fma_bound():
     bound, those measured at 10 ms and at 36 ms alike. Only in part overlapped, the memory
     terms rank an 8-vector tile reloaded every 32 steps of k from rows 4 KiB apart (36 ms)
     below a 16-vector tile over the whole k loop (9.9 ms)."""
-    from metaschedule.cost_model import prior as prior_module
+    from metaschedule.cost_model import prior as prior_package
 
     zen4 = Machine.of_target(native_target(ZEN4), host=ZEN4)
     slow = _with_decisions(matmul(1024), [[4, 4, 16, 4], [1, 2, 16, 32], [32, 32], 1])
     fast = _with_decisions(matmul(1024), [[2, 64, 8, 1], [8, 4, 1, 32], [64, 16], 1])
-    assert prior_module.PARTIAL_OVERLAP > 0
+    assert prior_package.PARTIAL_OVERLAP > 0
     prior = AnalyticPrior()
     assert prior.score_mod(fast.mod, zen4) > 1.3 * prior.score_mod(slow.mod, zen4)
 
@@ -636,12 +638,12 @@ def test_a_conv_window_keeps_its_broadcast_input_pixels_in_registers(monkeypatch
     multiply-adds). A window over 14 pixels (28 accumulators) leaves too few registers
     for the values held between steps: its estimate is the per-step one, as with the
     sharing off."""
-    from metaschedule.cost_model import prior as prior_module
+    from metaschedule.cost_model.prior import loads as prior_loads
 
     machine = Machine(lanes=16, cores=1)
     narrow, wide = conv_window(4).mod, conv_window(14).mod
     kept = AnalyticPrior().score_mod(narrow, machine)
     crowded = AnalyticPrior().score_mod(wide, machine)
-    monkeypatch.setattr(prior_module, "SHARE_BROADCASTS", False)
+    monkeypatch.setattr(prior_loads, "SHARE_BROADCASTS", False)
     assert kept > 1.01 * AnalyticPrior().score_mod(narrow, machine)
     assert crowded == pytest.approx(AnalyticPrior().score_mod(wide, machine))

@@ -5,7 +5,7 @@ import pytest
 
 from metaschedule.cost_model.base import PyCostModel
 from metaschedule.database import MemoryDatabase
-from metaschedule.search_strategy import EvolutionarySearch, SearchStrategy
+from metaschedule.search_strategy import EvolutionarySearch, SearchStrategy, WarmUpPolicy
 from metaschedule.space_generator import ScheduleFn
 from metaschedule.testing.tuning_records import matmul
 from metaschedule.tir.interpreter import interpret
@@ -271,13 +271,13 @@ def _warming_up_model(decisions):
     return WarmingUp(decisions)
 
 
-def _spy_prior(decisions, **kwargs):
+def _spy_prior(decisions):
     """An AnalyticPrior that scores by j's innermost tile and records what it scored."""
     from metaschedule.cost_model.prior import AnalyticPrior
 
     class SpyPrior(AnalyticPrior):
         def __init__(self):
-            super().__init__(**kwargs)
+            super().__init__()
             self.calls = []
 
         def predict(self, context, candidates):
@@ -287,12 +287,12 @@ def _spy_prior(decisions, **kwargs):
     return SpyPrior()
 
 
-def _prior_ctx(task, sch_fn, prior, seed=1, pop=64, target="cpu"):
+def _prior_ctx(task, sch_fn, prior, seed=1, pop=64, target="cpu", warm_up=None):
     return TuneContext(
         task,
         target=target,
         space_generator=ScheduleFn(sch_fn, sch_rules=[], postprocs=[], mutator_probs={}),
-        search_strategy=small_evo(population_size=pop, prior=prior),
+        search_strategy=small_evo(population_size=pop, prior=prior, warm_up=warm_up),
         rand_state=seed,
     )
 
@@ -300,9 +300,11 @@ def _prior_ctx(task, sch_fn, prior, seed=1, pop=64, target="cpu"):
 def test_warm_up_picks_the_priors_best_of_oversampled_samples_and_some_random(
     tile_ij, drive, decisions
 ):
-    prior = _spy_prior(decisions, oversample=4, random_share=0.25)
+    prior = _spy_prior(decisions)
     model = _warming_up_model(decisions)
-    ctx = _prior_ctx(matmul(64), tile_ij, prior)
+    ctx = _prior_ctx(
+        matmul(64), tile_ij, prior, warm_up=WarmUpPolicy(oversample=4, random_share=0.25)
+    )
     batches = drive(ctx, MemoryDatabase(), max_trials=8, num_trials_per_iter=8, cost_model=model)
     assert len(prior.calls) == 1 and model.calls == []  # the model's random scores: unused
     scored = prior.calls[0]
@@ -366,11 +368,14 @@ def test_the_prior_is_on_by_default_and_checked():
     twin = evo.clone()
     assert isinstance(twin.prior, AnalyticPrior) and twin.prior is not evo.prior
     assert EvolutionarySearch(prior=None).clone().prior is None
-    mine = AnalyticPrior(oversample=2, random_share=0.5)
-    copied = EvolutionarySearch(prior=mine).clone().prior
-    assert copied is not mine and (copied.oversample, copied.random_share) == (2, 0.5)
+    assert evo.warm_up == twin.warm_up == WarmUpPolicy()  # the warm-up policy: the search's
+    mine, policy = AnalyticPrior(), WarmUpPolicy(oversample=2, random_share=0.5)
+    copied = EvolutionarySearch(prior=mine, warm_up=policy).clone()
+    assert copied.prior is not mine and copied.warm_up == policy
     with pytest.raises(ValueError, match="prior"):
         EvolutionarySearch(prior="xgb")
+    with pytest.raises(ValueError, match="warm_up must be a WarmUpPolicy"):
+        EvolutionarySearch(warm_up={"oversample": 2})
 
 
 def test_a_failing_prior_leaves_a_uniform_batch(tile_ij, drive, decisions):
@@ -392,21 +397,26 @@ def test_warm_up_refines_the_priors_best_by_mutation(tile_ij, drive, decisions):
     may be mutants; the random share is still drawn from the random samples."""
     from metaschedule.mutator import MutateTileSize
 
-    def ctx_with(prior):
+    def ctx_with(prior, warm_up):
         return TuneContext(
             matmul(64),
             target="cpu",
             space_generator=ScheduleFn(
                 tile_ij, sch_rules=[], postprocs=[], mutator_probs={MutateTileSize(): 1.0}
             ),
-            search_strategy=small_evo(population_size=16, prior=prior),
+            search_strategy=small_evo(population_size=16, prior=prior, warm_up=warm_up),
             rand_state=3,
         )
 
     model = _warming_up_model(decisions)
-    prior = _spy_prior(decisions, oversample=2, random_share=0.25, refine_rounds=2)
+    prior = _spy_prior(decisions)
+    policy = WarmUpPolicy(oversample=2, random_share=0.25, refine_rounds=2)
     batches = drive(
-        ctx_with(prior), MemoryDatabase(), max_trials=8, num_trials_per_iter=8, cost_model=model
+        ctx_with(prior, policy),
+        MemoryDatabase(),
+        max_trials=8,
+        num_trials_per_iter=8,
+        cost_model=model,
     )
     assert len(prior.calls) >= 2 and model.calls == []  # the samples, then the mutants
     samples, mutants = prior.calls[0], [k for call in prior.calls[1:] for k in call]
@@ -417,8 +427,15 @@ def test_warm_up_refines_the_priors_best_by_mutation(tile_ij, drive, decisions):
     assert sorted(picks[:6], key=score, reverse=True) == picks[:6]
     assert set(picks[6:]) <= set(samples)  # the random share: random samples only
 
-    plain = _spy_prior(decisions, oversample=2, random_share=0.25, refine_rounds=0)
-    drive(ctx_with(plain), MemoryDatabase(), max_trials=8, num_trials_per_iter=8, cost_model=model)
+    plain = _spy_prior(decisions)
+    no_refining = WarmUpPolicy(oversample=2, random_share=0.25, refine_rounds=0)
+    drive(
+        ctx_with(plain, no_refining),
+        MemoryDatabase(),
+        max_trials=8,
+        num_trials_per_iter=8,
+        cost_model=model,
+    )
     assert len(plain.calls) == 1  # no refinement: the random samples only
 
 

@@ -1,0 +1,119 @@
+"""``WarmUpPolicy``: how a warming-up evolutionary search picks its batches with a prior.
+
+While the learned cost model is warming up (it has learned nothing and scores at random,
+``CostModel.warming_up``), :class:`~.evolutionary_search.EvolutionarySearch` draws its
+batches from random samples of the design space. With a prior (a cost model that needs
+no data: by default the analytic CPU model,
+:class:`~metaschedule.cost_model.prior.AnalyticPrior`), it samples ``oversample`` times
+the batch, refines them for ``refine_rounds`` rounds (mutants of the prior's best, every
+mutator alike, scored by the prior: random samples seldom hold the register tiles or
+compute locations it rates best), and measures the ones the prior ranks highest,
+keeping a share ``random_share`` of random picks among the random samples.
+
+The prior only scores; this policy is the search's. Where we differ from TVM: TVM's
+warm-up batches are uniformly random (``EvolutionarySearch(prior=None)``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+import numpy as np
+
+__all__ = ["WarmUpPolicy"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class WarmUpPolicy:
+    """How many random schedules a warming-up search samples, refines and picks from.
+
+    Args:
+        oversample: random schedules sampled per schedule to pick (at least 1; at least
+            2 are sampled, as without a prior; 1 means the prior only reorders).
+        random_share: share of a warm-up batch picked at random among the random
+            samples, for diversity (the rest are the prior's best).
+        refine_rounds: rounds of mutating the prior's best samples (half as many
+            children as samples per round, scored by the prior) before it picks; 0: it
+            picks among the random samples only. Three: the depthwise convolution's fast
+            structures (padding inlined, a few pixels' tile over the 3x3 window) take two
+            changes from the random samples' best (the padding's location and the
+            tile), which two rounds reached for neither of two seeds, three for both.
+
+    Raises:
+        ValueError: a setting out of its range.
+    """
+
+    oversample: int = 4
+    random_share: float = 0.25
+    refine_rounds: int = 3
+
+    def __post_init__(self) -> None:
+        for name, value, low in (
+            ("oversample", self.oversample, 1),
+            ("refine_rounds", self.refine_rounds, 0),
+        ):
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise ValueError(f"WarmUpPolicy: {name} must be an int >= {low}, got {value!r}")
+        if not 0.0 <= float(self.random_share) <= 1.0:
+            raise ValueError(
+                f"WarmUpPolicy: random_share must be in [0, 1], got {self.random_share!r}"
+            )
+        object.__setattr__(self, "random_share", float(self.random_share))
+
+    def samples_per_pick(self) -> int:
+        """Random samples drawn per schedule of a batch the prior picks from."""
+        return max(2, self.oversample)
+
+    def refine(
+        self,
+        samples: list[T],
+        scores: np.ndarray,
+        num: int,
+        children: Callable[[list[T], np.ndarray | None, int], list[T]],
+        score: Callable[[list[T]], np.ndarray | None],
+    ) -> tuple[list[T], np.ndarray]:
+        """``samples`` and their prior ``scores``, followed by mutants of the prior's best
+        ``num`` and their scores: ``refine_rounds`` rounds, each asking ``children(parents,
+        parent_p, count)`` for ``len(samples) // 2`` (at least 1) new distinct ones, a
+        child's parent drawn in proportion to its score (``parent_p``; None: uniform).
+        Stops early when a round finds no new child, or ``score`` returns None (it
+        failed)."""
+        pool, pool_scores = list(samples), [float(x) for x in scores]
+        for _ in range(self.refine_rounds):
+            top = np.argsort(-np.array(pool_scores), kind="stable")[:num]
+            parents = [pool[int(i)] for i in top]
+            weights = np.array([pool_scores[int(i)] for i in top], float)
+            parent_p = weights / weights.sum() if weights.sum() > 0 else None
+            kids = children(parents, parent_p, max(1, len(samples) // 2))
+            if not kids:
+                break
+            got = score(kids)
+            if got is None:
+                break
+            pool += kids
+            pool_scores += [float(x) for x in np.nan_to_num(got, nan=0.0)]
+        return pool, np.array(pool_scores)
+
+    def pick(
+        self,
+        scores: Sequence[float] | np.ndarray,
+        num: int,
+        num_random: int,
+        rng: np.random.Generator,
+    ) -> tuple[list[int], int]:
+        """The batch of ``num`` among scored schedules, as indices into ``scores``, and how
+        many of them the prior picked: the best ``num - round(num * random_share)`` first
+        (best first), then the rest at random among the first ``num_random`` (the random
+        samples; refined mutants follow them) not picked already."""
+        scores = np.asarray(scores, float)
+        order = np.argsort(-scores, kind="stable")
+        num_best = min(len(scores), num - int(round(num * self.random_share)))
+        chosen = [int(i) for i in order[:num_best]]
+        taken = set(chosen)
+        rest = [i for i in range(num_random) if i not in taken]
+        chosen += [rest[int(i)] for i in rng.permutation(len(rest))[: num - len(chosen)]]
+        return chosen, num_best
