@@ -77,6 +77,55 @@ def pytest_runtest_call(item: pytest.Item):
     return result
 
 
+# ----------------------------------------------------------------------------- tiers
+
+#: Tests outside ``slow``/``compiler`` that took 1.5 s or more each (all parameters
+#: together) in the fast tier on 2 shared cores (``--durations``, 2026-11-28): other
+#: processes, worker pools, many hypothesis examples. They run in the second tier
+#: (``-m "slow or compiler"``), so the fast one stays under 2 minutes. A new test of
+#: that cost carries ``@pytest.mark.slow`` itself.
+SLOW_TESTS = frozenset(
+    {
+        "tests/codegen/test_cuda_vector.py::test_cooperative_fetch_loads_float4_and_computes_the_same",
+        "tests/codegen/test_versioning.py::test_adds_tests_agrees_with_the_transform_on_sampled_schedules",
+        "tests/codegen/test_versioning.py::test_the_walk_passing_over_loops_by_their_facts_versions_what_the_full_walk_does",
+        "tests/cost_model/test_prior.py::test_merged_register_tiles_are_the_code_generators",
+        "tests/cost_model/test_prior.py::test_the_prior_hoists_invariant_loads_where_the_code_generator_does",
+        "tests/cost_model/test_prior.py::test_the_register_tiles_are_the_code_generators",
+        "tests/database/test_database_processes.py::test_four_json_writers_append_whole_lines_and_lose_nothing",
+        "tests/database/test_database_processes.py::test_killing_a_writer_loses_nothing_committed",
+        "tests/database/test_database_processes.py::test_two_processes_commit_200_records_each_and_lose_none",
+        "tests/database/test_prune_and_full_disk.py::test_json_prune_waits_for_the_lock_commits_take",
+        "tests/database/test_sqlite_concurrency.py::test_four_writers_lose_and_duplicate_nothing",
+        "tests/faults/test_pool.py::test_a_pool_that_cannot_start_says_why_at_once",
+        "tests/faults/test_pool.py::test_builder_and_runner_whose_initializer_fails_raise_quickly",
+        "tests/faults/test_pool.py::test_timeout_kills_the_worker_and_its_children",
+        "tests/graph/test_graph_torch.py::test_torch_cnn_fuses_batch_norm_and_activation",
+        "tests/runner/test_openmp_policy.py::test_a_worker_decides_once_from_the_load_it_sees_and_records_why",
+        "tests/runner/test_openmp_policy.py::test_the_users_openmp_settings_win",
+        "tests/runner/test_tls_fleet.py::test_rpc_session_run_is_bounded",
+        "tests/schedule/test_schedule_property.py::test_random_schedule_keeps_numbers_and_replays",
+        "tests/schedule/test_schedule_property.py::test_random_schedule_parallel_at_any_outer_loop",
+        "tests/schedule_rule/test_cuda_space.py::test_sampled_schedules_launch_and_compute_what_numpy_does",
+        "tests/schedule_rule/test_default_rules.py::test_spaces_of_real_operators_compute_the_same_numbers",
+        "tests/schedule_rule/test_pack_panel.py::test_a_matmul_gets_a_space_with_b_packed_under_the_first_tile_level",
+        "tests/tir/test_arith_simplify.py::test_simplify_preserves_value_within_ranges",
+        "tests/tir/test_structural.py::test_hash_is_stable_across_processes",
+        "tests/tir/test_structural_key.py::test_keys_are_equal_exactly_when_the_expressions_are_up_to_renaming",
+    }
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Sort tests into the tiers of ``.ci/test``: ``slow`` for the tests measured slow
+    above; a test marked ``slow`` or ``compiler`` anywhere (function, class, module)
+    keeps its marker. (A test that compiles in this process without ``compiler`` fails,
+    see :func:`pytest_runtest_call`.)"""
+    for item in items:
+        if item.nodeid.split("[", 1)[0] in SLOW_TESTS:
+            item.add_marker(pytest.mark.slow)
+
+
 # ----------------------------------------------------------------------------- --as-host
 
 _AS_HOST = {

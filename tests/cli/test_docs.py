@@ -1,4 +1,5 @@
-"""The README names only what exists, and its command lines parse."""
+"""The README and docs/*.md name only what exists, and their command lines parse
+(the dated pages of docs/results/ are a record, not checked)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def _readme() -> str:
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
-        return f.read()
+    """README.md and the pages of docs/, one text."""
+    docs = os.path.join(ROOT, "docs")
+    paths = [os.path.join(ROOT, "README.md")]
+    paths += sorted(os.path.join(docs, n) for n in os.listdir(docs) if n.endswith(".md"))
+    texts = []
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            texts.append(f.read())
+    return "\n".join(texts)
 
 
 def _resolve(dotted: str):
