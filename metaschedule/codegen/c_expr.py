@@ -14,6 +14,7 @@ from ..tir.buffer import Buffer
 from ..tir.dtype import c_type, is_bool, is_float, is_int
 from ..tir.transform.affine import Affine, affine, const_bounds
 from .c_helpers import Helpers, c_literal, scalar_call
+from .c_intrin import C_INTRINSICS, intrinsic_call
 
 
 class CodegenError(ValueError):
@@ -121,6 +122,8 @@ class ExprWriter:
         return out
 
     def _call(self, e: E.Call) -> str:
+        if e.op in C_INTRINSICS:  # a tensor intrinsic's C function
+            return intrinsic_call(self, e, CodegenError)
         if not is_float(e.dtype):
             raise CodegenError(f"intrinsic {e.op} needs float arguments, got {e.dtype}")
         return scalar_call(e.op, e.dtype, [self.expr(a) for a in e.args])

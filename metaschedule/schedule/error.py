@@ -114,6 +114,10 @@ class BlockizeError(ScheduleError):
     """The loop or blocks given to ``blockize`` do not form one subtree."""
 
 
+class TensorizeError(ScheduleError):
+    """The subtree given to ``tensorize`` does not compute what the intrinsic describes."""
+
+
 __all__ = [
     "BlockNotFoundError",
     "BlockizeError",
@@ -136,4 +140,5 @@ __all__ = [
     "StorageAlignError",
     "StorageScopeError",
     "SubspaceNotDivisibleError",
+    "TensorizeError",
 ]

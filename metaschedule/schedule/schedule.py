@@ -14,6 +14,7 @@ from .primitives.layout import LayoutMixin
 from .primitives.loop_transform import LoopTransformMixin
 from .primitives.reduction import ReductionMixin
 from .primitives.sampling import SamplingMixin
+from .primitives.tensorize import TensorizeMixin
 
 
 class Schedule(
@@ -27,6 +28,7 @@ class Schedule(
     LayoutMixin,
     ReductionMixin,
     BlockizeMixin,
+    TensorizeMixin,
     AnnotateMixin,
     ScheduleBase,
 ):

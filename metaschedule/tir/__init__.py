@@ -89,6 +89,7 @@ from .stmt import (
     Stmt,
 )
 from .structural import assert_structural_equal, structural_equal, structural_hash
+from .tensor_intrin import TensorIntrin
 from .verify import IRVerifyError, verify, verify_well_formed
 
 _SCHEDULE_NAMES = (

@@ -56,6 +56,15 @@ from .stmt import (
     IterType,
     SeqStmt,
 )
+from .tensor_intrin.calls import (
+    ADDRESS_OF,
+    BUFFER_STRIDE,
+    Pointer,
+    compact_stride,
+    extern_call_reference,
+    is_address_of,
+    stride_axis,
+)
 
 Env = list
 ExprFn = Callable[[Env], Any]
@@ -334,6 +343,9 @@ class _Compiler:
         return lambda env: ft(env) if fc(env) else ff(env)
 
     def expr_Call(self, e: E.Call) -> ExprFn:
+        reference = extern_call_reference(e.op)
+        if reference is not None or e.op in (ADDRESS_OF, BUFFER_STRIDE):
+            return self.extern_call(e, reference)
         table = intrinsic_functions(e.dtype) if is_float(e.dtype) else {}
         fn = table.get(e.op)
         if fn is None:
@@ -346,6 +358,31 @@ class _Compiler:
             (f,) = args
             return lambda env: fn(f(env))
         return lambda env: fn(*[f(env) for f in args])
+
+    def extern_call(self, e: E.Call, reference) -> ExprFn:
+        """A tensor intrinsic's C function, run by its Python reference on Pointers."""
+        if e.op == BUFFER_STRIDE:
+            stride = compact_stride(*stride_axis(e))
+            return lambda env: stride
+        if reference is None:
+            raise self.error(f"{e} outside the arguments of a tensor intrinsic's call")
+        args = [self.pointer(a) if is_address_of(a) else self.expr(a) for a in e.args]
+        return lambda env: reference(*[f(env) for f in args])
+
+    def pointer(self, e: E.Call) -> ExprFn:
+        (load,) = e.args
+        k, fidx, oob = self.access(load.buffer, load.indices, "address_of")
+
+        def run(env):
+            a, idx = env[k], tuple([f(env) for f in fidx])
+            if not all(0 <= i < n for i, n in zip(idx, a.shape)):
+                raise oob(idx, a.shape)
+            flat = a.reshape(-1)
+            if not np.shares_memory(flat, a):
+                raise ValueError(f"address_of {load.buffer.name}: the array is not contiguous")
+            return Pointer(flat, int(np.ravel_multi_index(idx, a.shape)) if idx else 0)
+
+        return run
 
     def expr_Reduce(self, e: E.Reduce) -> ExprFn:
         raise self.error("a Reduce expression; lower te.compute with te.create_prim_func first")

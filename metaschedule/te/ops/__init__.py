@@ -31,6 +31,7 @@ from .elemwise import (
 from .matmul import batch_matmul, dense, matmul
 from .nn import layer_norm, softmax
 from .pool import avg_pool2d, global_avg_pool2d, max_pool2d
+from .quantized import quantized_dense, quantized_matmul, requantize, requantize_multiplier
 from .transform import pad, reshape, transpose
 
 __all__ = [
@@ -57,7 +58,11 @@ __all__ = [
     "minimum",
     "multiply",
     "pad",
+    "quantized_dense",
+    "quantized_matmul",
     "relu",
+    "requantize",
+    "requantize_multiplier",
     "reshape",
     "sigmoid",
     "softmax",

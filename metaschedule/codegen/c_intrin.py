@@ -1,0 +1,246 @@
+"""C functions that tensor intrinsics call (:mod:`metaschedule.tir.tensor_intrin`).
+
+An implementation's ``Call("int32", "<name>", args)`` is emitted as a call of the
+``static inline`` function registered here under that name; its definition (with the
+``#include`` it needs) goes into the source file once, and only when it is used.
+``address_of(B[i, j])`` arguments become ``&B[<flat index>]``. Each function carries a
+``target`` attribute naming the extensions it uses, so it compiles whatever ``-march``
+the file gets; the ISA record of the build's target must have them (or the build is a
+:class:`~.c_expr.CodegenError`, not a kernel that dies of an illegal instruction).
+:func:`usable_tensor_intrins` lists the registered intrinsics a target can run.
+
+The dot products' functions take ``(int32_t* c, const a_t* a, const b_t* b, int32_t ldb)``
+(:mod:`metaschedule.tir.tensor_intrin.dot_product`): ``B``'s rows ``ldb`` elements apart,
+one vector load when they are packed (``ldb`` equals the row length; the call passes a
+constant, so the test folds away).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..target import Target
+from ..tir import expr as E
+from ..tir.tensor_intrin import TensorIntrin
+from ..tir.tensor_intrin.calls import ADDRESS_OF, BUFFER_STRIDE, compact_stride, stride_axis
+from .isa import CpuIsa, isa_of
+
+__all__ = ["C_INTRINSICS", "CIntrinsic", "register_c_intrinsic", "usable_tensor_intrins"]
+
+
+@dataclass(frozen=True)
+class CIntrinsic:
+    """A C function implementations may call.
+
+    Attributes:
+        name: the function's name (the ``Call.op`` that calls it).
+        arch: ``"x86_64"`` or ``"aarch64"``.
+        extensions: what the target's ISA record must have (:meth:`.isa.CpuIsa.has`).
+        code: the definition, with the ``#include`` lines it needs.
+    """
+
+    name: str
+    arch: str
+    extensions: tuple[str, ...]
+    code: str
+
+    def missing(self, isa: CpuIsa) -> str | None:
+        """Why ``isa`` cannot run the function (None: it can)."""
+        if isa.arch != self.arch:
+            return f"it is {self.arch} code and the target is {isa.arch}"
+        lacking = [x for x in self.extensions if not isa.has(x)]
+        if lacking:
+            return f"the target ({isa.cpu}, {isa.name}) lacks {', '.join(lacking)}"
+        return None
+
+
+C_INTRINSICS: dict[str, CIntrinsic] = {}
+
+
+def register_c_intrinsic(intrin: CIntrinsic, *, override: bool = False) -> None:
+    if intrin.name in C_INTRINSICS and not override:
+        raise ValueError(f"C intrinsic {intrin.name!r} is already registered")
+    C_INTRINSICS[intrin.name] = intrin
+
+
+def usable_tensor_intrins(target: Target | str) -> list[str]:
+    """The registered tensor intrinsics whose C functions ``target`` can run."""
+    isa = isa_of(target if isinstance(target, Target) else Target(target))
+    out = []
+    for name in TensorIntrin.names():
+        calls = TensorIntrin.get(name).calls
+        if calls and all(c in C_INTRINSICS and C_INTRINSICS[c].missing(isa) is None for c in calls):
+            out.append(name)
+    return out
+
+
+def intrinsic_call(writer, e: E.Call, error: type[Exception]) -> str:
+    """C for a call of a registered function (``writer`` is the expression writer)."""
+    intrin = C_INTRINSICS[e.op]
+    target = getattr(writer, "target", None)
+    if target is not None:
+        why = (
+            f"it is CPU code and the target is {target.kind}"
+            if target.kind != "cpu"
+            else intrin.missing(writer.isa)
+        )
+        if why is not None:
+            raise error(f"cannot call {e.op} in {writer.name}: {why}")
+    writer.helpers.need(e.op, intrin.code)
+    return f"{e.op}({', '.join(_argument(writer, a, error) for a in e.args)})"
+
+
+def _argument(writer, a: E.PrimExpr, error: type[Exception]) -> str:
+    if isinstance(a, E.Call) and a.op == ADDRESS_OF:
+        load = a.args[0]
+        if writer.accumulator(load.buffer, load.indices) is not None:
+            raise error(
+                f"{writer.name}: the address of {load} is taken, but the code generator keeps "
+                "that element in a variable"
+            )
+        return f"&{writer.buf_names[load.buffer]}[{writer.index(load.buffer, load.indices)}]"
+    if isinstance(a, E.Call) and a.op == BUFFER_STRIDE:
+        return str(compact_stride(*stride_axis(a)))
+    text = writer.expr(a)
+    return text[1:-1] if text.startswith("(") and text.endswith(")") else text
+
+
+# ----------------------------------------------------------------------------- x86
+
+
+def _x86_dot(name: str, features: str, lanes: int, a_t: str, b_t: str, update: str) -> str:
+    """A dot product of ``lanes`` outputs and 4 products each, in 128/256/512-bit code."""
+    bits = lanes * 32
+    vt = {256: "__m256i", 512: "__m512i"}[bits]
+    mm = {256: "_mm256", 512: "_mm512"}[bits]
+    load = f"{mm}_loadu_si{bits}" if bits == 512 else "_mm256_loadu_si256"
+    store = f"{mm}_storeu_si{bits}" if bits == 512 else "_mm256_storeu_si256"
+    cast = "(const void*)" if bits == 512 else f"(const {vt}*)"
+    out_cast = "(void*)" if bits == 512 else f"({vt}*)"
+    return f"""#include <immintrin.h>
+__attribute__((target("{features}")))
+static inline int32_t {name}(int32_t* c, const {a_t}* a, const {b_t}* b, int32_t ldb) {{
+  int32_t a4;
+  __builtin_memcpy(&a4, a, 4);
+  {vt} va = {mm}_set1_epi32(a4), vb;
+  if (ldb == 4) {{
+    vb = {load}({cast}b);
+  }} else {{
+    int32_t rows[{lanes}];
+    for (int i = 0; i < {lanes}; ++i) __builtin_memcpy(&rows[i], b + (int64_t)i * ldb, 4);
+    vb = {load}({cast}rows);
+  }}
+  {vt} vc = {load}({cast}c);
+  {update}
+  {store}({out_cast}c, vc);
+  return 0;
+}}
+"""
+
+
+_PAIRS = "{mm}_add_epi32(vc, {mm}_madd_epi16({mm}_maddubs_epi16(va, vb), {mm}_set1_epi16(1)))"
+for _name, _feat, _ext, _lanes, _update in (
+    (
+        "ms_dot_16x4_vnni",
+        "avx512f,avx512bw,avx512vnni",
+        ("avx512f", "avx512bw", "avx512vnni"),
+        16,
+        "vc = _mm512_dpbusd_epi32(vc, va, vb);",
+    ),
+    (
+        "ms_dot_16x4_avx512",
+        "avx512f,avx512bw",
+        ("avx512f", "avx512bw"),
+        16,
+        f"vc = {_PAIRS.format(mm='_mm512')};",
+    ),
+    (
+        "ms_dot_8x4_avxvnni",
+        "avx2,avxvnni",
+        ("avx2", "avxvnni"),
+        8,
+        "vc = _mm256_dpbusd_avx_epi32(vc, va, vb);",
+    ),
+    ("ms_dot_8x4_avx2", "avx2", ("avx2",), 8, f"vc = {_PAIRS.format(mm='_mm256')};"),
+):
+    register_c_intrinsic(
+        CIntrinsic(
+            _name, "x86_64", _ext, _x86_dot(_name, _feat, _lanes, "uint8_t", "int8_t", _update)
+        )
+    )
+
+
+# ----------------------------------------------------------------------------- aarch64
+
+_ARM_B_ROWS = """  {vb_t} vb;
+  if (ldb == 4) {{
+    vb = vld1q_{s}8(b);
+  }} else {{
+    {t} rows[16];
+    for (int i = 0; i < 4; ++i) __builtin_memcpy(rows + 4 * i, b + (int64_t)i * ldb, 4);
+    vb = vld1q_{s}8(rows);
+  }}
+"""
+
+
+def _arm_dot(name: str, attr: str, t: str, s: str, body: str) -> str:
+    vb_t = f"{'u' if s == 'u' else ''}int8x16_t"
+    return f"""#include <arm_neon.h>
+{attr}static inline int32_t {name}(int32_t* c, const {t}* a, const {t}* b, int32_t ldb) {{
+  int32_t a4;
+  __builtin_memcpy(&a4, a, 4);
+{_ARM_B_ROWS.format(vb_t=vb_t, s=s, t=t)}{body}  return 0;
+}}
+"""
+
+
+register_c_intrinsic(
+    CIntrinsic(
+        "ms_dot_4x4_i8i8s32_sdot",
+        "aarch64",
+        ("dotprod",),
+        _arm_dot(
+            "ms_dot_4x4_i8i8s32_sdot",
+            '__attribute__((target("+dotprod")))\n',
+            "int8_t",
+            "s",
+            "  int8x16_t va = vreinterpretq_s8_s32(vdupq_n_s32(a4));\n"
+            "  vst1q_s32(c, vdotq_s32(vld1q_s32(c), va, vb));\n",
+        ),
+    )
+)
+register_c_intrinsic(
+    CIntrinsic(
+        "ms_dot_4x4_u8u8s32_udot",
+        "aarch64",
+        ("dotprod",),
+        _arm_dot(
+            "ms_dot_4x4_u8u8s32_udot",
+            '__attribute__((target("+dotprod")))\n',
+            "uint8_t",
+            "u",
+            "  uint8x16_t va = vreinterpretq_u8_s32(vdupq_n_s32(a4));\n"
+            "  uint32x4_t acc = vreinterpretq_u32_s32(vld1q_s32(c));\n"
+            "  vst1q_s32(c, vreinterpretq_s32_u32(vdotq_u32(acc, va, vb)));\n",
+        ),
+    )
+)
+# plain NEON (TVM's smull / saddlp / addp sequence): rows 0-1 and 2-3 multiplied into
+# int16 (exact for int8), pairs widened and added into int32, then the halves paired up
+register_c_intrinsic(
+    CIntrinsic(
+        "ms_dot_4x4_i8i8s32_neon",
+        "aarch64",
+        ("neon",),
+        _arm_dot(
+            "ms_dot_4x4_i8i8s32_neon",
+            "",
+            "int8_t",
+            "s",
+            "  int8x8_t va = vreinterpret_s8_s32(vdup_n_s32(a4));\n"
+            "  int32x4_t lo = vpaddlq_s16(vmull_s8(va, vget_low_s8(vb)));\n"
+            "  int32x4_t hi = vpaddlq_s16(vmull_s8(va, vget_high_s8(vb)));\n"
+            "  vst1q_s32(c, vaddq_s32(vld1q_s32(c), vpaddq_s32(lo, hi)));\n",
+        ),
+    )
+)
