@@ -4,7 +4,7 @@ from .build import build
 from .c_codegen import CFunction, CodegenError, CSource, codegen_c
 from .compiler import BuildError
 from .isa import CpuIsa, isa_of
-from .options import CodegenOptions
+from .options import CodegenOptions, defaults
 
 __all__ = [
     "BuildError",
@@ -17,3 +17,6 @@ __all__ = [
     "codegen_c",
     "isa_of",
 ]
+
+defaults()  # the switches' defaults, read once every module that holds one is loaded
+del defaults

@@ -53,9 +53,9 @@ just before the reduction nest: the tile is stored (zeros) and loaded back into 
 accumulators right away. When the init nest writes exactly the tile's elements (its
 loops matched one for one with the spatial loops above the tile, unit loops as
 constants), the accumulators start from the init value instead and the init nest is not
-emitted (:func:`plan_init_fusion`): each element is stored once, after its last update,
-as LLVM's store forwarding and dead-store elimination give TVM once the nest is
-unrolled::
+emitted (:func:`.c_init_fusion.plan_init_fusion`): each element is stored once, after its
+last update, as LLVM's store forwarding and dead-store elimination give TVM once the nest
+is unrolled::
 
     for xx_1:                                 for xx_1:
       for xx_3_init: for f_init: B[..] = 0      { acc0 = bcast(0); ... acc7 = bcast(0);
@@ -66,24 +66,18 @@ unrolled::
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from ..tir import expr as E
 from ..tir.buffer import Buffer
-from ..tir.dtype import c_type, is_int, nbytes
+from ..tir.dtype import nbytes
 from ..tir.functor import Visitor, collect_vars, substitute
 from ..tir.stmt import BufferStore, For, ForKind, IfThenElse, SeqStmt, Stmt
-from ..tir.transform.affine import Affine, affine, structural_key
+from ..tir.transform.affine import affine
+from . import c_ir
 from .c_expr import linear_index
-from .c_helpers import c_comment_text
-from .isa import CpuIsa
-
-if TYPE_CHECKING:
-    from .c_codegen import FunctionWriter
-
+from .c_ir import access_key, affine_key, chunks, form_key, unfuse, value_key
+from .c_limits import PlanTarget, TileLimits
 
 #: Whether a reduction loop among the tile loops joins the region (see plan_accumulators).
 HOIST_INNER_REDUCTIONS = True
@@ -111,7 +105,7 @@ STRAIGHT_STEPS = 16
 STRAIGHT_STATEMENTS = 256
 #: ... when the tile leaves registers for the shared loads
 #: (``TileLimits.max_straight_accumulators``), and when two steps read the same input
-#: vector or broadcast scalar (a sliding window; see :func:`straight_line`).
+#: vector or broadcast scalar (a sliding window; see :func:`.c_straight.straight_line`).
 MIN_STRAIGHT_LANES = 4
 
 #: Whether the straight-line updates share the broadcasts of loaded scalars too (a
@@ -121,7 +115,7 @@ SHARE_BROADCASTS = True
 #: or when the tile has at most ``TileLimits.broadcast_accumulators``.
 
 #: Whether the updates of one step are written in the order of the tile's points that
-#: keeps fewest loaded operands live at once (see :func:`update_order`).
+#: keeps fewest loaded operands live at once (see :func:`.c_straight.update_order`).
 ORDER_UPDATES = True
 
 #: Whether a tile loop whose points lie side by side along the vector loop is merged into
@@ -136,62 +130,25 @@ FUSE_INIT = True
 MAX_INIT_ELEMENTS = 4096
 
 
-@dataclass(frozen=True)
-class TileLimits:
-    """How large register tiles may grow on one ISA (from :class:`~.isa.CpuIsa`; the
-    figures in parentheses are AVX-512's, with 32 vector registers).
-
-    Attributes:
-        max_accumulators: most accumulator variables (vectors, or scalars without a
-            vectorized loop) of one tile: twice the registers (64), as a few spills cost
-            less than the memory round trip on every update of a tile left in memory.
-        min_split_accumulators: fewest accumulators a split tile keeps, and the size
-            below which a tile is jammed: the independent chains that hide the latency
-            of a multiply-add (8: two FMA pipes of latency 4).
-        jam_accumulators: most accumulators of a jammed tile (half the registers: 16).
-        max_straight_accumulators: most accumulators of a tile written out straight,
-            leaving registers for the shared loads (all but 4: 28; measured, 32 of 16
-            lanes or 49 of 2 lanes ran up to 2x slower written out).
-        straight_registers: registers that accumulators and shared values fit in (32).
-        broadcast_accumulators: a tile this small shares its broadcasts whatever it
-            holds (16; measured on random conv2d schedules, one thread: tiles of 28
-            accumulators holding 16 to 55 values more ran 0.35-1.1x, GCC spilled them;
-            tiles of 8 to 16 holding up to 57 more mostly 1.05-1.3x).
-    """
-
-    max_accumulators: int
-    min_split_accumulators: int
-    jam_accumulators: int
-    max_straight_accumulators: int
-    straight_registers: int
-    broadcast_accumulators: int
-
-    @staticmethod
-    def of(isa: CpuIsa) -> TileLimits:
-        regs = isa.vector_registers
-        return TileLimits(
-            max_accumulators=2 * regs,
-            min_split_accumulators=max(8, isa.fma_chains),
-            jam_accumulators=regs // 2,
-            max_straight_accumulators=regs - 4,
-            straight_registers=regs,
-            broadcast_accumulators=regs // 2,
-        )
-
-
 __all__ = [
-    "TileLimits",
     "AccumulatorPlan",
-    "InitFusion",
-    "InitNotTaken",
-    "emit_accumulated",
-    "emit_fused_init",
+    "PlanTarget",
+    "TileLimits",
+    "body_accesses",
+    "const_extent",
+    "first_lane",
+    "loop_chain",
+    "loop_points",
     "merge_contiguous",
     "plan_accumulators",
-    "plan_init_fusion",
+    "point_width",
     "simd_reduction_loop",
-    "straight_line",
+    "store_of",
 ]
+
+#: kept for importers of the old names (the shared keys live in :mod:`.c_ir`)
+_chunks = chunks
+__all__ += ["access_key", "affine_key", "value_key"]
 
 
 @dataclass(frozen=True)
@@ -215,45 +172,23 @@ class AccumulatorPlan:
     lanes: int
     outer: tuple[For, ...] = ()
 
+    @property
+    def widths(self) -> tuple[int, ...]:
+        """Lanes of each accumulator (1: a scalar), in the order of ``points``."""
+        return tuple(point_width(p) for p in self.points)
 
-def _form_key(buf: Buffer, form: Affine) -> tuple:
-    return id(buf), *affine_key(form)
-
-
-def access_key(buf: Buffer, indices) -> tuple:
-    """The key of an access's element offset (equal for the same element in one scope)."""
-    return _form_key(buf, affine(linear_index(buf, indices)))
-
-
-def value_key(e: E.PrimExpr) -> tuple:
-    """A key equal for scalar expressions that compute the same value in one scope, as
-    written out for different steps (``X[(y + 1) + 0]`` and ``X[y + (0 + 1)]``): a load
-    by its element, integer arithmetic and comparisons by affine form (an inlined
-    padding guard ``1 <= y + ry``), the rest by structure."""
-    if isinstance(e, E.BufferLoad):
-        return ("load", *access_key(e.buffer, e.indices))
-    if isinstance(e, E.CmpOp) and is_int(e.a.dtype):
-        return (type(e).__name__, affine_key(affine(e.a) - affine(e.b)))
-    if is_int(e.dtype) and not isinstance(e, (E.Select, E.Call)):
-        return ("int", affine_key(affine(e)))
-    if isinstance(e, E.BinaryOp):
-        return (type(e).__name__, e.dtype, value_key(e.a), value_key(e.b))
-    if isinstance(e, E.Not):
-        return ("Not", value_key(e.a))
-    if isinstance(e, E.Cast):
-        return ("Cast", e.dtype, value_key(e.value))
-    if isinstance(e, E.Select):
-        return ("Select", *(value_key(x) for x in (e.condition, e.true_value, e.false_value)))
-    if isinstance(e, E.Call):
-        return ("Call", e.dtype, e.op, *(value_key(a) for a in e.args))
-    return structural_key(e)
+    def describe(self) -> str:
+        """The tile in words (the comment the emitter writes before it): ``C kept in 12
+        accumulators of 16/8/4 lanes across loops k``."""
+        n = len(self.points)
+        widths = "/".join(str(w) for w in sorted(set(self.widths), reverse=True))
+        what = f"{n} accumulator{'s' if n > 1 else ''}"
+        what += f" of {widths} lanes" if self.lanes > 1 else ""
+        loops = ", ".join(lp.loop_var.name for lp in self.region)
+        return f"{self.buffer.name} kept in {what} across loops {loops}"
 
 
-def affine_key(form: Affine) -> tuple:
-    return tuple(sorted((k, c) for k, (c, _) in form.terms.items())), form.const
-
-
-def _accesses(body: Stmt) -> tuple[list[BufferStore], list[E.BufferLoad]] | None:
+def body_accesses(body: Stmt) -> tuple[list[BufferStore], list[E.BufferLoad]] | None:
     """The stores and loads of a loop-free body (stores, ifs, sequences), or None when
     it holds anything else."""
     stores: list[BufferStore] = []
@@ -297,34 +232,32 @@ def _guarded_by(body: Stmt, loop_vars: set[E.Var]) -> bool:
     return bool(found)
 
 
-def _const_extent(loop: For) -> int | None:
+def const_extent(loop: For) -> int | None:
     if isinstance(loop.extent, E.IntImm) and isinstance(loop.min, E.IntImm):
         return loop.extent.value
     return None
 
 
-def _chain(loop: For) -> tuple[list[For], Stmt]:
+def loop_chain(loop: For) -> tuple[list[For], Stmt]:
     """The perfectly nested loops from ``loop`` down and their innermost body; a fused
-    vectorized loop is split back (see ``c_vector._unfuse``)."""
-    from .c_vector import _unfuse
-
+    vectorized loop is split back (see :func:`.c_ir.unfuse`)."""
     chain: list[For] = []
     cur: Stmt = loop
     while isinstance(cur, For):
         chain.append(cur)
         cur = cur.body
     if chain[-1].kind is ForKind.VECTORIZED:
-        split = _unfuse(chain[-1])
+        split = unfuse(chain[-1], c_ir.UNFUSE_UNROLL)
         if split is not None and isinstance(split.body, For):
             chain[-1:] = [split, split.body]
             cur = split.body.body
     return chain, cur
 
 
-def _lanes(fw: FunctionWriter, vec: For, dtype: str) -> int | None:
+def _lanes(fw: PlanTarget, vec: For, dtype: str) -> int | None:
     """Lanes of the widest accumulator of a vectorized tile loop: the native width when
     the extent reaches it, else the widest power of two within the extent (a remainder
-    becomes narrower accumulators, see :func:`_chunks`: 28 floats are 16 + 8 + 4, as
+    becomes narrower accumulators, see :func:`.c_ir.chunks`: 28 floats are 16 + 8 + 4, as
     LLVM legalizes such a vector; 12 are 8 + 4); None for a loop of one lane."""
     native = fw.isa.vector_bytes // max(1, nbytes(dtype))
     ext = vec.extent.value
@@ -333,28 +266,12 @@ def _lanes(fw: FunctionWriter, vec: For, dtype: str) -> int | None:
     return native if ext >= native else 1 << (ext.bit_length() - 1)
 
 
-def _chunks(extent: int, lanes: int) -> list[tuple[int, int]]:
-    """``(start, width)`` of the accumulators of a vector loop of ``extent``: vectors of
-    ``lanes``, then the remainder in power-of-two pieces, widest first (as the vector code
-    of :mod:`.c_vector` covers it), a width of 1 being a scalar: 50 over 16 lanes is
-    16, 16, 16, 2."""
-    out = [(c * lanes, lanes) for c in range(extent // lanes)]
-    start, rest = extent - extent % lanes, extent % lanes
-    width = lanes
-    while rest:
-        while width > rest:
-            width //= 2
-        out.append((start, width))
-        start, rest = start + width, rest - width
-    return out
-
-
-def _width(point: Stmt) -> int:
+def point_width(point: Stmt) -> int:
     """Lanes of a planned point: its vector loop's extent, 1 for a scalar point."""
     return point.extent.value if isinstance(point, For) else 1
 
 
-def _loop_points(loops: list[For], base: dict[E.Var, E.PrimExpr]) -> list[dict]:
+def loop_points(loops: list[For], base: dict[E.Var, E.PrimExpr]) -> list[dict]:
     """Every assignment of constant-extent ``loops``' variables to their values (the first
     loop outermost), each on top of ``base``."""
     combos: list[dict[E.Var, E.PrimExpr]] = [base]
@@ -366,21 +283,21 @@ def _loop_points(loops: list[For], base: dict[E.Var, E.PrimExpr]) -> list[dict]:
     return combos
 
 
-def plan_accumulators(fw: FunctionWriter, loop: For, split: bool = True) -> AccumulatorPlan | None:
+def plan_accumulators(fw: PlanTarget, loop: For, split: bool = True) -> AccumulatorPlan | None:
     """The plan for keeping a tile in variables from ``loop`` on, or None (see the module
     docstring for when it applies). ``split``: a tile too large may be split (see
     :data:`SPLIT_LARGE_TILES`), and the tile loops above a small one jammed into it
     (:data:`JAM_SMALL_TILES`; ``loop`` is then the outermost of them)."""
-    if loop.kind not in (ForKind.SERIAL, ForKind.UNROLLED) or not _const_extent(loop):
+    if loop.kind not in (ForKind.SERIAL, ForKind.UNROLLED) or not const_extent(loop):
         return None
-    chain, body = _chain(loop)
-    found = _accesses(body)
+    chain, body = loop_chain(loop)
+    found = body_accesses(body)
     if found is None or not found[0]:
         return None
     stores, loads = found
     buf = stores[0].buffer
     form = affine(linear_index(buf, stores[0].indices))
-    key = _form_key(buf, form)
+    key = form_key(buf, form)
     if any(s.buffer is not buf or access_key(buf, s.indices) != key for s in stores):
         return None  # two buffers, or two elements, stored
     if any(ld.buffer is buf and access_key(buf, ld.indices) != key for ld in loads):
@@ -388,9 +305,9 @@ def plan_accumulators(fw: FunctionWriter, loop: For, split: bool = True) -> Accu
 
     # region: the leading loops the offset does not use; tile: the rest
     def in_offset(lp: For) -> bool:
-        return form.uses(lp.loop_var) and _const_extent(lp) != 1
+        return form.uses(lp.loop_var) and const_extent(lp) != 1
 
-    if _const_extent(loop) == 1:
+    if const_extent(loop) == 1:
         return None  # not the start of a region (a unit loop: the next one may be)
     jam = in_offset(loop)  # tile loops above the region: jammed into a small tile
     if jam and not (JAM_SMALL_TILES and HOIST_INNER_REDUCTIONS and split):
@@ -403,9 +320,9 @@ def plan_accumulators(fw: FunctionWriter, loop: For, split: bool = True) -> Accu
         return None
     # unit loops are constants (the tile's first element must be addressable before them)
     consts: dict[E.Var, E.PrimExpr] = {
-        lp.loop_var: lp.min for lp in region if _const_extent(lp) == 1
+        lp.loop_var: lp.min for lp in region if const_extent(lp) == 1
     }
-    region = [lp for lp in region if _const_extent(lp) != 1]
+    region = [lp for lp in region if const_extent(lp) != 1]
     # the tile: constant extents, each loop in the offset; a vectorized loop innermost.
     # A reduction loop among the tile loops (the offset does not use it, e.g. ``k_1`` of
     # ``k_0, j_2, k_1, i_3, j_3``) joins the region: iterations of distinct tile points
@@ -413,7 +330,7 @@ def plan_accumulators(fw: FunctionWriter, loop: For, split: bool = True) -> Accu
     # updates and lets the whole tile stay in variables across both reduction loops.
     vec = None
     for i, lp in enumerate(tile):
-        ext = _const_extent(lp)
+        ext = const_extent(lp)
         if ext is None or lp.kind not in (ForKind.SERIAL, ForKind.UNROLLED, ForKind.VECTORIZED):
             return None
         if lp.kind is ForKind.VECTORIZED:
@@ -434,7 +351,7 @@ def plan_accumulators(fw: FunctionWriter, loop: For, split: bool = True) -> Accu
     if vec is not None and MERGE_CONTIGUOUS:
         while (merged := merge_contiguous(tile, vec, body)) is not None:
             tile, vec, body = merged
-        form = affine(linear_index(buf, _store_of(body).indices))
+        form = affine(linear_index(buf, store_of(body).indices))
     lanes = 1
     if vec is not None:
         lanes_or_none = _lanes(fw, vec, buf.dtype)
@@ -447,23 +364,23 @@ def plan_accumulators(fw: FunctionWriter, loop: For, split: bool = True) -> Accu
     n_points = 1
     for lp in scalar_loops:
         n_points *= lp.extent.value
-    pieces = _chunks(vec.extent.value, lanes) if vec is not None else [(0, 1)]
-    chunks = len(pieces)
+    pieces = chunks(vec.extent.value, lanes) if vec is not None else [(0, 1)]
+    n_chunks = len(pieces)
     outer: list[For] = []
-    if jam and (lanes == 1 or not _worth_jamming(fw, chain, n_points * chunks)):
+    if jam and (lanes == 1 or not _worth_jamming(fw, chain, n_points * n_chunks)):
         return None
     limits = fw.limits
-    if n_points * chunks > limits.max_accumulators:
+    if n_points * n_chunks > limits.max_accumulators:
         if not (split and SPLIT_LARGE_TILES) or _planned_deeper(fw, chain):
             return None
-        while scalar_loops and n_points * chunks > limits.max_accumulators:
+        while scalar_loops and n_points * n_chunks > limits.max_accumulators:
             outer.append(scalar_loops.pop(0))
             n_points //= outer[-1].extent.value
         fewest = limits.min_split_accumulators
-        if not fewest <= n_points * chunks <= limits.max_accumulators:
+        if not fewest <= n_points * n_chunks <= limits.max_accumulators:
             return None
     # points: every combination of the tile's scalar loops and vector chunks
-    combos = _loop_points(scalar_loops, consts)
+    combos = loop_points(scalar_loops, consts)
     points: list[Stmt] = []
     offsets: list[tuple[int, int]] = []
     lane = E.Var(vec.loop_var.name, vec.loop_var.dtype) if vec is not None else None
@@ -497,7 +414,7 @@ def merge_contiguous(tile: list[For], vec: For, body: Stmt) -> tuple[list[For], 
     ``L``, the merged loop and the body indexed by it; None if no tile loop merges."""
     ext_v, mv = vec.extent.value, vec.min.value
     for lp in tile:
-        ext_l = _const_extent(lp)
+        ext_l = const_extent(lp)
         if lp is vec or ext_l is None or ext_l == 1:
             continue
         if not _side_by_side(body, lp.loop_var, vec.loop_var, ext_v):
@@ -550,7 +467,7 @@ def _side_by_side(body: Stmt, outer: E.Var, inner: E.Var, ext_inner: int) -> boo
     return ok[0]
 
 
-def _worth_jamming(fw: FunctionWriter, chain: list[For], accumulators: int) -> bool:
+def _worth_jamming(fw: PlanTarget, chain: list[For], accumulators: int) -> bool:
     """Whether the tile loops heading ``chain`` join the tile of the region below them
     (:data:`JAM_SMALL_TILES`): that tile has fewer than ``min_split_accumulators``
     accumulators, the jammed one at most ``jam_accumulators`` (:class:`TileLimits`)."""
@@ -560,7 +477,7 @@ def _worth_jamming(fw: FunctionWriter, chain: list[For], accumulators: int) -> b
     return deeper is not None and len(deeper.points) < fw.limits.min_split_accumulators
 
 
-def _deeper_plan(fw: FunctionWriter, chain: list[For]) -> AccumulatorPlan | None:
+def _deeper_plan(fw: PlanTarget, chain: list[For]) -> AccumulatorPlan | None:
     """The plan of the first loop below ``chain[0]`` that starts a tile fitting as it is
     (``split=False``: neither split nor jammed), or None."""
     for lp in chain[1:]:
@@ -570,7 +487,7 @@ def _deeper_plan(fw: FunctionWriter, chain: list[For]) -> AccumulatorPlan | None
     return None
 
 
-def _planned_deeper(fw: FunctionWriter, chain: list[For]) -> bool:
+def _planned_deeper(fw: PlanTarget, chain: list[For]) -> bool:
     """Whether a loop below ``chain[0]`` starts a tile that fits as it is."""
     return _deeper_plan(fw, chain) is not None
 
@@ -582,7 +499,7 @@ def simd_reduction_loop(plan: AccumulatorPlan) -> For | None:
     if plan.lanes != 1 or not plan.region:
         return None
     inner = plan.region[-1]
-    extent = _const_extent(inner)
+    extent = const_extent(inner)
     if extent is None or extent < MIN_SIMD_REDUCTION or inner.kind is not ForKind.SERIAL:
         return None
     buf = plan.buffer
@@ -596,7 +513,7 @@ def simd_reduction_loop(plan: AccumulatorPlan) -> For | None:
         acc_side = [x for x in (a, b) if isinstance(x, E.BufferLoad) and x.buffer is buf]
         if len(acc_side) != 1 or access_key(buf, acc_side[0].indices) != key:
             return None
-        found = _accesses(point)
+        found = body_accesses(point)
         if found is None:
             return None
         for ld in found[1]:
@@ -610,418 +527,18 @@ def simd_reduction_loop(plan: AccumulatorPlan) -> For | None:
     return inner
 
 
-def straight_line(
-    plan: AccumulatorPlan, limits: TileLimits
-) -> tuple[tuple[For, ...], Stmt | None, bool]:
-    """The region split into its outer loops and, for a vector tile, its innermost loops
-    written out: every update of every step, step by step, as one sequence (None if no
-    loop qualifies, see :data:`STRAIGHT_STEPS`), and whether the broadcast scalars are
-    shared too.
-
-    Written out, the updates of neighbouring points and steps read the same values (a
-    3x3 window slid by one pixel reads each input pixel up to three times: a vector of a
-    depthwise input, the broadcast input scalar of a convolution over channels; a weight
-    is shared by the tile's pixels): each is loaded (and broadcast) once and kept in a
-    register (``FunctionWriter.shared_loads``), as LLVM's value numbering does for TVM
-    after it unrolls the same nest. Broadcasts are shared when two steps read the same
-    one and the accumulators and the values held at once fit the vector registers
-    (or the accumulators are few, :class:`TileLimits`); else only the vector
-    loads, if two steps read the same vector. Each element is updated by the same steps
-    in the same order.
-    """
-    n = len(plan.points)
-    if plan.lanes < MIN_STRAIGHT_LANES or n > limits.max_straight_accumulators:
-        return plan.region, None, False
-    steps, k = 1, len(plan.region)
-    while k > 0:
-        lp = plan.region[k - 1]
-        ext = _const_extent(lp)
-        if ext is None or lp.kind not in (ForKind.SERIAL, ForKind.UNROLLED):
-            break
-        if steps * ext > STRAIGHT_STEPS or n * steps * ext > STRAIGHT_STATEMENTS:
-            break
-        steps, k = steps * ext, k - 1
-    inner = plan.region[k:]
-    if not inner:
-        return plan.region, None, False
-    combos = _loop_points(list(inner), {})
-    vectors_reused, broadcasts_reused, held = _shared_values(plan, combos)
-    fits = n + held <= limits.straight_registers or n <= limits.broadcast_accumulators
-    broadcasts = SHARE_BROADCASTS and broadcasts_reused and fits
-    if not (broadcasts or vectors_reused):
-        return plan.region, None, False  # nothing to share that the compiler does not share
-    updates = [substitute(p, c) for c in combos for p in plan.points]
-    return plan.region[:k], SeqStmt(updates), broadcasts
-
-
-def update_order(plan: AccumulatorPlan) -> tuple[Stmt, ...]:
-    """The points in the order their updates are written in a step: the tile's own
-    order, or its points grouped by the broadcast scalar they read when that keeps fewer
-    loaded operands live at once (:func:`_peak_live`).
-
-    A convolution's tile is an outer product: a broadcast input scalar per pixel times a
-    weight vector per output-channel vector. Written weight vector by weight vector (the
-    tile loops' order when the channel loop is outside the pixel loop), every pixel's
-    broadcast stays live across the step (14 pixels by 2 vectors: 28 accumulators, 14
-    broadcasts and a vector, 43 of AVX-512's 32 registers); written pixel by pixel, two
-    weight vectors and one broadcast (31). GCC keeps the written order (it schedules no
-    instructions before register allocation on x86) and spills accumulators to the stack
-    instead: a load and a store on a chain of updates in every step. Measured on cbr's
-    third-best tuned schedule (one thread): five accumulators spilled, 244 GFLOPS;
-    grouped, none, 265. Vector operands are not grouped (a depthwise tile, input vector
-    times weight vector: 0.98x). Each accumulator's updates, and so the result, are the
-    same in any order: the points update distinct elements and only read other buffers.
-    """
-    points = plan.points
-    if not ORDER_UPDATES or len(points) < 3:
-        return points
-    operands = [
-        [
-            (vector, _width(p), access_key(ld.buffer, ld.indices))
-            for ld, vector in _operands(p, plan.buffer)
-        ]
-        for p in points
-    ]
-    first: dict[tuple, int] = {}
-    for i, keys in enumerate(operands):
-        for k in keys:
-            first.setdefault(k, i)
-    # grouped by their broadcasts (each broadcast's points in the tile's order)
-    order = sorted(
-        range(len(points)), key=lambda i: (sorted(first[k] for k in operands[i] if not k[0]), i)
-    )
-    if _peak_live(operands, order) < _peak_live(operands, range(len(points))):
-        return tuple(points[i] for i in order)
-    return points
-
-
-def _peak_live(operands: list[list[tuple]], order) -> int:
-    """The most operand values live at once when the points' updates are written in
-    ``order``: each from its first use to its last, one step at a time."""
-    span: dict[tuple, list[int]] = {}
-    for pos, i in enumerate(order):
-        for k in operands[i]:
-            span.setdefault(k, [pos, pos])[1] = pos
-    return _most_at_once(span.values(), len(operands))
-
-
-def _most_at_once(spans: Iterable[Sequence[int]], n: int) -> int:
-    """The most of the inclusive ``[first, last]`` spans over ``0..n-1`` that overlap at
-    one position."""
-    live = [0] * (n + 1)
-    for first, last in spans:
-        live[first] += 1
-        live[last + 1] -= 1
-    most = cur = 0
-    for d in live:
-        cur += d
-        most = max(most, cur)
-    return most
-
-
-def _shared_values(plan: AccumulatorPlan, combos: list[dict]) -> tuple[bool, bool, int]:
-    """``(vectors reused, broadcasts reused, held)`` for the points updated step by step
-    (``combos``: the steps): whether two steps read the same input vector, the same
-    broadcast scalar (a window sliding over its input; within one step the compiler
-    shares loads itself), and the most of these values held in registers at once, each
-    from its first to its last use (what the written-out updates keep busy beside the
-    accumulators)."""
-    operands = [_operands(point, plan.buffer) for point in plan.points]
-    uses: dict[tuple, list[int]] = {}  # key -> [first step, first update, last update]
-    reused = [False, False]  # broadcast, vector
-    update = 0
-    for step, combo in enumerate(combos):
-        for point, loads in zip(plan.points, operands):
-            for ld, vector in loads:
-                indices = [substitute(i, combo) for i in ld.indices]
-                key = (vector, _width(point), access_key(ld.buffer, indices))
-                use = uses.setdefault(key, [step, update, update])
-                use[2] = update
-                if use[0] != step:
-                    reused[vector] = True
-            update += 1
-    held = [(first, last) for _, first, last in uses.values() if last > first]
-    return reused[True], reused[False], _most_at_once(held, update)
-
-
-def _operands(point: Stmt, acc: Buffer) -> list[tuple[E.BufferLoad, bool]]:
-    """The loads of a vector point that the written-out updates may share, each with
-    True for a vector (unit stride along the lanes), False for a broadcast scalar (no
-    lane dependence); gathers and the accumulated buffer ``acc`` are left out."""
-    if not isinstance(point, For):
-        return []
-    found = _accesses(point.body)
-    if found is None:
-        return []
-    lane, out = point.loop_var, []
-    for ld in found[1]:
-        if ld.buffer is acc:
-            continue
-        form = affine(linear_index(ld.buffer, ld.indices))
-        if not form.uses(lane):
-            out.append((ld, False))
-        elif form.coef(lane) == 1 and not form.without(lane).uses(lane):
-            out.append((ld, True))
-    return out
-
-
-def _store_of(point: Stmt) -> BufferStore:
-    found = _accesses(point.body if isinstance(point, For) else point)
+def store_of(point: Stmt) -> BufferStore:
+    found = body_accesses(point.body if isinstance(point, For) else point)
     assert found is not None and found[0]
     return found[0][0]
 
 
-def _first_lane(point: Stmt) -> tuple[E.PrimExpr, ...]:
+def first_lane(point: Stmt) -> tuple[E.PrimExpr, ...]:
     """The indices of a point's store at its first lane."""
-    store = _store_of(point)
+    store = store_of(point)
     if isinstance(point, For):
         return tuple(substitute(i, {point.loop_var: point.min}) for i in store.indices)
     return store.indices
 
 
-def emit_accumulated(
-    fw: FunctionWriter, plan: AccumulatorPlan, init: E.PrimExpr | None = None
-) -> bool:
-    """Emit the plan; False (nothing emitted) if a point cannot be written as planned
-    (its vector code would fall back to scalar code). ``init``: the value every
-    accumulator starts from (a fused init nest, see :func:`plan_init_fusion`) instead of
-    the tile's contents in memory."""
-    from .c_vector import NotVectorizable
-
-    buf, lanes = plan.buffer, plan.lanes
-    t = c_type(buf.dtype)
-    snap, saved_lines, saved_indent = fw.helpers.snapshot(), fw.lines, fw.indent
-    fw.lines = []
-    names: list[str] = []
-    fw.accumulated = buf
-    try:
-        for lp in plan.outer:  # a split tile: its outer loops around the region
-            name = fw.var_names.get(lp.loop_var) or fw.names.fresh(lp.loop_var.name)
-            fw.var_names[lp.loop_var] = name
-            fw.ranges[lp.loop_var] = (lp.min, lp.extent)
-            fw.for_header(lp, name)
-            fw.indent += 1
-        loops = c_comment_text(", ".join(lp.loop_var.name for lp in plan.region))
-        n = len(plan.points)
-        widths = "/".join(str(w) for w in sorted({_width(p) for p in plan.points}, reverse=True))
-        what = f"{n} accumulator{'s' if n > 1 else ''}" + (
-            f" of {widths} lanes" if lanes > 1 else ""
-        )
-        fw.line(f"{{ // {c_comment_text(buf.name)} kept in {what} across loops {loops}")
-        fw.indent += 1
-        value = fw.expr(init) if init is not None else None
-        for point in plan.points:
-            name = fw.names.fresh(f"{buf.name}_acc")
-            names.append(name)
-            elem = f"{fw.buf_names[buf]}[{fw.index(buf, _first_lane(point))}]"
-            width = _width(point)  # lanes, or fewer for a vector loop's remainder
-            vt = fw.helpers.vtype(buf.dtype, width) if width > 1 else t
-            if value is not None:
-                start = (
-                    f"{fw.helpers.vbroadcast(buf.dtype, width)}({value})" if width > 1 else value
-                )
-                fw.line(f"{vt} {name} = {start};")
-            elif width > 1:
-                fw.line(f"{vt} {name} = {fw.helpers.vload(buf.dtype, width)}(&{elem});")
-            else:
-                fw.line(f"{t} {name} = {elem};")
-            fw.accumulators[access_key(buf, _store_of(point).indices)] = name
-        simd = simd_reduction_loop(plan)
-        if simd is not None:
-            fw.simd_reduction = (simd.loop_var, tuple(names))
-        ordered = dataclasses.replace(plan, points=update_order(plan))
-        outer, straight, broadcasts = straight_line(ordered, fw.limits)
-        body: Stmt = SeqStmt(list(ordered.points)) if len(plan.points) > 1 else plan.points[0]
-        if straight is not None:
-            body = straight
-            fw.shared_loads, fw.shared_decls = {}, []
-            fw.shared_broadcasts = broadcasts
-        decls_at = len(fw.lines)
-        for lp in reversed(outer):
-            body = For(
-                lp.loop_var, lp.min, lp.extent, lp.kind, body, lp.thread_binding, lp.annotations
-            )
-        fw.stmt(body)
-        # the shared loads' variables, declared before the loops (each pass assigns them
-        # before it reads them: the updates are straight-line code)
-        by_type: dict[str, list[str]] = {}
-        for vt_name, ld in fw.shared_decls:
-            by_type.setdefault(vt_name, []).append(ld)
-        fw.lines[decls_at:decls_at] = [
-            "  " * fw.indent + f"{vt_name} {', '.join(lds)};" for vt_name, lds in by_type.items()
-        ]
-        fw.accumulators.clear()
-        fw.accumulated = None
-        for point, name in zip(plan.points, names):
-            elem = f"{fw.buf_names[buf]}[{fw.index(buf, _first_lane(point))}]"
-            width = _width(point)
-            vstore = fw.helpers.vstore(buf.dtype, width) if width > 1 else ""
-            fw.line(f"{vstore}(&{elem}, {name});" if width > 1 else f"{elem} = {name};")
-        fw.indent -= 1
-        fw.line("}")
-        for _ in plan.outer:
-            fw.indent -= 1
-            fw.line("}")
-        emitted = fw.lines
-    except NotVectorizable:
-        fw.helpers.restore(snap)
-        fw.indent = saved_indent
-        return False
-    finally:
-        for lp in plan.outer:
-            fw.ranges.pop(lp.loop_var, None)
-        fw.lines = saved_lines
-        fw.accumulators.clear()
-        fw.accumulated = None
-        fw.simd_reduction = None
-        fw.shared_loads, fw.shared_decls = None, []
-        fw.shared_broadcasts = False
-    fw.lines.extend(emitted)
-    return True
-
-
 # ----------------------------------------------------------------------------- fused init
-class InitNotTaken(Exception):
-    """The planned loop of a fused init was emitted without it (see emit_fused_init)."""
-
-
-@dataclass(frozen=True)
-class InitFusion:
-    """An init nest folded into the accumulators of the reduction nest after it.
-
-    Attributes:
-        roots: the loops of the reduction nest where accumulator plans start (one, or
-            one per copy of a versioned body).
-        value: the value the init stores (into every element of the tile).
-    """
-
-    roots: tuple[For, ...]
-    value: E.PrimExpr
-
-
-def _has_load(e: E.PrimExpr) -> bool:
-    found: list[E.BufferLoad] = []
-
-    class _V(Visitor):
-        def visit_BufferLoad(self, load: E.BufferLoad) -> None:
-            found.append(load)
-
-    _V().visit(e)
-    return bool(found)
-
-
-def plan_init_fusion(fw: FunctionWriter, init: Stmt, red: Stmt) -> InitFusion | None:
-    """Whether the init nest ``init`` (run just before ``red``) can start ``red``'s
-    accumulators instead of being stored: ``init`` is a perfect nest storing one
-    load-free value into buffer ``B``; ``red`` descends through serial loops (each
-    non-unit one matched with the next non-unit loop of ``init``, same extent) to a
-    loop where :func:`plan_accumulators` keeps a tile of ``B`` in variables; and the
-    rest of ``init`` stores exactly that tile's elements. None otherwise."""
-    if not FUSE_INIT or not isinstance(init, For) or not isinstance(red, For):
-        return None
-    ichain, ibody = _chain(init)
-    if not isinstance(ibody, BufferStore):
-        return None
-    if any(
-        _const_extent(lp) is None
-        or lp.kind not in (ForKind.SERIAL, ForKind.UNROLLED, ForKind.VECTORIZED)
-        for lp in ichain
-    ):
-        return None
-    ivars = {lp.loop_var for lp in ichain}
-    if _has_load(ibody.value) or collect_vars(ibody.value) & ivars:
-        return None
-    roots = _fused_roots(fw, ichain, ibody, 0, {}, {}, red)
-    return InitFusion(tuple(roots), ibody.value) if roots else None
-
-
-def _fused_roots(
-    fw: FunctionWriter,
-    ichain: list[For],
-    ibody: BufferStore,
-    k: int,
-    subst: dict[E.Var, E.PrimExpr],
-    red_consts: dict[E.Var, E.PrimExpr],
-    cur: Stmt,
-) -> list[For] | None:
-    """The planned loops below ``cur`` whose tiles are what the init nest from
-    ``ichain[k]`` on writes (``subst``: init loops already matched; ``red_consts``: unit
-    loops of the reduction nest), or None. Both copies of a versioned body
-    (:mod:`.c_versioning`) must take the init."""
-    if isinstance(cur, IfThenElse):
-        if cur.else_case is None:
-            return None
-        then = _fused_roots(fw, ichain, ibody, k, subst, red_consts, cur.then_case)
-        other = _fused_roots(fw, ichain, ibody, k, subst, red_consts, cur.else_case)
-        return then + other if then and other else None
-    if not isinstance(cur, For):
-        return None
-    plan = plan_accumulators(fw, cur)
-    if plan is not None:
-        return [cur] if _covers(ichain[k:], ibody, subst, red_consts, plan) else None
-    ext = _const_extent(cur)
-    if ext is None or cur.kind not in (ForKind.SERIAL, ForKind.UNROLLED):
-        return None
-    if ext == 1:
-        red_consts = {**red_consts, cur.loop_var: cur.min}
-    else:
-        subst = dict(subst)
-        while k < len(ichain) and _const_extent(ichain[k]) == 1:
-            subst[ichain[k].loop_var] = ichain[k].min
-            k += 1
-        if k == len(ichain):
-            return None
-        ilp = ichain[k]
-        same = _const_extent(ilp) == ext and ilp.min.value == cur.min.value
-        if not same or ilp.kind is ForKind.VECTORIZED:
-            return None
-        subst[ilp.loop_var] = cur.loop_var
-        k += 1
-    return _fused_roots(fw, ichain, ibody, k, subst, red_consts, cur.body)
-
-
-def _covers(
-    rest: list[For],
-    ibody: BufferStore,
-    subst: dict[E.Var, E.PrimExpr],
-    red_consts: dict[E.Var, E.PrimExpr],
-    plan: AccumulatorPlan,
-) -> bool:
-    """Whether the init loops ``rest`` store exactly the elements of ``plan``'s tile."""
-    buf = plan.buffer
-    if buf is not ibody.buffer:
-        return False
-    n = 1
-    for lp in rest:
-        n *= lp.extent.value
-    if n > MAX_INIT_ELEMENTS:
-        return False
-    combos = _loop_points(rest, subst)
-    init_keys = {access_key(buf, [substitute(i, c) for i in ibody.indices]) for c in combos}
-    tile_keys = set()
-    for point in plan.points:
-        bid, terms, const = access_key(buf, [substitute(i, red_consts) for i in _first_lane(point)])
-        tile_keys.update((bid, terms, const + lane) for lane in range(_width(point)))
-    return init_keys == tile_keys
-
-
-def emit_fused_init(fw: FunctionWriter, init: Stmt, red: Stmt) -> bool:
-    """Emit ``red`` with ``init`` folded into its accumulators (see
-    :func:`plan_init_fusion`); False (nothing emitted) when it does not apply."""
-    fusion = plan_init_fusion(fw, init, red)
-    if fusion is None:
-        return False
-    snap, n_lines, indent = fw.helpers.snapshot(), len(fw.lines), fw.indent
-    fw.pending_init, fw.init_uses = fusion, set()
-    try:
-        fw.stmt(red)
-        taken = fw.init_uses == {id(r) for r in fusion.roots}
-    except InitNotTaken:
-        taken = False
-    finally:
-        fw.pending_init = None
-    if not taken:  # e.g. the tile's vector code fell back to scalar code
-        del fw.lines[n_lines:]
-        fw.helpers.restore(snap)
-        fw.indent = indent
-    return taken

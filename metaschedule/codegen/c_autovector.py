@@ -56,8 +56,8 @@ from ..tir.dtype import nbytes
 from ..tir.functor import Mutator, Visitor, substitute
 from ..tir.stmt import BufferStore, For, ForKind, Range, SeqStmt, Stmt
 from ..tir.transform.affine import Affine, affine
-from .c_accumulate import access_key, affine_key
 from .c_expr import linear_index
+from .c_ir import access_key, affine_key
 
 __all__ = [
     "MAX_GATHER_BYTES",

@@ -1,5 +1,14 @@
 """C source for lowered PrimFuncs (the CPU back end).
 
+A pipeline, as TVM's lowering and tinygrad's renderer are: the TIR-to-TIR passes
+(:data:`.passes.PASSES`), then the plan (:func:`.plan.plan_function`: frozen decisions on
+register tiles, init fusion, rows made vector code, parallel regions and heap buffers),
+then this module's :class:`FunctionWriter`, which writes C from the body and the plan (its
+stages: :mod:`.c_vector`, :mod:`.c_accumulate_emit`, :mod:`.c_invariant`,
+:mod:`.c_parallel`). Broadcasts shared in registers depend on the code written around
+them: a function that shares some is written twice, the second time with the decisions
+of the first (:class:`.c_invariant.SharedPlan`); no stage edits text another wrote.
+
 Each function becomes ``int32_t <symbol>(void** args)``: ``args[i]`` points to the
 data of parameter ``i``, a dense row-major array; the return value is 0 on success.
 Loops map to C as follows:
@@ -41,28 +50,18 @@ wraps the ``omp for``. Reusing the memory between iterations is safe because a
 lowered ``Allocate`` promises nothing about the initial contents, and lowering
 (``plan_allocations``) places a buffer used in a parallel loop inside its body, so
 each iteration's buffer is private to its thread.
-
-Heap buffers come from a workspace kept between calls (one slot per buffer and
-thread, allocated on first use, freed when the library is unloaded), as TVM's
-workspace pool does: a fresh ``malloc`` of a large buffer on every call maps new pages
-and faults them in, which costs more than a small kernel itself (a padded input of
-1 MB for a depthwise convolution of 100 us). A call that finds the workspace in use
-(the same kernel called from two host threads at once) allocates its own.
+Heap buffers come from a workspace kept between calls (:mod:`.c_workspace`).
 """
 
 from __future__ import annotations
 
-import keyword
-import re
 from dataclasses import dataclass
 
 from ..target import Target
 from ..tir import expr as E
 from ..tir.buffer import Buffer
-from ..tir.dtype import c_type, nbytes
+from ..tir.dtype import c_type
 from ..tir.function import IRModule, PrimFunc
-from ..tir.functor import Visitor
-from ..tir.names import unique_name
 from ..tir.stmt import (
     Allocate,
     Block,
@@ -75,25 +74,31 @@ from ..tir.stmt import (
     SeqStmt,
     Stmt,
 )
-from ..tir.transform.affine import affine
-from .c_accumulate import (
-    InitFusion,
-    InitNotTaken,
-    TileLimits,
-    access_key,
-    emit_accumulated,
-    emit_fused_init,
-    plan_accumulators,
-)
-from .c_autovector import vectorize_scalar_nests, widen_vector_loops
-from .c_expr import CodegenError, ExprWriter, linear_index, strip_parens
+from . import c_ir
+from .c_accumulate import AccumulatorPlan, plan_accumulators
+from .c_accumulate_emit import emit_accumulated, emit_fused_init
+from .c_expr import CodegenError, linear_index, strip_parens
 from .c_helpers import HEADER, Helpers, c_comment_text
-from .c_invariant import InvariantScope
+from .c_init_fusion import InitFusion, plan_init_fusion
+from .c_invariant import InvariantScope, SharedPlan
+from .c_ir import (
+    access_key,
+    affine_add,
+    alloc_bytes,
+    heap_allocations,
+    numel_checked,
+    steps,
+    unfuse,
+)
+from .c_limits import TileLimits
 from .c_parallel import Worksharing, emit_body
-from .c_vector import IN_REG, emit_lane_sums, emit_vectorized, vectorize_outputs
-from .c_versioning import version_guards
+from .c_vector import IN_REG, NotVectorizable, emit_lane_sums, emit_vectorized, vectorize_outputs
+from .c_workspace import close_heap, open_heap, workspace_globals
+from .c_writer import C_RESERVED, CWriter, NameTable, ParamInfo, param_infos
 from .debug import DEBUG_C, OOB_STATUS, DebugSites
 from .isa import CpuIsa, isa_of
+from .options import CodegenOptions
+from .plan import FunctionPlan, plan_function
 
 #: Allocations up to this many bytes live on the stack, larger ones on the heap.
 STACK_ALLOC_LIMIT = 32 * 1024
@@ -115,97 +120,6 @@ VERSION_GUARDS = True
 #: Scalar loop nests get a vector loop where one can move innermost (:mod:`.c_autovector`).
 AUTO_VECTORIZE = True
 
-_C_RESERVED = {
-    "auto",
-    "break",
-    "case",
-    "char",
-    "const",
-    "continue",
-    "default",
-    "do",
-    "double",
-    "else",
-    "enum",
-    "extern",
-    "float",
-    "for",
-    "goto",
-    "if",
-    "inline",
-    "int",
-    "long",
-    "register",
-    "restrict",
-    "return",
-    "short",
-    "signed",
-    "sizeof",
-    "static",
-    "struct",
-    "switch",
-    "typedef",
-    "union",
-    "unsigned",
-    "void",
-    "volatile",
-    "while",
-    "bool",
-    "true",
-    "false",
-    "main",
-    "args",
-    "errno",
-    "abs",
-    "exp",
-    "log",
-    "sqrt",
-    "tanh",
-    "erf",
-    "floor",
-    "ceil",
-    "round",
-    "sin",
-    "cos",
-    "pow",
-    "free",
-    "malloc",
-    "memcpy",
-    "memset",
-    "NAN",
-    "INFINITY",
-    "fabs",
-    "trunc",
-    "exp2",
-    "log2",
-    "nearbyint",
-    "int8_t",
-    "int16_t",
-    "int32_t",
-    "int64_t",
-    "uint8_t",
-    "size_t",
-    "l",
-}
-#: more libm names a kernel (named after its graph operator: ``expm1``, ``log1p``) must
-#: not take
-_C_RESERVED |= {
-    "expm1", "log1p", "log10", "sinh", "cosh", "tan", "asin", "acos", "atan", "atan2",
-    "asinh", "acosh", "atanh", "cbrt", "hypot", "fmin", "fmax", "fmod", "rint", "lround",
-    "copysign", "nan", "isnan", "isinf", "signbit", "ldexp", "frexp", "modf", "remainder",
-    "lgamma", "tgamma", "erfc", "exit", "abort", "printf",
-}  # fmt: skip
-
-
-@dataclass(frozen=True)
-class ParamInfo:
-    """A parameter of a generated function, as the runtime checks it."""
-
-    name: str
-    dtype: str
-    shape: tuple[int, ...]
-    written: bool
-
 
 @dataclass(frozen=True)
 class CFunction:
@@ -222,34 +136,24 @@ class CSource:
     functions: tuple[CFunction, ...]
 
 
-class NameTable:
-    """Unique C identifiers derived from IR name hints."""
-
-    def __init__(self, taken: set[str] | None = None) -> None:
-        self.used: set[str] = set(_C_RESERVED) | (taken or set())
-
-    def fresh(self, hint: str) -> str:
-        base = re.sub(r"[^A-Za-z0-9_]", "_", hint) or "v"
-        if base[0].isdigit():
-            base = "v_" + base
-        if base.startswith(("ms_", "__")) or keyword.iskeyword(base):
-            base = "u_" + base
-        name = unique_name(base, self.used)
-        self.used.add(name)
-        return name
-
-
 # ----------------------------------------------------------------------------- module
 
 
 def codegen_c(
-    mod: IRModule | PrimFunc, target: Target | str = "cpu", debug: DebugSites | None = None
+    mod: IRModule | PrimFunc,
+    target: Target | str = "cpu",
+    debug: DebugSites | None = None,
+    options: CodegenOptions | None = None,
 ) -> CSource:
     """C source for every (lowered) function of ``mod``.
 
     With ``debug`` (see :mod:`.debug`), every access is bounds-checked at run time and
-    its site recorded in ``debug``.
+    its site recorded in ``debug``. ``options``: the code generator's switches (default:
+    those in force, :meth:`.CodegenOptions.current`).
     """
+    if options is not None:
+        with options.applied():
+            return codegen_c(mod, target, debug)
     target = Target(target)
     if target.kind != "cpu":
         raise CodegenError(f"the C code generator is for cpu targets, got {target.kind}")
@@ -259,10 +163,9 @@ def codegen_c(
     symbols = NameTable()
     bodies, functions = [], []
     for name, func in mod.items():
-        symbol = symbols.fresh(name + "_kernel" if name in _C_RESERVED else name)
-        writer = FunctionWriter(func, target, helpers, name)
-        writer.debug = debug
-        bodies.append(writer.emit(symbol))
+        symbol = symbols.fresh(name + "_kernel" if name in C_RESERVED else name)
+        code, writer = _write_function(func, target, helpers, name, symbol, debug)
+        bodies.append(code)
         functions.append(CFunction(name, symbol, writer.param_infos()))
     parts = [
         f"// Generated by metaschedule for target: {c_comment_text(target)}",
@@ -274,35 +177,58 @@ def codegen_c(
     return CSource(code, tuple(functions))
 
 
-def _written_buffers(stmt: Stmt) -> set[Buffer]:
-    out: set[Buffer] = set()
-
-    class _V(Visitor):
-        def visit_BufferStore(self, s: BufferStore) -> None:
-            out.add(s.buffer)
-            self.generic_visit(s)
-
-    _V().visit(stmt)
-    return out
+def _write_function(
+    func: PrimFunc,
+    target: Target,
+    helpers: Helpers,
+    name: str,
+    symbol: str,
+    debug: DebugSites | None,
+) -> tuple[str, FunctionWriter]:
+    """The C of ``func``: written once; if that decided to share broadcasts
+    (:class:`.c_invariant.SharedPlan`), written again with the decisions, each use
+    spelled as decided (the first text is dropped, with the helpers it added)."""
+    mine = Helpers()
+    mine.restore(helpers.snapshot())
+    writer = FunctionWriter(func, target, mine, name)
+    writer.debug = debug
+    code = writer.emit(symbol)
+    if not writer.shares_found:
+        helpers.restore(mine.snapshot())
+        return code, writer
+    assert debug is None  # bounds-checked code keeps no tile in registers
+    shared = SharedPlan(tuple(writer.shares_found))
+    again = FunctionWriter(func, target, helpers, name, plan=writer.plan, shared=shared)
+    return again.emit(symbol), again
 
 
 # ----------------------------------------------------------------------------- functions
 
 
-class FunctionWriter(ExprWriter):
-    """Emits one function (expressions: :class:`.c_expr.ExprWriter`); :mod:`.c_vector` calls
-    back into it for scalar parts."""
+class FunctionWriter(CWriter):
+    """Emits one function (text, names and expressions: :class:`.c_writer.CWriter`); the
+    stages (:mod:`.c_vector`, :mod:`.c_accumulate_emit`, :mod:`.c_invariant`,
+    :mod:`.c_parallel`) call back into it (:class:`.c_writer.CpuEmitter`)."""
 
-    def __init__(self, func: PrimFunc, target: Target, helpers: Helpers, name: str) -> None:
-        self.func, self.target, self.helpers, self.name = func, target, helpers, name
+    def __init__(
+        self,
+        func: PrimFunc,
+        target: Target,
+        helpers: Helpers,
+        name: str,
+        *,
+        plan: FunctionPlan | None = None,
+        shared: SharedPlan | None = None,
+    ) -> None:
+        super().__init__(name, helpers)
+        self.func, self.target = func, target
+        # the shared broadcasts of each scope, by the order scopes are opened (c_invariant):
+        # as planned, or (None) as decided while writing, into shares_found
+        self.planned_shares = None if shared is None else dict(shared.scopes)
+        self.shares_found: list[tuple[int, tuple[tuple[int, str, int], ...]]] = []
+        self.scopes_opened = 0
         self._isa = isa_of(target) if target.kind == "cpu" else None
         self._limits = TileLimits.of(self._isa) if self._isa is not None else None
-        self.names = NameTable()
-        self.var_names: dict[E.Var, str] = {}
-        self.buf_names: dict[Buffer, str] = {}
-        self.ranges: dict[E.Var, tuple[E.PrimExpr, E.PrimExpr]] = {}
-        self.lines: list[str] = []
-        self.indent = 1
         self.in_parallel = False
         self.hoisted: set[Buffer] = set()  # heap buffers allocated at function/thread entry
         self.auto_unroll: int | None = None
@@ -325,7 +251,7 @@ class FunctionWriter(ExprWriter):
         self.init_uses: set[int] = set()  # the roots of pending_init emitted so far
         self.symbol = ""
         self.omp_region: Worksharing | None = None  # set: a loop of a shared region (c_parallel)
-        self.version = VERSION_GUARDS  # an unguarded copy of guarded loop bodies (c_versioning)
+        self.plan = plan  # set by emit (plan_function) if not given
         # serial C loops being emitted, innermost last, and the loads hoisted out of them
         # (c_invariant); variables bound to constants by written-out code (unrolled
         # copies, vector chunks) and their values
@@ -355,14 +281,13 @@ class FunctionWriter(ExprWriter):
         return f"{self.helpers.need('MS_IN_REG', IN_REG)}({name});"
 
     # output ---------------------------------------------------------------------------
-    def line(self, text: str) -> None:
-        self.lines.append("  " * self.indent + text)
-
     def param_infos(self) -> tuple[ParamInfo, ...]:
-        written = _written_buffers(self.func.body)
-        return tuple(
-            ParamInfo(b.name, b.dtype, b.static_shape(), b in written) for b in self.func.params
-        )
+        return param_infos(self.func)
+
+    def heap_allocations(self, s: Stmt, inside_parallel: bool) -> list[Buffer]:
+        """Allocations in ``s`` too large for the stack (:data:`STACK_ALLOC_LIMIT`), see
+        :func:`.c_ir.heap_allocations`."""
+        return heap_allocations(s, inside_parallel, STACK_ALLOC_LIMIT)
 
     def emit(self, symbol: str) -> str:
         for b in self.func.params:
@@ -382,23 +307,22 @@ class FunctionWriter(ExprWriter):
         head.append("  int32_t ms_status = 0;")
         if self.debug is not None:
             head.append("  ms_oob_site = -1;")
-        body = self.func.body
-        if AUTO_VECTORIZE and self.debug is None:  # debug code checks accesses one by one
-            body = widen_vector_loops(vectorize_scalar_nests(body), self.isa.vector_bytes)
-        body = version_guards(body) if self.version else body
-        heap = _heap_allocations(body, inside_parallel=False)
+        if self.plan is None:
+            self.plan = plan_function(self.func, self.target, debug=self.debug is not None)
+        plan = self.plan
+        body, heap = plan.body, list(plan.heap)
         if heap:
-            ok = self.open_heap(heap, per_thread=False)
+            ok = open_heap(self, heap, per_thread=False)
             self.line(f"if ({ok}) {{")
             self.indent += 1
-            emit_body(self, body)  # parallel nests share regions (c_parallel)
+            emit_body(self, body, plan.parallel)  # parallel nests share regions (c_parallel)
             self.indent -= 1
             self.line("} else {")
             self.line("  ms_status = -1;")
             self.line("}")
-            self.close_heap(heap)
+            close_heap(self, heap)
         else:
-            emit_body(self, body)
+            emit_body(self, body, plan.parallel)
         if self.debug is not None:
             self.line(f"if (ms_oob_site >= 0) ms_status = {OOB_STATUS};")
         lines = self.lines
@@ -409,50 +333,8 @@ class FunctionWriter(ExprWriter):
             )
             release = f"  if (ms_ws_mine) __atomic_store_n(&{symbol}_ws_busy, 0, __ATOMIC_RELEASE);"
             lines = [*lines, release]
-        return "\n".join(
-            [*self._workspace_globals(), *head, *lines, "  return ms_status;", "}", ""]
-        )
-
-    def _workspace_globals(self) -> list[str]:
-        """The slot arrays of the workspace, its busy flag and the destructor that frees
-        it when the library is unloaded."""
-        if not self.workspace:
-            return []
-        sym = self.symbol
-        out = [f"static int {sym}_ws_busy = 0;"]
-        out += [f"static void* {arr}[{n}];" for arr, n in self.workspace]
-        out.append(f"__attribute__((destructor)) static void {sym}_ws_free(void) {{")
-        for arr, n in self.workspace:
-            out.append(f"  for (int i = 0; i < {n}; ++i) free({arr}[i]);")
-        out.append("}")
-        return out
-
-    def open_heap(self, bufs: list[Buffer], per_thread: bool = True) -> str:
-        """Declare hoisted heap buffers, from the workspace when this call holds it (see
-        the module docstring); returns the C test that all succeeded."""
-        names = []
-        slots = self.target.num_cores if per_thread else 1
-        tid = "omp_get_thread_num()" if per_thread else "0"
-        if per_thread:
-            self.helpers.need("omp_get_thread_num", "int omp_get_thread_num(void);")
-        self.helpers.need("ms_ws_get", _WS_GET)
-        for b in bufs:
-            name = self.buf_names[b] = self.names.fresh(b.name)
-            t, size = c_type(b.dtype), -(-_alloc_bytes(b) // 64) * 64
-            arr = f"{self.symbol}_ws{len(self.workspace)}"
-            self.workspace.append((arr, slots))
-            self.line(
-                f"{t}* restrict {name} = ({t}*)ms_ws_get(ms_ws_mine, {arr}, {slots}, "
-                f"{tid}, {size});"
-            )
-            self.hoisted.add(b)
-            names.append(name)
-        return " && ".join(f"{n} != NULL" for n in names)
-
-    def close_heap(self, bufs: list[Buffer]) -> None:
-        for b in bufs:
-            self.line(f"if (!ms_ws_mine) free({self.buf_names[b]});")
-            self.hoisted.discard(b)
+        ws = workspace_globals(self.symbol, self.workspace)
+        return "\n".join([*ws, *head, *lines, "  return ms_status;", "}", ""])
 
     # statements -----------------------------------------------------------------------
     def stmt(self, s: Stmt) -> None:
@@ -500,12 +382,25 @@ class FunctionWriter(ExprWriter):
             return False
         if self.pending_init is not None:
             return False
-        return emit_fused_init(self, init, red)
+        fusion = self.plan.init_at(init, red) if self.plan is not None else False
+        if fusion is False:  # a pair made while writing: planned now
+            fusion = plan_init_fusion(self, init, red)
+        return fusion is not None and emit_fused_init(self, fusion, red)
 
-    def block(self, s: Stmt) -> None:
-        self.indent += 1
-        self.stmt(s)
-        self.indent -= 1
+    def tile_at(self, loop: For) -> AccumulatorPlan | None:
+        """The register tile planned at ``loop`` (:meth:`.plan.FunctionPlan.tile_at`)."""
+        tile = self.plan.tile_at(loop) if self.plan is not None else False
+        return plan_accumulators(self, loop) if tile is False else tile
+
+    def row_at(self, loop: For) -> For | None:
+        """``loop`` vectorized over its outputs, if planned so (:meth:`.FunctionPlan.row_at`)."""
+        row = self.plan.row_at(loop) if self.plan is not None else False
+        return vectorize_outputs(self, loop) if row is False else row
+
+    def unfused(self, loop: For) -> For | None:
+        """The fused vectorized ``loop`` split in two, if it is one (:func:`.c_ir.unfuse`)."""
+        split = self.plan.unfused_at(loop) if self.plan is not None else False
+        return unfuse(loop, c_ir.UNFUSE_UNROLL) if split is False else split
 
     def allocate(self, s: Allocate) -> None:
         b = s.buffer
@@ -514,8 +409,8 @@ class FunctionWriter(ExprWriter):
             return
         name = self.buf_names.get(b) or self.names.fresh(b.name)
         self.buf_names[b] = name
-        numel = _numel_checked(b)
-        if _alloc_bytes(b) > STACK_ALLOC_LIMIT:  # only when allocate() is used directly
+        numel = numel_checked(b)
+        if alloc_bytes(b) > STACK_ALLOC_LIMIT:  # only when allocate() is used directly
             raise CodegenError(f"heap allocation of {b.name} was not hoisted")
         self.line("{")
         self.line(f"  {c_type(b.dtype)} {name}[{max(1, numel)}] __attribute__((aligned(64)));")
@@ -534,16 +429,17 @@ class FunctionWriter(ExprWriter):
             # reduction tiles in variables (c_accumulate): CPU code, not bounds-checked
             cpu = self.target.kind == "cpu" and self.debug is None
             if cpu and self.accumulated is None:
-                plan = plan_accumulators(self, loop)
+                plan = self.tile_at(loop)
                 init = self.pending_init
                 if init is not None and any(r is loop for r in init.roots):
-                    if plan is None or not emit_accumulated(self, plan, init.value):
-                        raise InitNotTaken(loop.loop_var.name)
+                    # checked before the nest was started (c_accumulate_emit.init_fails)
+                    if plan is None or not emit_accumulated(self, plan, init.value, checked=True):
+                        raise AssertionError(f"no fused init at {loop.loop_var.name}")
                     self.init_uses.add(id(loop))
                     return
                 if plan is not None and emit_accumulated(self, plan):
                     return
-                outputs = vectorize_outputs(self, loop)  # a serial loop over a reduction
+                outputs = self.row_at(loop)  # a serial loop over a reduction
                 if outputs is not None:
                     self.stmt(outputs)
                     return
@@ -569,7 +465,7 @@ class FunctionWriter(ExprWriter):
             mode = self._unroll_mode(loop)
             if mode == "explicit":
                 for k in range(loop.extent.value):
-                    value = _add(loop.min, E.const(k, var.dtype))
+                    value = affine_add(loop.min, E.const(k, var.dtype))
                     self.line(f"{{ const {c_type(var.dtype)} {name} = {self.expr(value)};")
                     self.known[var] = value
                     try:
@@ -584,7 +480,7 @@ class FunctionWriter(ExprWriter):
                 return
             at = len(self.lines)  # where loads hoisted out of the loop go (c_invariant)
             if parallel:
-                heap = _heap_allocations(loop.body, inside_parallel=True)
+                heap = self.heap_allocations(loop.body, inside_parallel=True)
                 if heap:
                     self.parallel_with_heap(loop, name, heap)
                     return
@@ -608,7 +504,12 @@ class FunctionWriter(ExprWriter):
                 self.known[var] = loop.min
             elif not parallel:
                 outer = frozenset(v for v in self.ranges if v is not var)
+                index, self.scopes_opened = self.scopes_opened, self.scopes_opened + 1
                 scope = InvariantScope(loop, outer, self.lines, at, self.indent)
+                scope.index = index
+                if self.planned_shares is not None:
+                    planned = self.planned_shares.get(index, ())
+                    scope.shares = {t: (n, w) for t, n, w in planned}
                 self.scopes.append(scope)
             self.for_header(loop, name)
             if scope is not None:
@@ -625,6 +526,9 @@ class FunctionWriter(ExprWriter):
             self.line("}")
             if scope is not None:
                 scope.close(self)
+                if scope.decided and self.planned_shares is None:
+                    found = tuple((t, n, w) for t, (n, w) in scope.decided.items())
+                    self.shares_found.append((scope.index, found))
         finally:
             del self.ranges[var]
 
@@ -634,7 +538,7 @@ class FunctionWriter(ExprWriter):
         self.line(f"#pragma omp parallel num_threads({self.target.num_cores})")
         self.line("{")
         self.indent += 1
-        ok = self.open_heap(heap)
+        ok = open_heap(self, heap)
         ok_name = self.names.fresh("heap_ok")
         self.line(f"const int {ok_name} = {ok};")
         self.line(f"if (!{ok_name}) __atomic_store_n(&ms_status, -1, __ATOMIC_RELAXED);")
@@ -645,17 +549,9 @@ class FunctionWriter(ExprWriter):
         self.block(loop.body)
         self.in_parallel = False
         self.line("}")
-        self.close_heap(heap)
+        close_heap(self, heap)
         self.indent -= 1
         self.line("}")
-
-    def for_header(self, loop: For, name: str, step: int = 1, stop: E.PrimExpr | None = None):
-        t = c_type(loop.loop_var.dtype)
-        lo = self.expr(loop.min)
-        stop = stop if stop is not None else _add(loop.min, loop.extent)
-        inc = f"++{name}" if step == 1 else f"{name} += {step}"
-        end = strip_parens(self.expr(stop))
-        self.line(f"for ({t} {name} = {strip_parens(lo)}; {name} < {end}; {inc}) {{")
 
     def invariant_load(self, load: E.BufferLoad, lanes: int, broadcast: bool = False) -> str | None:
         """``load`` (``lanes`` of it, or broadcast to ``lanes``) read from a register that
@@ -668,15 +564,14 @@ class FunctionWriter(ExprWriter):
     def accumulator(self, buf: Buffer, indices: tuple[E.PrimExpr, ...]) -> str | None:
         """The variable holding ``buf[indices]`` (see :mod:`.c_accumulate`), or None.
 
-        Raises NotVectorizable for another element of the accumulated buffer: the plan
-        is abandoned (its tile would be out of date in memory).
+        Raises NotVectorizable for another element of the accumulated buffer (its tile
+        would be out of date in memory): what the checks before writing a tile
+        (:func:`.c_accumulate_emit.tile_fails`) and vector code find out.
         """
         if buf is not self.accumulated:
             return None
         acc = self.accumulators.get(access_key(buf, indices))
         if acc is None:
-            from .c_vector import NotVectorizable
-
             raise NotVectorizable(f"an access to {buf.name} outside its accumulators")
         return acc
 
@@ -685,7 +580,7 @@ class FunctionWriter(ExprWriter):
         flat = super().index(buf, indices)
         if self.debug is None:
             return flat
-        numel = _numel_checked(buf)
+        numel = numel_checked(buf)
         access = f"{buf.name}[{', '.join(str(i) for i in indices)}]"
         site = self.debug.add(kind, buf.name, numel, access, self.name)
         return f"ms_checked({flat}, {numel}, {site})"
@@ -715,96 +610,6 @@ class FunctionWriter(ExprWriter):
         ):
             return "explicit"
         return "pragma"
-
-
-#: A workspace slot (allocated on first use) when the call holds the workspace and the
-#: thread has a slot; a fresh allocation, freed by the caller, otherwise.
-_WS_GET = """\
-static inline void* ms_ws_get(int mine, void** slots, int n, int tid, size_t size) {
-  if (!mine || tid < 0 || tid >= n) return aligned_alloc(64, size);
-  if (slots[tid] == NULL) slots[tid] = aligned_alloc(64, size);
-  return slots[tid];
-}"""
-
-
-# ----------------------------------------------------------------------------- helpers
-
-
-def _add(a: E.PrimExpr, b: E.PrimExpr) -> E.PrimExpr:
-    form = affine(a) + affine(b)
-    return form.to_expr(a.dtype)
-
-
-def _numel_checked(b: Buffer) -> int:
-    try:
-        return b.numel()
-    except ValueError:
-        raise CodegenError(
-            f"dynamic shapes are not supported: allocation of {b.name} "
-            f"has shape {tuple(str(x) for x in b.shape)}"
-        ) from None
-
-
-def _alloc_bytes(b: Buffer) -> int:
-    return max(1, _numel_checked(b)) * nbytes(b.dtype)
-
-
-def _heap_allocations(s: Stmt, inside_parallel: bool) -> list[Buffer]:
-    """Heap-sized allocations in ``s``, in order: those outside every parallel loop
-    (``inside_parallel=False``), or all of them (``s`` is a parallel loop's body)."""
-    out: list[Buffer] = []
-
-    class _V(Visitor):
-        def visit_For(self, loop: For) -> None:
-            if loop.kind is ForKind.PARALLEL and not inside_parallel:
-                return  # allocated per thread by that loop
-            self.generic_visit(loop)
-
-        def visit_Allocate(self, a: Allocate) -> None:
-            if _alloc_bytes(a.buffer) > STACK_ALLOC_LIMIT and a.buffer not in out:
-                out.append(a.buffer)
-            self.generic_visit(a)
-
-    _V().visit(s)
-    return out
-
-
-def steps(s: Stmt) -> int:
-    """How many innermost statements one execution of ``s`` runs (for auto-unroll)."""
-    if isinstance(s, SeqStmt):
-        return sum(steps(x) for x in s.seq)
-    if isinstance(s, For):
-        inner = steps(s.body)
-        if s.kind is ForKind.VECTORIZED and _stores_contiguous(s):
-            return inner
-        if s.kind is ForKind.VECTORIZED and isinstance(s.extent, E.IntImm):
-            # a scattered store (a transposing copy): c_vector writes a scalar loop
-            return s.extent.value * inner
-        if not isinstance(s.extent, E.IntImm):
-            return 1 << 62
-        return s.extent.value * inner
-    if isinstance(s, IfThenElse):  # one branch runs (a versioned body: either copy)
-        return max(steps(s.then_case), steps(s.else_case) if s.else_case is not None else 0)
-    if isinstance(s, Allocate):
-        return steps(s.body)
-    return 1
-
-
-def _stores_contiguous(loop: For) -> bool:
-    """Whether every store in ``loop`` is unit-stride in its variable (vector code can
-    write it; else the vector loop is emitted as a scalar loop)."""
-    ok = True
-
-    class _V(Visitor):
-        def visit_BufferStore(self, st: BufferStore) -> None:
-            nonlocal ok
-            form = affine(linear_index(st.buffer, st.indices))
-            var = loop.loop_var
-            ok = ok and form.coef(var) in (0, 1) and not form.without(var).uses(var)
-            self.generic_visit(st)
-
-    _V().visit(loop.body)
-    return ok
 
 
 __all__ = [

@@ -38,13 +38,12 @@ extent of at least one, its body no condition (``if``, ``select``, ``&&``, ``||`
 loop of a non-constant or zero extent; and when the loop writes no element of the buffer.
 Hoisted values and the tile's accumulators together take at most
 :data:`MAX_INVARIANT_SHARE` of the target's vector registers, so that the tile does not
-spill. An attempt at vector code that is given up (its lines dropped) may leave unused
-variables behind: the compiler removes them (the pins are not ``volatile``).
+spill. Code is written only once it is known to be writable (vector code and register
+tiles are checked first, on a writer that keeps nothing), so every hoisted value is used.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -53,11 +52,11 @@ from ..tir.buffer import Buffer
 from ..tir.dtype import c_type, is_bool
 from ..tir.functor import any_node, collect_vars, post_order_visit, substitute
 from ..tir.stmt import BufferStore, For, IfThenElse
-from .c_accumulate import access_key
 from .c_helpers import c_comment_text
+from .c_ir import access_key
 
 if TYPE_CHECKING:
-    from .c_codegen import FunctionWriter
+    from .c_writer import CpuEmitter
 
 #: Whether loads are hoisted out of the loops around register tiles (see the module
 #: docstring). The analytic prior (``cost_model/prior.py``, ``_invariant_loads``) counts
@@ -67,10 +66,10 @@ HOIST_INVARIANT_LOADS = True
 #: together (the rest: the temporaries of the updates).
 MAX_INVARIANT_SHARE = 0.75
 
-__all__ = ["HOIST_INVARIANT_LOADS", "MAX_INVARIANT_SHARE", "InvariantScope"]
+__all__ = ["HOIST_INVARIANT_LOADS", "MAX_INVARIANT_SHARE", "InvariantScope", "SharedPlan"]
 
 
-def _registers(fw: FunctionWriter) -> int:
+def _registers(fw: CpuEmitter) -> int:
     """Registers hoisted values and accumulators may take on ``fw``'s target: a share of
     its ISA's vector registers."""
     return int(fw.isa.vector_registers * MAX_INVARIANT_SHARE)
@@ -90,8 +89,8 @@ class _Hoisted:
 @dataclass
 class _Shared:
     """An element broadcast in the loop's body, and the widths it is read at (1: as a
-    scalar). Each use is written inline between markers, replaced by the variable when
-    the element turns out to be read both as a vector and as a scalar."""
+    scalar). Each use is written inline, unless the scope's plan (``shares``) gives it a
+    variable: an element read both as a vector and as a scalar (see :class:`SharedPlan`)."""
 
     token: int
     buffer: Buffer
@@ -99,7 +98,20 @@ class _Shared:
     widths: set[int] = field(default_factory=set)
 
 
-_MARKED = re.compile(r"/\*ms_bc(\d+):(\d+)\*/(.*?)/\*ms_bc\*/")
+@dataclass(frozen=True)
+class SharedPlan:
+    """The elements of each scope broadcast once at the top of its loop's body (read there
+    both as vectors and as scalars, within the register budget): ``scopes[k]`` holds
+    ``(token, variable, lanes)`` for the ``k``-th scope opened while writing the function
+    (in the order :meth:`.c_codegen.FunctionWriter._loop` opens them).
+
+    Which elements these are depends on the code written around them (the register
+    tile's points, the vector chunks, the steps written out), so the plan comes from
+    writing the function once without it (:meth:`InvariantScope.close` records what it
+    decides); the function is then written with it, each use spelled as decided.
+    """
+
+    scopes: tuple[tuple[int, tuple[tuple[int, str, int], ...]], ...] = ()
 
 
 @dataclass
@@ -124,6 +136,11 @@ class InvariantScope:
     shared: dict[tuple, _Shared] = field(default_factory=dict)
     accumulators: int = 0  # most accumulators live in the body
     _safe: bool | None = None
+    # the plan of the shared broadcasts (token -> variable, lanes; None: not known yet,
+    # every use inline) and what close() decides
+    shares: dict[int, tuple[str, int]] | None = None
+    index: int = -1  # the order the writer opened it in (SharedPlan)
+    decided: dict[int, tuple[str, int]] = field(default_factory=dict)
     _written: set[Buffer] = field(default_factory=set)
 
     def safe(self) -> bool:
@@ -153,7 +170,7 @@ class InvariantScope:
         """Whether the loop stores into ``buffer`` (known once :meth:`safe` holds)."""
         return buffer in self._written
 
-    def hoists_from(self, fw: FunctionWriter, loop: For) -> bool:
+    def hoists_from(self, fw: CpuEmitter, loop: For) -> bool:
         """Whether ``loop`` (inside this scope's loop, in a register tile), written out,
         would read a load invariant in this scope's loop from straight-line code: worth
         writing it out (``c_codegen.EXPLICIT_TILE_STEPS``)."""
@@ -178,7 +195,7 @@ class InvariantScope:
         return any_node(loop.body, invariant)
 
     def value(
-        self, fw: FunctionWriter, load: E.BufferLoad, lanes: int, broadcast: bool = False
+        self, fw: CpuEmitter, load: E.BufferLoad, lanes: int, broadcast: bool = False
     ) -> str | None:
         """The C expression of ``load`` (see the module docstring): ``lanes`` of it from
         the element it names, or with ``broadcast`` the element in ``lanes`` lanes. None
@@ -208,10 +225,14 @@ class InvariantScope:
         if shared is None or not (broadcast or lanes == 1):
             return None
         shared.widths.add(lanes)
+        # spelled inline first in any case: the helpers it needs come in the same order
         inline = f"{fw.buf_names[load.buffer]}[{fw.index(load.buffer, load.indices)}]"
         if broadcast:
             inline = f"{fw.helpers.vbroadcast(load.dtype, lanes)}({inline})"
-        return f"/*ms_bc{shared.token}:{lanes}*/{inline}/*ms_bc*/"
+        planned = self.shares.get(shared.token) if self.shares is not None else None
+        if planned is not None and lanes in (1, planned[1]):
+            return planned[0] if lanes > 1 else f"{planned[0]}[0]"
+        return inline
 
     def _hoist(self, fw, load, indices, elem, lanes: int, broadcast: bool) -> str | None:
         """A load invariant in the loop, made before it."""
@@ -231,7 +252,7 @@ class InvariantScope:
         )
         return name
 
-    def close(self, fw: FunctionWriter) -> None:
+    def close(self, fw: CpuEmitter) -> None:
         """Write the shared broadcasts at the top of the body, the hoisted loads before
         the loop."""
         name = c_comment_text(self.loop.loop_var.name)
@@ -245,11 +266,12 @@ class InvariantScope:
                 out.append(f"{pad}{self._declare(fw, h, h.indices, h.lanes)} {pin}".rstrip())
             self.lines[self.at : self.at] = out
 
-    def _share(self, fw: FunctionWriter) -> None:
+    def _share(self, fw: CpuEmitter) -> None:
         """Broadcasts read as vectors and as scalars made once at the top of the body,
-        within the register budget; every other use stays inline."""
+        within the register budget (recorded in ``decided``); every other use stays
+        inline. Written with a plan (``shares``), the uses were spelled as it decides,
+        which is what is decided here again."""
         left = _registers(fw) - len(self.hoisted) - self.accumulators
-        names: dict[tuple[int, int], str] = {}
         decls = []
         for sh in self.shared.values():
             wide = max(sh.widths)
@@ -259,16 +281,13 @@ class InvariantScope:
             h = _Hoisted(var, sh.buffer, sh.indices, wide, True)
             pin = fw.pin(var, sh.buffer.dtype, wide)
             decls.append(f"{self._declare(fw, h, sh.indices, wide)} {pin}".rstrip())
-            names[(sh.token, wide)], names[(sh.token, 1)] = var, f"{var}[0]"
+            self.decided[sh.token] = (var, wide)
             left -= 1
-
-        def put(m: re.Match) -> str:
-            return names.get((int(m.group(1)), int(m.group(2))), m.group(3))
-
-        body = self.lines[self.body_at :]
-        self.lines[self.body_at :] = [
-            _MARKED.sub(put, ln) if "/*ms_bc" in ln else ln for ln in body
-        ]
+        if self.shares is not None and self.shares != self.decided:
+            raise AssertionError(  # the plan was made by writing the same code
+                f"loop {self.loop.loop_var.name}: planned shared broadcasts {self.shares}, "
+                f"written {self.decided}"
+            )
         if decls:
             pad = "  " * (self.indent + 1)
             head = f"{pad}// {len(decls)} elements broadcast once per iteration of "
@@ -276,7 +295,7 @@ class InvariantScope:
             self.lines[self.body_at : self.body_at] = [head] + [pad + d for d in decls]
 
     @staticmethod
-    def _declare(fw: FunctionWriter, h: _Hoisted, indices, lanes: int) -> str:
+    def _declare(fw: CpuEmitter, h: _Hoisted, indices, lanes: int) -> str:
         elem = f"{fw.buf_names[h.buffer]}[{fw.index(h.buffer, indices)}]"
         dtype = h.buffer.dtype
         if lanes == 1:

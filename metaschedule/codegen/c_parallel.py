@@ -20,7 +20,7 @@ region::
       for (...) { ... }
     }
 
-Rules (:func:`plan_items`, :func:`emit_body`):
+Rules (:func:`plan_items`; the plan, frozen: :func:`plan_parallel`; :func:`emit_body`):
 
 * The top level of the body (through ``SeqStmt`` and ``Allocate`` outside every loop) is
   a list of items: parallel loops, serial statements, and statements holding a parallel
@@ -52,11 +52,24 @@ from ..tir.functor import Visitor, has_loop_kind
 from ..tir.stmt import Allocate, BufferStore, Evaluate, For, ForKind, SeqStmt, Stmt
 from ..tir.transform.affine import affine, const_bounds
 from .c_expr import linear_index, strip_parens
+from .c_ir import heap_allocations
+from .c_workspace import close_heap, open_heap
 
 if TYPE_CHECKING:
-    from .c_codegen import FunctionWriter
+    from .c_writer import CpuEmitter
 
-__all__ = ["SHARED_REGIONS", "Item", "Worksharing", "emit_body", "plan_barriers", "plan_items"]
+__all__ = [
+    "SHARED_REGIONS",
+    "Item",
+    "ParallelPlan",
+    "Region",
+    "Step",
+    "Worksharing",
+    "emit_body",
+    "plan_barriers",
+    "plan_items",
+    "plan_parallel",
+]
 
 #: Whether consecutive parallel nests share a region (False: one team per nest, as
 #: before; ``benchmarks/omp_regions.py`` compares the two).
@@ -258,17 +271,87 @@ def plan_barriers(items: list[Item]) -> None:
         items[-1].nowait = False
 
 
+# ----------------------------------------------------------------------------- the plan
+
+
+@dataclass(frozen=True)
+class Step:
+    """A top-level statement as it is written: ``kind`` as :class:`Item`'s, ``units`` the
+    unit loops around it, ``nowait`` (in a region) no barrier after it."""
+
+    stmt: Stmt
+    kind: str
+    units: tuple[For, ...] = ()
+    nowait: bool = False
+
+
+@dataclass(frozen=True)
+class Region:
+    """Consecutive steps in one ``omp parallel`` region, and the heap buffers its threads
+    take from the workspace once each for the whole region."""
+
+    steps: tuple[Step, ...]
+    heap: tuple[Buffer, ...] = ()
+
+
+@dataclass(frozen=True)
+class ParallelPlan:
+    """A function body's parallel regions (see the module docstring).
+
+    Attributes:
+        outer: the top-level allocations and unit loops, declared before the regions;
+            empty, with ``parts``, when no two parallel nests share a region (the body is
+            then written as it is).
+        parts: the steps outside regions and the regions, in order.
+    """
+
+    outer: tuple[Stmt, ...] = ()
+    parts: tuple[Step | Region, ...] = ()
+
+    @property
+    def regions(self) -> tuple[Region, ...]:
+        return tuple(p for p in self.parts if isinstance(p, Region))
+
+
+def _step(it: Item) -> Step:
+    return Step(it.stmt, it.kind, it.units, it.nowait)
+
+
+def plan_parallel(body: Stmt, stack_limit: int, shared_regions: bool = True) -> ParallelPlan:
+    """The regions of a function body (``shared_regions``: :data:`SHARED_REGIONS`); heap
+    buffers are the allocations of more than ``stack_limit`` bytes."""
+    outer, items = plan_items(body)
+    runs = _runs(items) if shared_regions else []
+    if not runs:
+        return ParallelPlan()
+    parts: list[Step | Region] = []
+    at = 0
+    for start, stop in runs:
+        parts += [_step(it) for it in items[at:start]]
+        region = items[start:stop]
+        plan_barriers(region)
+        heap: list[Buffer] = []
+        for it in region:
+            if it.kind == "parallel" and isinstance(it.stmt, For):
+                found = heap_allocations(it.stmt.body, True, stack_limit)
+                heap += [b for b in found if b not in heap]
+        parts.append(Region(tuple(_step(it) for it in region), tuple(heap)))
+        at = stop
+    parts += [_step(it) for it in items[at:]]
+    return ParallelPlan(tuple(outer), tuple(parts))
+
+
 # ----------------------------------------------------------------------------- emission
 
 
 @dataclass
 class Worksharing:
-    """What :meth:`FunctionWriter._loop` needs for a parallel loop inside a region."""
+    """What :meth:`.c_codegen.FunctionWriter._loop` needs for a parallel loop inside a region."""
 
     nowait: bool
     ok: str | None  # the C flag: this thread's heap buffers were allocated
 
-    def emit_loop(self, fw: FunctionWriter, loop: For, name: str) -> None:
+    def emit_loop(self, fw: CpuEmitter, loop: For, name: str) -> None:
         fw.line("#pragma omp for schedule(static)" + (" nowait" if self.nowait else ""))
         fw.for_header(loop, name)
         if self.ok is not None:
@@ -279,17 +362,16 @@ class Worksharing:
         fw.line("}")
 
 
-def emit_body(fw: FunctionWriter, body: Stmt) -> None:
-    """Emit a function body, its consecutive parallel nests in shared regions."""
-    outer, items = plan_items(body)
-    runs = _runs(items) if SHARED_REGIONS else []
-    if not runs:
+def emit_body(fw: CpuEmitter, body: Stmt, plan: ParallelPlan) -> None:
+    """Emit a function body, its consecutive parallel nests in the shared regions of
+    ``plan`` (:func:`plan_parallel`)."""
+    if not plan.parts:
         fw.stmt(body)
         return
     fw.line("{")
     fw.indent += 1
     declared, units = [], []
-    for s in outer:  # shared by the regions' threads: declared before them
+    for s in plan.outer:  # shared by the regions' threads: declared before them
         if isinstance(s, For):  # a unit loop: its variable is a constant
             var = s.loop_var
             name = fw.var_names[var] = fw.names.fresh(var.name)
@@ -302,14 +384,11 @@ def emit_body(fw: FunctionWriter, body: Stmt) -> None:
             fw.line(f"{c_type(b.dtype)} {name}[{max(1, b.numel())}] __attribute__((aligned(64)));")
             fw.hoisted.add(b)
             declared.append(b)
-    at = 0
-    for start, stop in runs:
-        for it in items[at:start]:
-            _emit_item(fw, it)
-        _region(fw, items[start:stop])
-        at = stop
-    for it in items[at:]:
-        _emit_item(fw, it)
+    for part in plan.parts:
+        if isinstance(part, Region):
+            _region(fw, part)
+        else:
+            _emit_step(fw, part)
     for b in declared:
         fw.hoisted.discard(b)
     for var in units:
@@ -318,7 +397,7 @@ def emit_body(fw: FunctionWriter, body: Stmt) -> None:
     fw.line("}")
 
 
-def _emit_item(fw: FunctionWriter, it: Item, sharing: Worksharing | None = None) -> None:
+def _emit_step(fw: CpuEmitter, it: Step, sharing: Worksharing | None = None) -> None:
     """``it`` under the unroll annotations of its unit loops (as ``FunctionWriter.loop``
     reads them); a parallel loop of a region as ``omp for`` (``sharing``)."""
     saved = (fw.auto_unroll, fw.explicit_unroll, fw.omp_region)
@@ -334,34 +413,28 @@ def _emit_item(fw: FunctionWriter, it: Item, sharing: Worksharing | None = None)
         fw.auto_unroll, fw.explicit_unroll, fw.omp_region = saved
 
 
-def _region(fw: FunctionWriter, items: list[Item]) -> None:
-    from .c_codegen import _heap_allocations  # local: c_codegen imports this module
-
-    plan_barriers(items)
-    heap: list[Buffer] = []
-    for it in items:
-        if it.kind == "parallel" and isinstance(it.stmt, For):
-            heap += [b for b in _heap_allocations(it.stmt.body, True) if b not in heap]
+def _region(fw: CpuEmitter, region: Region) -> None:
     fw.line(f"#pragma omp parallel num_threads({fw.target.num_cores})")
     fw.line("{")
     fw.indent += 1
     ok = None
+    heap = list(region.heap)
     if heap:
-        test = fw.open_heap(heap)
+        test = open_heap(fw, heap)
         ok = fw.names.fresh("heap_ok")
         fw.line(f"const int {ok} = {test};")
         fw.line(f"if (!{ok}) __atomic_store_n(&ms_status, -1, __ATOMIC_RELAXED);")
-    for it in items:
+    for it in region.steps:
         if it.kind == "parallel":
-            _emit_item(fw, it, Worksharing(it.nowait, ok))
+            _emit_step(fw, it, Worksharing(it.nowait, ok))
         else:
             fw.line("#pragma omp single" + (" nowait" if it.nowait else ""))
             fw.line("{")
             fw.indent += 1
-            _emit_item(fw, it)
+            _emit_step(fw, it)
             fw.indent -= 1
             fw.line("}")
     if heap:
-        fw.close_heap(heap)
+        close_heap(fw, heap)
     fw.indent -= 1
     fw.line("}")

@@ -29,21 +29,22 @@ from typing import TYPE_CHECKING
 
 from ..tir import expr as E
 from ..tir.buffer import Buffer
-from ..tir.dtype import c_type, is_bool, is_float, is_int, nbytes
-from ..tir.functor import Visitor, collect_vars, substitute
+from ..tir.dtype import c_type, is_bool, nbytes
+from ..tir.functor import Visitor
 from ..tir.stmt import BufferStore, Evaluate, For, ForKind, IfThenElse, SeqStmt, Stmt
-from ..tir.transform.affine import Affine, affine, const_bounds
-from .c_accumulate import _chunks, _has_load, access_key, value_key
+from ..tir.transform.affine import Affine, affine
 from .c_expr import linear_index, strip_parens
-from .c_helpers import c_comment_text
+from .c_helpers import Helpers, c_comment_text
+from .c_ir import access_key, chunks
+from .c_vector_body import NotVectorizable, VectorBody
+from .c_writer import CWriter
 
 if TYPE_CHECKING:
-    from .c_codegen import FunctionWriter
+    from .c_limits import PlanTarget
+    from .c_writer import CpuEmitter
 
 #: Up to this many full-width chunks are emitted one after the other instead of as a loop.
 EXPLICIT_CHUNKS = 4
-#: A fused loop split back in two unrolls its outer part up to this many iterations.
-UNFUSE_UNROLL = 16
 #: Whether a serial loop over a reduction is vectorized over its outputs
 #: (:func:`vectorize_outputs`). The analytic prior (``cost_model/prior.py``,
 #: ``_vectorized_row``) reorders such a nest the same way: its register tiles must be the
@@ -67,14 +68,10 @@ IN_REG = """\
 #endif"""
 
 
-class NotVectorizable(Exception):
-    """The loop body cannot be written with vector values; the message says why."""
-
-
-def emit_vectorized(fw: FunctionWriter, loop: For, name: str) -> None:
-    """Emit ``loop`` (kind VECTORIZED) as vector code, or as a scalar fallback loop."""
-    independent = False
-    split = _unfuse(loop)
+def emit_vectorized(fw: CpuEmitter, loop: For, name: str) -> None:
+    """Emit ``loop`` (kind VECTORIZED) as vector code, or as a scalar fallback loop (the
+    choice is made first, by :func:`vector_code_fails`)."""
+    split = fw.unfused(loop)
     if split is not None:
         # v = u * c + w: a serial loop over u around a vectorized loop over w
         fw.line(
@@ -82,39 +79,51 @@ def emit_vectorized(fw: FunctionWriter, loop: For, name: str) -> None:
         )
         fw.stmt(split)
         return
-    try:
-        if not isinstance(loop.extent, E.IntImm):
-            raise NotVectorizable("the extent is not a constant")
-        independent = _check_dependences(loop)
-        lanes = _native_lanes(fw, loop)
-        snap, saved_lines = fw.helpers.snapshot(), fw.lines
-        fw.lines = []
-        try:
-            _emit_chunks(fw, loop, name, lanes)
-            emitted = fw.lines
-        except NotVectorizable:
-            fw.helpers.restore(snap)
-            raise
-        finally:
-            fw.lines = saved_lines
-        fw.lines.extend(emitted)
+    # in a register tile, checked with the tile (c_accumulate_emit.tile_fails)
+    why = None if fw.accumulated is not None else vector_code_fails(fw, loop)
+    if why is None:
+        _emit_chunks(fw, loop, name, _native_lanes(fw, loop))
         return
-    except NotVectorizable as why:
-        if fw.accumulated is not None:
-            raise  # a tile in vector variables (c_accumulate) needs vector code
-        fw.line(f"// {name}: not vectorized ({c_comment_text(why)})")
-    if independent:
+    if fw.accumulated is not None:  # checked before the tile was started: a bug
+        raise AssertionError(f"a register tile's vector code cannot be written: {why}")
+    fw.line(f"// {name}: not vectorized ({c_comment_text(why)})")
+    if _independent(loop):
         fw.line("#pragma GCC ivdep")
     fw.for_header(loop, name)
     fw.block(loop.body)
     fw.line("}")
 
 
-def emit_lane_sums(fw: FunctionWriter, loop: For, name: str, accs: tuple[str, ...]) -> bool:
+def vector_code_fails(fw: CpuEmitter, loop: For) -> str | None:
+    """Why the vectorized ``loop`` cannot be written as vector code, None if it can: the
+    checks of writing it, made by writing it to a writer that keeps nothing
+    (:class:`DryWriter`)."""
+    try:
+        if not isinstance(loop.extent, E.IntImm):
+            raise NotVectorizable("the extent is not a constant")
+        _check_dependences(loop)
+        _emit_chunks(DryWriter(fw), loop, "v", _native_lanes(fw, loop))
+    except NotVectorizable as why:
+        return str(why)
+    return None
+
+
+def _independent(loop: For) -> bool:
+    """Whether the iterations of ``loop`` are proved independent (``ivdep``)."""
+    if not isinstance(loop.extent, E.IntImm):
+        return False
+    try:
+        return _check_dependences(loop)
+    except NotVectorizable:
+        return False
+
+
+def emit_lane_sums(fw: CpuEmitter, loop: For, name: str, accs: tuple[str, ...]) -> bool:
     """Emit the serial loop ``loop``, whose body adds terms to the scalar accumulators
     ``accs`` (see :mod:`.c_accumulate`), as vector code: each accumulator gets a vector of
     partial sums, added up pairwise after the loop (the sum is reordered: this loop's
-    alone). False (nothing emitted) if the body is not vector code."""
+    alone). False (nothing emitted) if the body is not vector code (checked first, on a
+    writer that keeps nothing)."""
     extent = loop.extent.value if isinstance(loop.extent, E.IntImm) else 0
     try:
         lanes = _native_lanes(fw, loop)
@@ -122,12 +131,21 @@ def emit_lane_sums(fw: FunctionWriter, loop: For, name: str, accs: tuple[str, ..
         return False
     while lanes > extent and lanes > 2:
         lanes //= 2
-    full = extent // lanes
-    if full == 0:
+    if extent // lanes == 0:
         return False
+    try:
+        _lane_sums(DryWriter(fw), loop, name, accs, lanes)
+    except NotVectorizable:
+        return False
+    _lane_sums(fw, loop, name, accs, lanes)
+    return True
+
+
+def _lane_sums(fw: CpuEmitter, loop: For, name: str, accs: tuple[str, ...], lanes: int) -> None:
+    """Write :func:`emit_lane_sums`'s code (raises NotVectorizable where it cannot)."""
+    extent = loop.extent.value
+    full = extent // lanes
     dtype = fw.accumulated.dtype if fw.accumulated is not None else "float32"
-    snap, saved_lines, saved_indent = fw.helpers.snapshot(), fw.lines, fw.indent
-    fw.lines = []
     vt, zero = fw.helpers.vtype(dtype, lanes), fw.helpers.vbroadcast(dtype, lanes)
     hsum = fw.helpers.vhsum(dtype, lanes)
     vaccs = {a: fw.names.fresh(f"{a}_lanes") for a in accs}
@@ -137,7 +155,7 @@ def emit_lane_sums(fw: FunctionWriter, loop: For, name: str, accs: tuple[str, ..
         fw.indent += 1
         for v in vaccs.values():
             fw.line(f"{vt} {v} = {zero}(0);")
-        body = _VectorBody(fw, loop)
+        body = VectorBody(fw, loop)
         t = c_type(loop.loop_var.dtype)
         if full == 1:
             _chunk(fw, loop, name, t, 0, lambda: body.emit(lanes))
@@ -156,16 +174,106 @@ def emit_lane_sums(fw: FunctionWriter, loop: For, name: str, accs: tuple[str, ..
             fw.line("}")
         fw.indent -= 1
         fw.line("}")
-        emitted = fw.lines
-    except NotVectorizable:
-        fw.helpers.restore(snap)
-        fw.indent = saved_indent
-        return False
     finally:
-        fw.lines = saved_lines
         fw.lane_sums = {}
-    fw.lines.extend(emitted)
-    return True
+
+
+class DryWriter(CWriter):
+    """The writer as vector code reads it, keeping nothing written to it: its lines,
+    helpers, names and constants are its own, every value a plain load (no invariant or
+    shared loads: they change the text, not whether it can be written). Writing a loop
+    on it is the check that the loop can be written (:func:`vector_code_fails`)."""
+
+    def __init__(self, fw: CpuEmitter, tile: tuple[Buffer, set[tuple]] | None = None) -> None:
+        super().__init__(fw.name, Helpers())
+        self.fw, self.target = fw, fw.target
+        self.var_names, self.buf_names = dict(fw.var_names), fw.buf_names
+        self.ranges, self.known = dict(fw.ranges), dict(fw.known)
+        self.accumulated, self.lane_sums = fw.accumulated, dict(fw.lane_sums)
+        # a tile about to be written (c_accumulate_emit): its buffer and accumulators' keys
+        self.tile = tile
+        if tile is not None:
+            self.accumulated = tile[0]
+        self.shared_loads: dict[tuple, str] | None = None
+        self.shared_decls: list[tuple[str, str]] = []
+        self.shared_broadcasts = False
+
+    @property
+    def isa(self):
+        return self.fw.isa
+
+    def accumulator(self, buf: Buffer, indices: tuple[E.PrimExpr, ...]) -> str | None:
+        if self.tile is None:
+            return self.fw.accumulator(buf, indices)
+        if buf is not self.tile[0]:
+            return None
+        if access_key(buf, indices) not in self.tile[1]:
+            raise NotVectorizable(f"an access to {buf.name} outside its accumulators")
+        return "acc"
+
+    def invariant_load(self, load: E.BufferLoad, lanes: int, broadcast: bool = False) -> None:
+        return None
+
+    def pin(self, name: str, dtype: str, lanes: int) -> str:
+        return ""
+
+    def index(self, buf: Buffer, indices: tuple[E.PrimExpr, ...], kind: str = "load") -> str:
+        """No text (it is not kept): only the checks of the loads inside the indices."""
+        for i in indices:
+            _check_loads(self, i)
+        return "0"
+
+    def stmt(self, s: Stmt) -> None:
+        """Scalar code (a vector loop's last lane, a remainder loop, a tile's loops): only
+        what can fail in it, an access to a tile's buffer outside its accumulators, and
+        the vector loops inside."""
+        if isinstance(s, SeqStmt):
+            for x in s.seq:
+                self.stmt(x)
+        elif isinstance(s, BufferStore):
+            self.accumulator(s.buffer, s.indices)
+            self.expr(s.value)
+        elif isinstance(s, IfThenElse):
+            self.expr(s.condition)
+            self.stmt(s.then_case)
+            if s.else_case is not None:
+                self.stmt(s.else_case)
+        elif isinstance(s, For):
+            self.var_names[s.loop_var] = s.loop_var.name
+            self.ranges[s.loop_var] = (s.min, s.extent)
+            split = self.unfused(s) if s.kind is ForKind.VECTORIZED else None
+            if split is not None:  # written as the loops it is split into
+                self.stmt(split)
+            elif s.kind is ForKind.VECTORIZED and self.accumulated is not None:
+                why = vector_code_fails(self, s)
+                if why is not None:
+                    raise NotVectorizable(why)
+            else:
+                self.stmt(s.body)
+        elif isinstance(s, Evaluate):
+            self.expr(s.value)
+        else:
+            self.stmt_other(s)
+
+    def stmt_other(self, s: Stmt) -> None:
+        """Statements vector code does not reach (an allocation): their bodies."""
+        body = getattr(s, "body", None)
+        if isinstance(body, Stmt):
+            self.stmt(body)
+
+    def unfused(self, loop: For) -> For | None:
+        return self.fw.unfused(loop)
+
+
+def _check_loads(w: DryWriter, e: E.PrimExpr) -> None:
+    """The accumulator checks of the loads in ``e`` (an index: a gather's ``idx[i]``)."""
+
+    class _V(Visitor):
+        def visit_BufferLoad(self, load: E.BufferLoad) -> None:
+            w.accumulator(load.buffer, load.indices)
+            self.generic_visit(load)
+
+    _V().visit(e)
 
 
 def _end(loop: For) -> E.PrimExpr:
@@ -175,58 +283,7 @@ def _end(loop: For) -> E.PrimExpr:
 # ----------------------------------------------------------------------------- analysis
 
 
-def _fused_divisor(loop: For) -> int | None:
-    """The ``c`` of ``v // c`` / ``v % c`` in the body (the inner extent of two fused
-    loops), when ``c`` divides the extent and the loop starts at 0; else None."""
-    v = loop.loop_var
-    if not (
-        isinstance(loop.extent, E.IntImm) and isinstance(loop.min, E.IntImm) and loop.min.value == 0
-    ):
-        return None
-    found: set[int] = set()
-
-    class _V(Visitor):
-        def visit_FloorDiv(self, e: E.FloorDiv) -> None:
-            self._hit(e)
-
-        def visit_FloorMod(self, e: E.FloorMod) -> None:
-            self._hit(e)
-
-        def _hit(self, e) -> None:
-            if isinstance(e.b, E.IntImm) and e.b.value > 1 and v in collect_vars(e.a):
-                found.add(e.b.value)
-            self.generic_visit(e)
-
-    _V().visit(loop.body)
-    extent = loop.extent.value
-    ok = [c for c in found if extent % c == 0 and c < extent]
-    return max(ok) if ok else None
-
-
-def _unfuse(loop: For) -> For | None:
-    """``loop`` as ``for u: for w (vectorized): body[v := u * c + w]`` with its indices
-    simplified, when the body divides ``v`` by a constant ``c`` (see
-    :func:`_fused_divisor`); None when it does not."""
-    from ..tir.stmt import Range
-    from ..tir.transform.simplify import _Simplify
-
-    c = _fused_divisor(loop)
-    if c is None:
-        return None
-    v = loop.loop_var
-    dt = v.dtype
-    u, w = E.Var(v.name + "_o", dt), E.Var(v.name + "_i", dt)
-    body = substitute(loop.body, {v: u * E.const(c, dt) + w})
-    inner = For(w, E.const(0, dt), E.const(c, dt), ForKind.VECTORIZED, body)
-    n_outer = loop.extent.value // c
-    outer_kind = ForKind.UNROLLED if n_outer <= UNFUSE_UNROLL else ForKind.SERIAL
-    simp = _Simplify()
-    simp.analyzer.bind(u, Range(E.const(0, dt), E.const(n_outer, dt)))
-    inner = simp.visit(inner)
-    return For(u, E.const(0, dt), E.const(n_outer, dt), outer_kind, inner)
-
-
-def vectorize_outputs(fw: FunctionWriter, loop: For) -> For | None:
+def vectorize_outputs(fw: PlanTarget, loop: For) -> For | None:
     """``loop`` vectorized over the outputs it walks, where the schedule left it serial
     around a reduction: ``for j: for k: C[.., j] = C[.., j] + A[.., k] * B[k, j]`` (``j``
     the innermost spatial loop, unit-stride in ``C``) becomes ``for k: for j
@@ -258,7 +315,7 @@ def vectorize_outputs(fw: FunctionWriter, loop: For) -> For | None:
     if not chain or not isinstance(body, BufferStore) or is_bool(body.buffer.dtype):
         return None
     lanes = fw.isa.lanes(body.buffer.dtype)
-    if lanes < 2 or len(_chunks(loop.extent.value, lanes)) > fw.limits.max_accumulators:
+    if lanes < 2 or len(chunks(loop.extent.value, lanes)) > fw.limits.max_accumulators:
         return None
     v = loop.loop_var
     store = affine(linear_index(body.buffer, body.indices))
@@ -332,7 +389,7 @@ def _check_dependences(loop: For) -> bool:
     return True
 
 
-def _native_lanes(fw: FunctionWriter, loop: For) -> int:
+def _native_lanes(fw: CpuEmitter, loop: For) -> int:
     widths: list[int] = []
     uses_var_as_value = False
 
@@ -365,7 +422,7 @@ def _native_lanes(fw: FunctionWriter, loop: For) -> int:
 
 
 def _strided_loop(
-    fw: FunctionWriter, loop: For, name: str, full: int, lanes: int, body: _VectorBody
+    fw: CpuEmitter, loop: For, name: str, full: int, lanes: int, body: VectorBody
 ) -> None:
     """A C loop over the ``full`` chunks of ``lanes`` iterations, one vector body each."""
     stop = affine(loop.min).offset(full * lanes).to_expr(loop.loop_var.dtype)
@@ -376,11 +433,11 @@ def _strided_loop(
     fw.line("}")
 
 
-def _emit_chunks(fw: FunctionWriter, loop: For, name: str, lanes: int) -> None:
+def _emit_chunks(fw: CpuEmitter, loop: For, name: str, lanes: int) -> None:
     t = c_type(loop.loop_var.dtype)
     extent = loop.extent.value
     full, tail = divmod(extent, lanes)
-    body = _VectorBody(fw, loop)
+    body = VectorBody(fw, loop)
     if 2 <= full <= EXPLICIT_CHUNKS:
         # a few chunks are written out: every access then has a constant offset, which
         # keeps a small accumulator array in registers
@@ -418,307 +475,3 @@ def _chunk(fw, loop: For, name: str, t: str, offset: int, emit, nested: bool = T
     finally:
         fw.known.pop(loop.loop_var, None)
     fw.line("}")
-
-
-@dataclass(frozen=True)
-class _Val:
-    """A value in vector context: scalar C code, a vector of ``dtype``, or a lane mask."""
-
-    code: str
-    kind: str  # "scalar" | "vec" | "mask"
-    dtype: str = ""
-    bits: int = 0
-    src: E.PrimExpr | None = None  # a scalar's expression (its broadcast may be shared)
-
-
-class _VectorBody:
-    def __init__(self, fw: FunctionWriter, loop: For) -> None:
-        self.fw, self.h, self.v, self.body = fw, fw.helpers, loop.loop_var, loop.body
-        self._dep: dict[int, bool] = {}
-        self.lanes = 0
-        self.start: int | None = None  # the chunk's first lane; None inside a C loop
-        self.guarded = 0  # inside an if or a select: loads there may not run
-
-    def emit(self, lanes: int, start: int | None = None) -> None:
-        self.lanes, self.start = lanes, start
-        self.stmt(self.body)
-
-    # statements ---------------------------------------------------------------------
-    def stmt(self, s: Stmt) -> None:
-        fw = self.fw
-        if isinstance(s, SeqStmt):
-            for x in s.seq:
-                self.stmt(x)
-        elif isinstance(s, BufferStore):
-            acc = fw.accumulator(s.buffer, s.indices)
-            if acc is not None and acc in fw.lane_sums:
-                self._lane_sum(fw.lane_sums[acc], s)
-                return
-            if acc is not None:
-                fw.line(f"{acc} = {self.as_vec(self.expr(s.value), s.buffer.dtype)};")
-                return
-            self._contiguous(s.buffer, s.indices)
-            ptr = f"&{fw.buf_names[s.buffer]}[{fw.index(s.buffer, s.indices)}]"
-            if is_bool(s.buffer.dtype):  # bytes of 0/1 from a mask of -1/0
-                store = self.h.vstore("int8", self.lanes)
-                mask = self.as_mask(self.expr(s.value), 8)
-                fw.line(f"{store}((int8_t*){ptr}, -{mask});")
-            else:
-                value = self.as_vec(self.expr(s.value), s.buffer.dtype)
-                fw.line(f"{self.h.vstore(s.buffer.dtype, self.lanes)}({ptr}, {value});")
-        elif isinstance(s, IfThenElse):
-            if self.depends(s.condition):
-                raise NotVectorizable("an if condition depends on the vectorized variable")
-            fw.line(f"if ({strip_parens(fw.expr(s.condition))}) {{")
-            fw.indent += 1
-            self.guarded += 1
-            self.stmt(s.then_case)
-            fw.indent -= 1
-            if s.else_case is not None:
-                fw.line("} else {")
-                fw.indent += 1
-                self.stmt(s.else_case)
-                fw.indent -= 1
-            self.guarded -= 1
-            fw.line("}")
-        elif isinstance(s, Evaluate) and isinstance(s.value, (E.IntImm, E.FloatImm)):
-            pass
-        else:
-            raise NotVectorizable(f"the body contains a {type(s).__name__}")
-
-    def _lane_sum(self, vacc: str, s: BufferStore) -> None:
-        """``acc = acc + value`` summed lane-wise into the vector ``vacc``."""
-        value = s.value
-        if not isinstance(value, E.Add):
-            raise NotVectorizable(f"{s.buffer.name} is not updated by a sum")
-        fw = self.fw
-        for mine, other in ((value.a, value.b), (value.b, value.a)):
-            if isinstance(mine, E.BufferLoad) and mine.buffer is s.buffer:
-                if fw.accumulator(mine.buffer, mine.indices) is None:
-                    break
-                term = self.as_vec(self.expr(other), s.buffer.dtype)
-                fw.line(f"{vacc} = {vacc} + {term};")
-                return
-        raise NotVectorizable(f"{s.buffer.name} is not updated by a sum of itself")
-
-    def _stride(self, buf: Buffer, indices) -> int:
-        """The constant element stride of an access between lanes; raises if it has none."""
-        form = affine(linear_index(buf, indices))
-        if form.without(self.v).uses(self.v):
-            raise NotVectorizable(f"access to {buf.name} is not affine in the vector lanes")
-        return form.coef(self.v)
-
-    def _contiguous(self, buf: Buffer, indices) -> None:
-        form = affine(linear_index(buf, indices))
-        if form.coef(self.v) != 1 or form.without(self.v).uses(self.v):
-            raise NotVectorizable(f"access to {buf.name} is not unit-stride in the vector lanes")
-
-    # expressions --------------------------------------------------------------------
-    def depends(self, e: E.PrimExpr) -> bool:
-        hit = self._dep.get(id(e))
-        if hit is None:
-            hit = self._dep[id(e)] = self.v in collect_vars(e)
-        return hit
-
-    def expr(self, e: E.PrimExpr) -> _Val:
-        if not self.depends(e):
-            if isinstance(e, E.BufferLoad) and not self.guarded:
-                # broadcast once per loop or iteration of the loop around (c_invariant)
-                shared = self.fw.invariant_load(e, self.lanes, broadcast=True)
-                if shared is not None:
-                    return _Val(shared, "vec", e.dtype)
-            return _Val(self.fw.expr(e), "scalar", e.dtype, src=e)
-        if e is self.v:
-            iota = self.h.viota(e.dtype, self.lanes)
-            return _Val(f"({self.fw.var_names[e]} + {iota}())", "vec", e.dtype)
-        if isinstance(e, E.BufferLoad):
-            acc = self.fw.accumulator(e.buffer, e.indices)
-            if acc is not None:
-                return _Val(acc, "vec", e.dtype)
-            stride = self._stride(e.buffer, e.indices)
-            ptr = f"&{self.fw.buf_names[e.buffer]}[{self.fw.index(e.buffer, e.indices)}]"
-            if stride != 1 and not is_bool(e.dtype):
-                # a constant stride (a transposed operand): gather the lanes one by one
-                vt = self.h.vtype(e.dtype, self.lanes)
-                lanes = ", ".join(f"ms_p[{k * stride}]" for k in range(self.lanes))
-                return _Val(
-                    f"({{ const {c_type(e.dtype)}* ms_p = {ptr}; ({vt}){{{lanes}}}; }})",
-                    "vec",
-                    e.dtype,
-                )
-            self._contiguous(e.buffer, e.indices)
-            if is_bool(e.dtype):  # bytes of 0/1 become a mask of -1/0
-                load, zero = self.h.vload("int8", self.lanes), self.h.vbroadcast("int8", self.lanes)
-                return _Val(f"({load}((const int8_t*){ptr}) != {zero}(0))", "mask", bits=8)
-            hoisted = None if self.guarded else self.fw.invariant_load(e, self.lanes)
-            if hoisted is not None:  # made before a loop it is invariant in (c_invariant)
-                return _Val(hoisted, "vec", e.dtype)
-            load = self.h.vload(e.dtype, self.lanes)
-            return _Val(self._shared_load(e, f"{load}({ptr})"), "vec", e.dtype)
-        if isinstance(e, E.Cast):
-            return self._cast(e)
-        if isinstance(e, E.CmpOp):
-            if is_bool(e.a.dtype):
-                raise NotVectorizable("comparison of bool values")
-            a, b = self.as_vec(self.expr(e.a), e.a.dtype), self.as_vec(self.expr(e.b), e.b.dtype)
-            op = "==" if isinstance(e, E.EQ) else "!=" if isinstance(e, E.NE) else e.symbol
-            return _Val(f"({a} {op} {b})", "mask", bits=nbytes(e.a.dtype) * 8)
-        if isinstance(e, (E.And, E.Or)):
-            if self._unsafe_loads(e.b):
-                raise NotVectorizable("a lazily evaluated and/or operand loads from memory")
-            a, b = self.expr(e.a), self.expr(e.b)
-            bits = a.bits or b.bits or 32
-            op = "&" if isinstance(e, E.And) else "|"
-            return _Val(
-                f"({self.as_mask(a, bits)} {op} {self.as_mask(b, bits)})", "mask", bits=bits
-            )
-        if isinstance(e, E.Not):
-            a = self.expr(e.a)
-            bits = a.bits or 32
-            return _Val(f"(~{self.as_mask(a, bits)})", "mask", bits=bits)
-        if isinstance(e, E.Select):
-            return self._select(e)
-        if isinstance(e, (E.Min, E.Max)):
-            fn = self.h.vminmax(e.symbol, e.dtype, self.lanes)
-            return _Val(f"{fn}({self._operands(e)})", "vec", e.dtype)
-        if isinstance(e, (E.FloorDiv, E.FloorMod)):
-            return self._floor_divmod(e)
-        if isinstance(e, (E.Add, E.Sub, E.Mul, E.Div)):
-            a, b = self.as_vec(self.expr(e.a), e.dtype), self.as_vec(self.expr(e.b), e.dtype)
-            return _Val(f"({a} {e.symbol} {b})", "vec", e.dtype)
-        if isinstance(e, E.Call) and is_float(e.dtype):
-            fn = self.h.vcall(e.op, e.dtype, self.lanes, len(e.args))
-            args = ", ".join(self.as_vec(self.expr(a), e.dtype) for a in e.args)
-            return _Val(f"{fn}({args})", "vec", e.dtype)
-        raise NotVectorizable(f"{type(e).__name__} on vector lanes")
-
-    def _shared_load(self, e: E.BufferLoad, code: str) -> str:
-        """A vector load made once per straight-line block of accumulator updates
-        (``fw.shared_loads``, see :func:`.c_accumulate.straight_line`): the first use
-        assigns a variable declared ahead of the block and pins it in a register (GCC
-        would otherwise fold the load into every use again), later uses read it."""
-        return self._shared((access_key(e.buffer, e.indices), self.lanes, self.start), e, code)
-
-    def _shared_broadcast(self, x: _Val, dtype: str) -> str | None:
-        """The broadcast of a loaded scalar (a conv's input pixel across its output
-        channels) made once per straight-line block, as :meth:`_shared_load`; None when
-        the block shares no broadcasts (``fw.shared_broadcasts``) or ``x`` loads nothing."""
-        e = x.src
-        if not self.fw.shared_broadcasts or e is None or not _has_load(e):
-            return None
-        # keyed by value (a load by its element, an inlined padding guard by its affine
-        # forms), however its indices were written out (the block stores no memory)
-        code = f"{self.h.vbroadcast(dtype, self.lanes)}({x.code})"
-        return self._shared(("bcast", value_key(e), dtype, self.lanes), e, code, dtype)
-
-    def _shared_select(self, e: E.Select, code: str) -> str:
-        """A guarded vector load (an inlined padding: ``cond ? X[...] : 0`` with a
-        condition the same for every lane) made once per straight-line block, as
-        :meth:`_shared_load`: a window's border tile reads each guarded input vector for
-        up to nine updates, and the guard and the load are written once, keyed by value
-        (the guard by its affine forms, however each step wrote its indices)."""
-        if not _has_load(e):
-            return code
-        return self._shared(("select", value_key(e), self.lanes, self.start), e, code)
-
-    def _shared(self, key: tuple, e: E.PrimExpr, code: str, dtype: str = "") -> str:
-        shared = self.fw.shared_loads
-        if shared is None or self.start is None or self.guarded:
-            return code
-        name = shared.get(key)
-        if name is None:
-            name = shared[key] = self.fw.names.fresh("ms_ld")
-            self.fw.shared_decls.append((self.h.vtype(dtype or e.dtype, self.lanes), name))
-            pin = self.fw.pin(name, dtype or e.dtype, self.lanes)
-            self.fw.line(f"{name} = {code}; {pin}".rstrip())
-        return name
-
-    def _operands(self, e: E.BinaryOp) -> str:
-        return f"{self.as_vec(self.expr(e.a), e.dtype)}, {self.as_vec(self.expr(e.b), e.dtype)}"
-
-    def _cast(self, e: E.Cast) -> _Val:
-        x = self.expr(e.value)
-        if is_bool(e.dtype):
-            if x.kind == "mask":
-                return x
-            zero = self.h.vbroadcast(e.value.dtype, self.lanes)
-            return _Val(
-                f"({self.as_vec(x, e.value.dtype)} != {zero}(0))",
-                "mask",
-                bits=nbytes(e.value.dtype) * 8,
-            )
-        vt = self.h.vtype(e.dtype, self.lanes)
-        if x.kind == "mask":  # true lanes are -1: negate to get 1
-            return _Val(f"__builtin_convertvector(-{x.code}, {vt})", "vec", e.dtype)
-        return _Val(
-            f"__builtin_convertvector({self.as_vec(x, e.value.dtype)}, {vt})", "vec", e.dtype
-        )
-
-    def _select(self, e: E.Select) -> _Val:
-        if is_bool(e.dtype):
-            raise NotVectorizable("select of bool values")
-        known = self.fw.known_guard(e.condition) if not self.depends(e.condition) else None
-        if isinstance(known, bool):  # the loops' ranges decide it
-            return self.expr(e.true_value if known else e.false_value)
-        self.guarded += 1
-        try:
-            t = self.as_vec(self.expr(e.true_value), e.dtype)
-            f = self.as_vec(self.expr(e.false_value), e.dtype)
-        finally:
-            self.guarded -= 1
-        if known is not None:
-            code = f"({self.fw.expr(known)} ? {t} : {f})"
-            return _Val(self._shared_select(e, code), "vec", e.dtype)
-        if self._unsafe_loads(e.true_value) or self._unsafe_loads(e.false_value):
-            # the select may guard loads (padding): evaluating both sides must stay in bounds
-            raise NotVectorizable(
-                "a select with a lane-dependent condition guards loads that may be out of bounds"
-            )
-        mask = self.as_mask(self.expr(e.condition), nbytes(e.dtype) * 8)
-        fn = self.h.vselect(e.dtype, self.lanes)
-        return _Val(f"{fn}({mask}, {t}, {f})", "vec", e.dtype)
-
-    def _floor_divmod(self, e: E.BinaryOp) -> _Val:
-        div = isinstance(e, E.FloorDiv)
-        a, b = self.as_vec(self.expr(e.a), e.dtype), self.as_vec(self.expr(e.b), e.dtype)
-        if is_float(e.dtype):
-            floor = self.h.vcall("floor", e.dtype, self.lanes, 1)
-            q = f"{floor}({a} / {b})"
-            return _Val(q if div else f"({a} - {q} * {b})", "vec", e.dtype)
-        if is_int(e.dtype) and self.fw.nonneg(e.a) and isinstance(e.b, E.IntImm) and e.b.value > 0:
-            return _Val(f"({a} {'/' if div else '%'} {b})", "vec", e.dtype)
-        raise NotVectorizable("floor division of possibly negative lanes")
-
-    def _unsafe_loads(self, e: E.PrimExpr) -> bool:
-        """True if ``e`` has a load not provably in bounds over the enclosing loops."""
-        unsafe = False
-        ranges = self.fw.ranges
-
-        class _V(Visitor):
-            def visit_BufferLoad(self, load: E.BufferLoad) -> None:
-                nonlocal unsafe
-                for idx, dim in zip(load.indices, load.buffer.static_shape()):
-                    b = const_bounds(idx, ranges)
-                    unsafe = unsafe or b is None or b[0] < 0 or b[1] >= dim
-                self.generic_visit(load)
-
-        _V().visit(e)
-        return unsafe
-
-    # conversions --------------------------------------------------------------------
-    def as_vec(self, x: _Val, dtype: str) -> str:
-        if x.kind == "vec":
-            return x.code
-        if x.kind == "scalar":
-            shared = self._shared_broadcast(x, dtype)
-            return shared or f"{self.h.vbroadcast(dtype, self.lanes)}({x.code})"
-        raise NotVectorizable("a lane mask used as a number")
-
-    def as_mask(self, x: _Val, bits: int) -> str:
-        mt = self.h.mask_type(bits, self.lanes)
-        if x.kind == "mask":
-            return x.code if x.bits == bits else f"__builtin_convertvector({x.code}, {mt})"
-        if x.kind == "scalar":
-            int_t = {8: "int8", 16: "int16", 32: "int32", 64: "int64"}[bits]
-            return f"{self.h.vbroadcast(int_t, self.lanes)}(({x.code}) ? -1 : 0)"
-        raise NotVectorizable("a number used as a lane mask")

@@ -21,12 +21,20 @@ once with GCC vector extensions (the compiler emits SIMD instructions for them):
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .c_helpers import Helpers
+from typing import Protocol
 
 __all__ = ["VECTOR_MATH"]
+
+
+class Helpers(Protocol):
+    """The part of :class:`.c_helpers.Helpers` these functions use (a protocol, so that
+    this module does not import the one that imports it)."""
+
+    def need(self, name: str, code: str) -> str: ...
+
+    def vtype(self, dtype: str, lanes: int) -> str: ...
+
+    def vbroadcast(self, dtype: str, lanes: int) -> str: ...
 
 
 def _int_type(h: Helpers, lanes: int) -> str:

@@ -30,19 +30,25 @@ from ..tir.buffer import Buffer
 from ..tir.dtype import c_type
 from ..tir.function import IRModule, PrimFunc
 from ..tir.functor import Visitor
-from ..tir.stmt import Allocate, Evaluate, For, ForKind, SeqStmt, Stmt
+from ..tir.stmt import (
+    Allocate,
+    Block,
+    BlockRealize,
+    BufferStore,
+    Evaluate,
+    For,
+    ForKind,
+    IfThenElse,
+    SeqStmt,
+    Stmt,
+)
 from ..tir.transform import is_storage_sync
 from ..tir.transform.warp_reduction import is_warp_shuffle
-from .c_codegen import (
-    CodegenError,
-    FunctionWriter,
-    NameTable,
-    ParamInfo,
-    _numel_checked,
-    _written_buffers,
-)
-from .c_expr import strip_parens
+from . import c_codegen
+from .c_expr import CodegenError, strip_parens
 from .c_helpers import Helpers, c_comment_text
+from .c_ir import numel_checked, steps
+from .c_writer import CWriter, NameTable, ParamInfo, param_infos
 from .cuda_vector import emit_cuda_vectorized
 
 __all__ = ["CudaFunction", "CudaKernel", "CudaSource", "codegen_cuda"]
@@ -101,7 +107,7 @@ def codegen_cuda(mod: IRModule | PrimFunc, target: Target | str = "cuda") -> Cud
     needs_fp16 = False
     for name, func in mod.items():
         workspace, kernels = _split_kernels(name, func)
-        params = _param_infos(func)
+        params = param_infos(func)
         bufs = {b.name: b for b in (*func.params, *workspace)}
         launched = []
         for index, kernel in enumerate(kernels):
@@ -115,7 +121,7 @@ def codegen_cuda(mod: IRModule | PrimFunc, target: Target | str = "cuda") -> Cud
             CudaFunction(
                 name,
                 params,
-                tuple((b.name, b.dtype, _numel_checked(b)) for b in workspace),
+                tuple((b.name, b.dtype, numel_checked(b)) for b in workspace),
                 tuple(launched),
             )
         )
@@ -204,11 +210,6 @@ def _launch_extents(s: Stmt) -> dict[str, int]:
     return finder.extents
 
 
-def _param_infos(func: PrimFunc) -> tuple[ParamInfo, ...]:
-    written = _written_buffers(func.body)
-    return tuple(ParamInfo(b.name, b.dtype, b.static_shape(), b in written) for b in func.params)
-
-
 class _Used(Visitor):
     def __init__(self) -> None:
         self.bufs: set[Buffer] = set()
@@ -223,8 +224,16 @@ class _Used(Visitor):
 
 
 # ------------------------------------------------------------------------------- writer
-class _KernelWriter(FunctionWriter):
-    """Emits one kernel; expressions are the C back end's."""
+class _KernelWriter(CWriter):
+    """Emits one kernel: text, names and expressions are the C back end's
+    (:class:`.c_writer.CWriter`), statements and loops its own."""
+
+    def __init__(self, func: PrimFunc, target: Target, helpers: Helpers, name: str) -> None:
+        super().__init__(name, helpers)
+        self.func, self.target = func, target
+        self.auto_unroll: int | None = None  # pragma_auto_unroll_max_step of a loop around
+        self.extents: dict[str, int] = {}
+        self.shared_bytes = 0
 
     def emit_kernel(
         self, symbol: str, kernel: Stmt, bufs: dict[str, Buffer]
@@ -278,16 +287,61 @@ class _KernelWriter(FunctionWriter):
         return super().expr(e)
 
     def stmt(self, s: Stmt) -> None:
-        if isinstance(s, Evaluate) and is_storage_sync(s):
+        if isinstance(s, SeqStmt):
+            for x in s.seq:
+                self.stmt(x)
+        elif isinstance(s, BufferStore):
+            index = self.index(s.buffer, s.indices)
+            self.line(f"{self.buf_names[s.buffer]}[{index}] = {strip_parens(self.expr(s.value))};")
+        elif isinstance(s, For):
+            self.loop(s)
+        elif isinstance(s, IfThenElse):
+            self.line(f"if ({strip_parens(self.expr(s.condition))}) {{")
+            self.block(s.then_case)
+            if s.else_case is not None:
+                self.line("} else {")
+                self.block(s.else_case)
+            self.line("}")
+        elif isinstance(s, Allocate):
+            self.allocate(s)
+        elif isinstance(s, Evaluate) and is_storage_sync(s):
             self.line("__syncthreads();")
-            return
-        super().stmt(s)
+        elif isinstance(s, Evaluate):
+            if not isinstance(s.value, (E.IntImm, E.FloatImm)):
+                self.line(f"(void)({self.expr(s.value)});")
+        elif isinstance(s, (Block, BlockRealize)):
+            raise CodegenError(
+                f"function {self.name} still contains blocks; lower it first "
+                "(metaschedule.tir.transform.lower)"
+            )
+        else:
+            raise CodegenError(f"cannot generate C for statement {type(s).__name__}")
+
+    def loop(self, loop: For) -> None:
+        """``loop`` under its ``pragma_auto_unroll_max_step`` annotation."""
+        saved = self.auto_unroll
+        if "pragma_auto_unroll_max_step" in loop.annotations:
+            self.auto_unroll = int(loop.annotations["pragma_auto_unroll_max_step"])
+        try:
+            self._loop(loop)
+        finally:
+            self.auto_unroll = saved
+
+    def _unrolled(self, loop: For) -> bool:
+        """Whether a serial loop is unrolled by a ``pragma_auto_unroll_max_step`` around it
+        (as the C back end bounds it: :data:`.c_codegen.AUTO_UNROLL_STEPS`)."""
+        return (
+            loop.kind is ForKind.SERIAL
+            and bool(self.auto_unroll)
+            and isinstance(loop.extent, E.IntImm)
+            and steps(loop) <= min(self.auto_unroll or 0, c_codegen.AUTO_UNROLL_STEPS)
+        )
 
     def allocate(self, s: Allocate) -> None:
         b = s.buffer
         name = self.buf_names.get(b) or self.names.fresh(b.name)
         self.buf_names[b] = name
-        numel = max(1, _numel_checked(b))
+        numel = max(1, numel_checked(b))
         if b.scope == "shared":
             self.shared_bytes += numel * _elem_bytes(b.dtype)
             if self.shared_bytes > self.target.max_shared_memory_per_block:
@@ -342,7 +396,7 @@ class _KernelWriter(FunctionWriter):
         try:
             if loop.kind is ForKind.VECTORIZED and emit_cuda_vectorized(self, loop, name):
                 return
-            if loop.kind in (ForKind.UNROLLED, ForKind.VECTORIZED) or self._unroll_mode(loop):
+            if loop.kind in (ForKind.UNROLLED, ForKind.VECTORIZED) or self._unrolled(loop):
                 self.line("#pragma unroll")
             self.for_header(loop, name)
             self.block(loop.body)

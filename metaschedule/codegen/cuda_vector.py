@@ -33,7 +33,7 @@ from ..tir.stmt import BufferStore, For, ForKind, IfThenElse, Stmt
 from .c_expr import linear_index, strip_parens
 
 if TYPE_CHECKING:
-    from .c_codegen import FunctionWriter
+    from .c_writer import CWriter
 
 __all__ = ["emit_cuda_vectorized", "split_lane", "vector_type"]
 
@@ -162,7 +162,7 @@ def _aligned_base(buf: Buffer, indices, v: E.Var, lanes: int) -> E.PrimExpr | No
     return linear_index(buf, tuple(substitute(i, zero) for i in indices))
 
 
-def emit_cuda_vectorized(fw: FunctionWriter, loop: For, name: str) -> bool:
+def emit_cuda_vectorized(fw: CWriter, loop: For, name: str) -> bool:
     """Emit ``loop`` as one vector access per operand; False (nothing emitted) when it
     cannot be (see the module docstring)."""
     if loop.kind is not ForKind.VECTORIZED:

@@ -50,7 +50,8 @@ SWITCHES: dict[str, tuple[str, ...]] = {
     ),
     "c_invariant": ("HOIST_INVARIANT_LOADS", "MAX_INVARIANT_SHARE"),
     "c_parallel": ("SHARED_REGIONS",),
-    "c_vector": ("EXPLICIT_CHUNKS", "UNFUSE_UNROLL", "VECTORIZE_OUTPUTS", "MIN_OUTPUT_LANES"),
+    "c_ir": ("UNFUSE_UNROLL",),
+    "c_vector": ("EXPLICIT_CHUNKS", "VECTORIZE_OUTPUTS", "MIN_OUTPUT_LANES"),
     "c_versioning": (
         "MIN_GUARDS_PER_TEST",
         "MIN_INVARIANT_GUARDS",
@@ -85,7 +86,7 @@ class CodegenOptions:
     items: tuple[tuple[str, Any], ...]
 
     def __init__(self, **overrides: Any) -> None:
-        values = dict(_DEFAULTS)
+        values = dict(defaults())
         for key, value in overrides.items():
             if key not in values:
                 raise ValueError(
@@ -111,7 +112,7 @@ class CodegenOptions:
 
     def changed(self) -> dict[str, Any]:
         """The options that differ from the defaults."""
-        return {k: v for k, v in self.items if _DEFAULTS[k] != v}
+        return {k: v for k, v in self.items if defaults()[k] != v}
 
     @contextmanager
     def applied(self) -> Iterator[CodegenOptions]:
@@ -135,4 +136,13 @@ class CodegenOptions:
         return f"CodegenOptions({changed})"
 
 
-_DEFAULTS: dict[str, Any] = _read_all()
+_DEFAULTS: dict[str, Any] = {}
+
+
+def defaults() -> dict[str, Any]:
+    """The defaults: the module constants as the package set them, read once, when the
+    package has been imported (``metaschedule.codegen`` calls this last; the modules read
+    here import this one, so it cannot read them while it is imported itself)."""
+    if not _DEFAULTS:
+        _DEFAULTS.update(_read_all())
+    return _DEFAULTS

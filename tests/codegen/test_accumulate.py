@@ -10,13 +10,17 @@ from hypothesis import strategies as st
 
 from metaschedule import te, tir
 from metaschedule.codegen import build, c_accumulate
-from metaschedule.codegen.c_accumulate import TileLimits, _chunks, plan_accumulators
+from metaschedule.codegen.c_accumulate import TileLimits, plan_accumulators
 from metaschedule.codegen.c_codegen import FunctionWriter
 from metaschedule.codegen.c_helpers import Helpers
+from metaschedule.codegen.c_ir import chunks
+from metaschedule.codegen.c_straight import update_order
 from metaschedule.codegen.isa import isa_of
+from metaschedule.codegen.plan import plan_function
 from metaschedule.target import Target
 from metaschedule.te import ops
 from metaschedule.tir import Buffer, BufferLoad, BufferStore, For, ForKind, PrimFunc, Var, const
+from metaschedule.tir.transform import lower
 
 CPU = Target("llvm -mcpu=x86-64-v4 -num-cores=2")  # AVX-512 (testing.isas)
 LIMITS = TileLimits.of(isa_of(CPU))
@@ -52,6 +56,13 @@ def _register_tiled(m: int, n: int, k: int, cols: int, decompose: bool) -> tir.S
     return sch
 
 
+def _kept(mod) -> str:
+    """The register tiles planned for ``mod`` on CPU, in words (``AccumulatorPlan.describe``),
+    one per line."""
+    plan = plan_function(lower(mod["main"]), CPU)
+    return "\n".join(tile.describe() for _, tile in plan.tiles)
+
+
 def _run(mod, *arrays):
     lib = build(mod, CPU)
     args = [x.copy() for x in arrays]
@@ -68,7 +79,7 @@ def test_register_tile_of_a_tiled_matmul_lives_in_vector_variables():
     sch = _register_tiled(16, 64, 24, 32, decompose=True)
     a, b = rand(16, 24), rand(24, 64)
     src, (_, _, c) = _run(sch.mod, a, b, np.zeros((16, 64), "float32"))
-    assert "T_matmul_NN kept in 8 accumulators of 16 lanes across loops k" in src
+    assert "T_matmul_NN kept in 8 accumulators of 16 lanes across loops k" in _kept(sch.mod)
     # inside the k loop the tile is only in variables: no load or store of the output
     k_loop = src[src.index("for (int32_t k = 0;") :]
     k_loop = k_loop[: k_loop.index("ms_store_f32x16(&T_matmul_NN[")]
@@ -113,7 +124,7 @@ def test_updates_of_a_tile_are_grouped_by_the_broadcast_they_read(monkeypatch, o
     sch, n = _vectors_outside_rows()
     a, b = rand(16, 24), rand(24, n)
     src, (_, _, c) = _run(sch.mod, a, b, np.zeros((16, n), "float32"))
-    assert "T_matmul_NN kept in 16 accumulators of 16 lanes across loops k" in src
+    assert "T_matmul_NN kept in 16 accumulators of 16 lanes across loops k" in _kept(sch.mod)
     tile_order = list(range(16))  # accumulator v * 8 + row: the tile's points in order
     grouped = [v * 8 + row for row in range(8) for v in range(2)]
     assert _update_order(src) == (grouped if order_updates else tile_order)
@@ -125,14 +136,14 @@ def test_update_order_keeps_a_tile_whose_order_holds_fewest_operands():
     sch = _register_tiled(16, 64, 24, 32, decompose=False)
     plan = _plan_at(sch, "k")
     assert plan is not None and len(plan.points) == 8
-    assert c_accumulate.update_order(plan) == plan.points
+    assert update_order(plan) == plan.points
 
 
 def test_update_order_groups_the_points_of_one_broadcast():
     sch, _ = _vectors_outside_rows(rows=3, vectors=2)
     plan = _plan_at(sch, "k")
     assert plan is not None and len(plan.points) == 6
-    order = c_accumulate.update_order(plan)
+    order = update_order(plan)
     assert order == tuple(plan.points[v * 3 + row] for row in range(3) for v in range(2))
 
 
@@ -163,7 +174,7 @@ def test_a_vector_tile_not_a_multiple_of_the_native_width_keeps_its_tail_in_regi
     sch.vectorize(sch.get_loops(sch.get_block("T_matmul_NN_init"))[-1])
     a, b = rand(8, 24), rand(24, 56)
     src, (_, _, c) = _run(sch.mod, a, b, np.zeros((8, 56), "float32"))
-    assert "T_matmul_NN kept in 12 accumulators of 16/8/4 lanes across loops k" in src
+    assert "T_matmul_NN kept in 12 accumulators of 16/8/4 lanes across loops k" in _kept(sch.mod)
     k_loop = src[src.index("for (int32_t k = 0;") :]
     k_loop = k_loop[: k_loop.index("ms_store_f32x")]
     assert "T_matmul_NN[" not in k_loop
@@ -187,10 +198,11 @@ def test_a_vector_loop_with_a_remainder_keeps_its_tile_in_variables(tj):
     sch.vectorize(j1)
     a, b = rand(10, 12), rand(12, 2 * tj)
     src, (_, _, c) = _run(sch.mod, a, b, np.zeros((10, 2 * tj), "float32"))
-    pieces = _chunks(tj, 16)  # 16, 16, 16, 2 (and 1)
+    pieces = chunks(tj, 16)  # 16, 16, 16, 2 (and 1)
     assert [w for _, w in pieces] == [16, 16, 16, 2] + ([1] if tj == 51 else [])
     widths = "16/2/1" if tj == 51 else "16/2"
-    assert f"T_matmul_NN kept in {5 * len(pieces)} accumulators of {widths} lanes across" in src
+    kept = f"T_matmul_NN kept in {5 * len(pieces)} accumulators of {widths} lanes across"
+    assert kept in _kept(sch.mod)
     assert "ms_f32x2 T_matmul_NN_acc" in src
     if tj == 51:
         assert "float T_matmul_NN_acc" in src  # the odd last element: a scalar
@@ -234,7 +246,7 @@ def test_tile_points_side_by_side_along_the_vector_loop_share_its_vectors(
     n = 2 * tj1 * tj2
     a, b = rand(4, 12), rand(12, n)
     src, (_, _, c) = _run(sch.mod, a, b, np.zeros((4, n), "float32"))
-    assert f"T_matmul_NN kept in {what} across loops k" in src
+    assert f"T_matmul_NN kept in {what} across loops k" in _kept(sch.mod)
     k_loop = src[src.index("for (int32_t k = 0;") :]
     k_loop = k_loop[: k_loop.index("ms_store_f32x")]
     assert "T_matmul_NN[" not in k_loop
@@ -278,7 +290,7 @@ def test_reduction_with_its_init_inside_keeps_one_scalar_accumulator():
     sch.split(k, [None, 8])
     x = rand(8, 40)
     src, (_, s) = _run(sch.mod, x, np.full(8, np.nan, "float32"))
-    assert "S kept in 1 accumulator across loops k_0, k_1" in src
+    assert "S kept in 1 accumulator across loops k_0, k_1" in _kept(sch.mod)
     np.testing.assert_allclose(s, x.sum(axis=1), rtol=1e-5, atol=1e-5)
 
 
@@ -294,7 +306,7 @@ def test_scalar_tile_without_a_vectorized_loop():
     sch.decompose_reduction(block, k)
     a, b = rand(4, 10), rand(10, 6)
     src, (_, _, c) = _run(sch.mod, a, b, np.zeros((4, 6), "float32"))
-    assert "kept in 6 accumulators across loops k" in src
+    assert "kept in 6 accumulators across loops k" in _kept(sch.mod)
     np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
 
 
@@ -423,7 +435,7 @@ def test_tile_loops_above_a_small_tile_are_jammed_into_it(monkeypatch, jam):
     a, b = rand(4, 12), rand(12, 32)
     src, (_, _, c) = _run(sch.mod, a, b, np.full((4, 32), np.nan, "float32"))
     want = "8 accumulators of 16 lanes" if jam else "1 accumulator of 16 lanes"
-    assert f"T_matmul_NN kept in {want} across loops k" in src
+    assert f"T_matmul_NN kept in {want} across loops k" in _kept(sch.mod)
     np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
 
 
@@ -489,8 +501,8 @@ def test_tiled_matmuls_compute_the_numpy_result(ti, tj, tk, vectorize, unroll, c
     src, (_, _, c) = _run(sch.mod, a, b, np.zeros((6, 96), "float32"))
     np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
     if vectorize:  # vectors of 16 lanes, then halving power-of-two widths (24: 16 + 8)
-        chunks = len(_chunks(tj, 16)) if tj >= 2 else 1
-        applies, n_vars, inner = tj >= 2, ti * chunks, chunks
+        n_chunks = len(chunks(tj, 16)) if tj >= 2 else 1
+        applies, n_vars, inner = tj >= 2, ti * n_chunks, n_chunks
     else:
         applies, n_vars, inner = True, ti * tj, tj
     # a tile too large is split: the i1 loop outside k0, k1, the j1 tile in variables
@@ -509,7 +521,7 @@ def test_a_tile_too_large_keeps_a_part_in_vector_variables_per_outer_iteration()
     sch.vectorize(j)
     a, b = rand(16, 12), rand(12, 128)
     src, (_, _, c) = _run(sch.mod, a, b, np.zeros((16, 128), "float32"))
-    assert "T_matmul_NN kept in 8 accumulators of 16 lanes across loops k" in src
+    assert "T_matmul_NN kept in 8 accumulators of 16 lanes across loops k" in _kept(sch.mod)
     k_loop = src[src.index("for (int32_t k = 0;") :]
     k_loop = k_loop[: k_loop.index("ms_store_f32x16(&T_matmul_NN[")]
     assert "T_matmul_NN[" not in k_loop
@@ -531,7 +543,7 @@ def test_register_tile_reaches_over_a_spatial_loop_between_two_reduction_loops()
     sch.vectorize(j2)
     a, b = rand(8, 24), rand(24, 64)
     src, (_, _, c) = _run(sch.mod, a, b, np.zeros((8, 64), "float32"))
-    assert "T_matmul_NN kept in 4 accumulators of 16 lanes across loops k_0, k_1" in src
+    assert "T_matmul_NN kept in 4 accumulators of 16 lanes across loops k_0, k_1" in _kept(sch.mod)
     k_loop = src[src.index("for (int32_t k_0 = 0;") :]
     k_loop = k_loop[: k_loop.index("ms_store_f32x16(&T_matmul_NN[")]
     assert "T_matmul_NN[" not in k_loop  # the tile is only in variables inside k_0

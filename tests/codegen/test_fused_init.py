@@ -11,9 +11,9 @@ import pytest
 
 from metaschedule import te, tir
 from metaschedule.codegen import build
-from metaschedule.codegen.c_accumulate import plan_init_fusion
 from metaschedule.codegen.c_codegen import FunctionWriter
 from metaschedule.codegen.c_helpers import Helpers
+from metaschedule.codegen.c_init_fusion import plan_init_fusion
 from metaschedule.postproc import Postproc
 from metaschedule.search_strategy.base import TraceReplayer
 from metaschedule.space_generator import PostOrderApply

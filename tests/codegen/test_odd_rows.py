@@ -17,6 +17,7 @@ from metaschedule.codegen import build, c_accumulate, c_codegen, c_invariant, c_
 from metaschedule.codegen.c_codegen import FunctionWriter, codegen_c
 from metaschedule.codegen.c_helpers import Helpers
 from metaschedule.codegen.c_vector import vectorize_outputs
+from metaschedule.codegen.plan import plan_function
 from metaschedule.target import Target
 from metaschedule.te import ops
 from metaschedule.tir import (
@@ -30,6 +31,7 @@ from metaschedule.tir import (
     Var,
     const,
 )
+from metaschedule.tir.transform import lower
 
 CPU = Target("llvm -mcpu=x86-64-v4 -num-cores=2")  # AVX-512 (testing.isas)
 RNG = np.random.default_rng(11)
@@ -59,6 +61,12 @@ def _odd_matmul(m: int, tj: int, tk: int, *, n_outer=2, k_outer=3, unroll=64, ca
         sch.annotate(j0, "pragma_auto_unroll_max_step", unroll)
         sch.annotate(j0, "pragma_unroll_explicit", 1)
     return sch, (m, k_outer * tk, n_outer * tj)
+
+
+def _kept(mod) -> str:
+    """The register tiles planned for ``mod`` on CPU, in words, one per line."""
+    plan = plan_function(lower(mod["main"]), CPU)
+    return "\n".join(tile.describe() for _, tile in plan.tiles)
 
 
 def _run(sch, shape):
@@ -96,7 +104,7 @@ def test_a_serial_row_of_17_over_an_unrolled_reduction_is_vector_code_with_b_in_
     sch, shape = _odd_matmul(9, 17, 7, cache=cache)
     src, c, ref = _run(sch, shape)
     np.testing.assert_allclose(c, ref, rtol=1e-4, atol=1e-4)
-    assert re.search(r"kept in 2 accumulators of 16/1 lanes across loops k_1", src)
+    assert "kept in 2 accumulators of 16/1 lanes across loops k_1" in _kept(sch.mod)
     assert "14 loads invariant in loop i, in registers" in src
     assert "7 elements broadcast once per iteration of i" in src
     rows = _loop_body(src, "for (int32_t i = 0;")
@@ -113,7 +121,7 @@ def test_a_tile_with_invariant_loads_is_written_out_past_the_explicit_unroll_lim
     sch, shape = _odd_matmul(5, 51, 7, unroll=512)
     src, c, ref = _run(sch, shape)
     np.testing.assert_allclose(c, ref, rtol=1e-4, atol=1e-4)
-    assert "kept in 5 accumulators of 16/2/1 lanes across loops k_1" in src
+    assert "kept in 5 accumulators of 16/2/1 lanes across loops k_1" in _kept(sch.mod)
     assert re.search(r"// \d+ loads invariant in loop i, in registers", src)
     monkeypatch.setattr(c_codegen, "EXPLICIT_TILE_STEPS", c_codegen.EXPLICIT_UNROLL_STEPS)
     sch, shape = _odd_matmul(5, 51, 7, unroll=512)
@@ -127,7 +135,7 @@ def test_without_unrolling_the_row_is_still_vector_code_and_b_stays_in_the_loop(
     sch, shape = _odd_matmul(5, 17, 7, unroll=0)
     src, c, ref = _run(sch, shape)
     np.testing.assert_allclose(c, ref, rtol=1e-4, atol=1e-4)
-    assert "kept in 2 accumulators of 16/1 lanes across loops k_1" in src
+    assert "kept in 2 accumulators of 16/1 lanes across loops k_1" in _kept(sch.mod)
     assert "invariant in loop" not in src  # k1 is a C loop: B moves with it
 
 
@@ -138,7 +146,7 @@ def test_switched_off_the_row_stays_scalar(monkeypatch):
     sch, shape = _odd_matmul(5, 17, 7)
     src, c, ref = _run(sch, shape)
     np.testing.assert_allclose(c, ref, rtol=1e-4, atol=1e-4)
-    assert "kept in 1 accumulator across loops k_1" in src
+    assert "kept in 1 accumulator across loops k_1" in _kept(sch.mod)
     assert "invariant in loop" not in src and "_bc" not in src
 
 
