@@ -20,7 +20,7 @@ from ..tir.buffer import Buffer
 from ..tir.dtype import c_type
 from ..tir.function import PrimFunc
 from ..tir.names import unique_name
-from ..tir.stmt import For, Stmt
+from ..tir.stmt import For, IfThenElse, Stmt
 from .c_expr import ExprWriter, strip_parens
 from .c_helpers import Helpers
 from .c_ir import affine_add, written_buffers
@@ -172,6 +172,15 @@ class CWriter(ExprWriter):
         self.indent += 1
         self.stmt(s)
         self.indent -= 1
+
+    def if_then_else(self, s: IfThenElse) -> None:
+        """``if (cond) { then } else { else }``, each branch one level deeper."""
+        self.line(f"if ({strip_parens(self.expr(s.condition))}) {{")
+        self.block(s.then_case)
+        if s.else_case is not None:
+            self.line("} else {")
+            self.block(s.else_case)
+        self.line("}")
 
     def for_header(
         self, loop: For, name: str, step: int = 1, stop: E.PrimExpr | None = None

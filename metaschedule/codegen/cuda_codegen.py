@@ -296,12 +296,7 @@ class _KernelWriter(CWriter):
         elif isinstance(s, For):
             self.loop(s)
         elif isinstance(s, IfThenElse):
-            self.line(f"if ({strip_parens(self.expr(s.condition))}) {{")
-            self.block(s.then_case)
-            if s.else_case is not None:
-                self.line("} else {")
-                self.block(s.else_case)
-            self.line("}")
+            self.if_then_else(s)
         elif isinstance(s, Allocate):
             self.allocate(s)
         elif isinstance(s, Evaluate) and is_storage_sync(s):
