@@ -229,14 +229,29 @@ def probe_replay_on_callers_module(folder: str, marker: str, deadline: float) ->
     return "query_schedule and as_measure_candidate(mod) replay on the caller's module"
 
 
-def probe_planted_worker_module(folder: str, marker: str, deadline: float) -> str:
-    """``cloudpickle.py`` and ``numpy/`` planted in the current folder of a tuner."""
+def _build_and_measure_matmul(deadline: float, **runner_options: Any) -> Any:
+    """An 8x8 matmul built by a ``LocalBuilder`` (which must succeed) and measured once by a
+    ``LocalRunner`` made with ``runner_options``: the runner's result."""
     from ..arg_info import ArgInfo  # local: per probe
     from ..builder import BuilderInput, LocalBuilder  # local: per probe
     from ..runner import EvaluatorConfig, LocalRunner, RunnerInput  # local: per probe
     from ..target import Target  # local: per probe
     from .tuning_records import matmul  # local: per probe
 
+    func = matmul(8)
+    with LocalBuilder(max_workers=1, timeout_sec=deadline) as builder:
+        (built,) = builder.build([BuilderInput(func, Target("cpu"))])
+    _check(built.error_msg is None, f"build failed: {built.error_msg}")
+    fast = EvaluatorConfig(number=1, repeat=1, min_repeat_ms=0)
+    with LocalRunner(evaluator_config=fast, **runner_options) as runner:
+        (future,) = runner.run(
+            [RunnerInput(built.artifact_path, "cpu", ArgInfo.from_prim_func(func))]
+        )
+        return future.result()
+
+
+def probe_planted_worker_module(folder: str, marker: str, deadline: float) -> str:
+    """``cloudpickle.py`` and ``numpy/`` planted in the current folder of a tuner."""
     planted = os.path.join(folder, "untrusted")
     os.makedirs(os.path.join(planted, "numpy"))
     payload = f"open({marker!r}, 'a').write(__name__ + '\\n')\n"
@@ -244,16 +259,7 @@ def probe_planted_worker_module(folder: str, marker: str, deadline: float) -> st
         with open(os.path.join(planted, path), "w") as f:
             f.write(payload)
     os.chdir(planted)  # the workers start here
-    func = matmul(8)
-    with LocalBuilder(max_workers=1, timeout_sec=deadline) as builder:
-        (built,) = builder.build([BuilderInput(func, Target("cpu"))])
-    _check(built.error_msg is None, f"build failed: {built.error_msg}")
-    fast = EvaluatorConfig(number=1, repeat=1, min_repeat_ms=0)
-    with LocalRunner(evaluator_config=fast, timeout_sec=deadline) as runner:
-        (future,) = runner.run(
-            [RunnerInput(built.artifact_path, "cpu", ArgInfo.from_prim_func(func))]
-        )
-        result = future.result()
+    result = _build_and_measure_matmul(deadline, timeout_sec=deadline)
     _check(result.error_msg is None, f"run failed: {result.error_msg}")
     return "built and measured in the planted folder; nothing imported from it"
 
@@ -305,11 +311,7 @@ with host_measurement_lock(), open(sys.argv[1], "rb") as database:
 def probe_lock_held(folder: str, marker: str, deadline: float) -> str:
     """Another local process holds the measurement lock and a JSON database's lock, and
     never lets them go."""
-    from ..arg_info import ArgInfo  # local: per probe
-    from ..builder import BuilderInput, LocalBuilder  # local: per probe
     from ..database import JSONDatabase, json_database  # local: per probe
-    from ..runner import EvaluatorConfig, LocalRunner, RunnerInput  # local: per probe
-    from ..target import Target  # local: per probe
     from ..worker import isolated_python  # local: per probe
     from .tuning_records import make_record, matmul  # local: per probe
 
@@ -334,16 +336,7 @@ def probe_lock_held(folder: str, marker: str, deadline: float) -> str:
             raise ProbeFailed("a commit went through a held database lock")
         except TimeoutError as err:
             _check(WL in str(err), f"database lock: {_first(err)}")
-        func = matmul(8)
-        with LocalBuilder(max_workers=1, timeout_sec=deadline) as builder:
-            (built,) = builder.build([BuilderInput(func, Target("cpu"))])
-        _check(built.error_msg is None, f"build failed: {built.error_msg}")
-        fast = EvaluatorConfig(number=1, repeat=1, min_repeat_ms=0)
-        with LocalRunner(evaluator_config=fast, lock_timeout_sec=wait) as runner:
-            (future,) = runner.run(
-                [RunnerInput(built.artifact_path, "cpu", ArgInfo.from_prim_func(func))]
-            )
-            result = future.result()
+        result = _build_and_measure_matmul(deadline, lock_timeout_sec=wait)
     finally:
         holder.stdin.close()
         holder.wait(timeout=30)
