@@ -274,6 +274,10 @@ class Database(ABC):
     Subclasses implement storage (``has_workload``, ``commit_workload``,
     ``commit_tuning_record``, ``get_top_k``, ``get_all_tuning_records``, ``__len__``);
     the queries, ``dump_pruned`` and scoping are built on them here.
+
+    Databases are for trusted files: a database cannot put code into what is built (its
+    traces are replayed on the caller's module, names are checked on load), but it
+    decides which schedules run, so a hostile one can make them slow. See SECURITY.md.
     """
 
     module_equality: str = "structural"
