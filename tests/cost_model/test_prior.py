@@ -492,9 +492,9 @@ def test_a_packed_panel_ranks_above_rows_4_kib_apart():
 def test_a_register_tile_beyond_the_register_file_ranks_below_one_that_fits():
     """A sampled SSRSRS matmul schedule whose tile is 12 rows x 4 vectors: the C code
     generator keeps 48 accumulators, more than the 32 vector registers, and the C
-    compiler spills them (measured on a 1x1 convolution with a 49-vector tile: 9.6x
-    slower than the same schedule with its tile in memory). The same work in a
-    6 x 4 tile (24 accumulators) must rank far above it."""
+    compiler spills the 20 beyond the 28 the operands leave (a reload and a store of
+    each at every update). The same work in a 6 x 4 tile (24 accumulators) must rank
+    above it."""
     import re
 
     from metaschedule.codegen.c_codegen import codegen_c
@@ -514,7 +514,7 @@ def test_a_register_tile_beyond_the_register_file_ranks_below_one_that_fits():
         code = codegen_c(lowered, target).code
         assert re.findall(r"kept in (\d+) accumulators of 16 lanes", code) == [str(vectors)]
     prior = AnalyticPrior()
-    assert prior.score_mod(fits.mod, machine) > 2.0 * prior.score_mod(spilled.mod, machine)
+    assert prior.score_mod(fits.mod, machine) > 1.2 * prior.score_mod(spilled.mod, machine)
     # with registers enough for both tiles, the bigger one loses nothing
     roomy = Machine(lanes=16, cores=2, vector_registers=64)
     assert prior.score_mod(spilled.mod, roomy) > 0.8 * prior.score_mod(fits.mod, roomy)

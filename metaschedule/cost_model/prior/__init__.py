@@ -27,10 +27,10 @@ with a few facts about a CPU and our C code generator, and no table per operator
   short enough (a 3x3 window) for the reorder window to overlap the next ones. The
   reduction's init costs nothing: it is folded into the accumulators. A split tile
   (:data:`~metaschedule.codegen.c_accumulate.SPLIT_LARGE_TILES`) is loaded and stored
-  once per iteration of its outer loops. A tile of more vectors than the register
-  file (32 on AVX-512) spills: every update reloads and stores its accumulator, several
-  times over (:data:`~.stores.SPILLED_UPDATE_SLOWDOWN`), which ranks such tiles below
-  any that fit. Operand lines the tile reaches with a stride of many lines fall into few
+  once per iteration of its outer loops. The accumulators of a tile beyond the
+  registers its operands leave (all but :data:`~.stores.OPERAND_REGISTERS` of the ISA's
+  vector registers: 16 on AVX2, 32 on AVX-512) spill: each update of a spilled one
+  reloads and stores it. Operand lines the tile reaches with a stride of many lines fall into few
   L1 sets (the rows of a 1024-wide float matrix, 4 KiB apart: one set; rows 14 KiB apart: two);
   more of them in a set than it has ways are fetched from L2 on every sweep; so are the
   lines a region reuses (a window's rows with their halo, the rows of the stored tile)
@@ -75,11 +75,11 @@ it shares or hoists), :mod:`.cache` (cache traffic and set conflicts), :mod:`.st
 
 from .machine import Machine
 from .model import AnalyticPrior, register_tiles
-from .stores import PARTIAL_OVERLAP, SPILLED_UPDATE_SLOWDOWN
+from .stores import OPERAND_REGISTERS, PARTIAL_OVERLAP
 
 __all__ = [
+    "OPERAND_REGISTERS",
     "PARTIAL_OVERLAP",
-    "SPILLED_UPDATE_SLOWDOWN",
     "AnalyticPrior",
     "Machine",
     "register_tiles",

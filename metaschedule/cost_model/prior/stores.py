@@ -25,7 +25,7 @@ from .loads import invariant_loads, shared_loads
 from .machine import Machine
 from .tiles import find_register_tile, vectorized_row
 
-__all__ = ["PARTIAL_OVERLAP", "SPILLED_UPDATE_SLOWDOWN", "store_cycles"]
+__all__ = ["OPERAND_REGISTERS", "PARTIAL_OVERLAP", "store_cycles"]
 
 
 # op kinds of ``count_store`` (layout.OP_NAMES): 7 float, 7 int, bool, select
@@ -49,11 +49,17 @@ _OP_CYCLES = {
 }
 
 
-#: a register tile of more vectors than the machine has registers: each update of a
-#: spilled accumulator costs this many reloads and stores of it (measured on a 1x1
-#: convolution with a 49-vector tile of 16 lanes and 32 registers: 9.6x slower than the
-#: same schedule with the tile left in memory, 1.20 vs 0.125 ms)
-SPILLED_UPDATE_SLOWDOWN = 4.0
+#: vector registers a register tile leaves to its operands (the shared loads and the
+#: broadcast): the accumulators beyond the rest spill, each costing a reload and a
+#: store per update. GCC spills only those, on AVX2 as on AVX-512 (read in the assembly
+#: of a 28-accumulator conv2d tile on 16 registers: 11 kept, 17 updated through the
+#: stack; of a 56-accumulator one on 32: 29 kept). The prior used to price a tile
+#: beyond the register file as wholly spilled, 4 reloads and stores per update of every
+#: accumulator (from a 49-vector tile of 16 lanes on 32 registers measured 9.6x slower
+#: on a Zen 5); that ranked AVX2 tiles of 17-32 accumulators, the fastest measured on a
+#: Zen 4 (prior_rank.py, -mcpu=haswell: c2d, tbg, dns, matmul-256, cbr), near the
+#: bottom: mean rank correlation 0.67 then, 0.83 now (AVX-512 0.75 -> 0.77).
+OPERAND_REGISTERS = 4
 
 
 #: the times of a store's compute, L1 accesses and cache traffic overlap only in part:
@@ -186,19 +192,11 @@ def store_cycles(
         # registers the tile takes: a scalar tile along a contiguous innermost loop is
         # vectorized by the C compiler (per_elem below 1 there too)
         registers = tile_points * per_elem if inner in tile else tile_vectors
-        if registers > m.vector_registers:
-            # beyond the register file the C compiler spills the whole tile: every
-            # update reloads and stores its accumulator (slower than a tile kept in
-            # memory, whose stores the compiler can forward)
-            l1 += (
-                sweeps
-                * tile_vectors
-                * SPILLED_UPDATE_SLOWDOWN
-                * (1.0 / m.loads_per_cycle + 1.0 / m.stores_per_cycle)
-            )
-        else:  # a few spills where the operands need registers too
-            spill = max(0.0, registers - (m.vector_registers - 4))
-            l1 += sweeps * spill * 2.0 / m.loads_per_cycle
+        # the accumulators beyond the registers the operands leave (all but
+        # OPERAND_REGISTERS) spill: GCC keeps the others in registers and reloads (as
+        # the FMA's memory operand) and stores each spilled one at every update
+        spill = max(0.0, registers - (m.vector_registers - OPERAND_REGISTERS))
+        l1 += sweeps * spill * (1.0 / m.loads_per_cycle + 1.0 / m.stores_per_cycle)
         # the tile is loaded before and stored after the region, once per entry into it
         l1 += entries * tile_vectors * (1.0 / m.loads_per_cycle + 1.0 / m.stores_per_cycle)
         region = [j for j in range(start, n) if ext[j] > 1 and j not in split_out]
