@@ -114,6 +114,9 @@ EXPLICIT_TILE_STEPS = 64
 #: setting unrolls the inner loops up to this many steps): GCC's complete unrolling of a
 #: 512-step nest of vector code takes it tens of seconds, LLVM's (TVM's) a fraction.
 AUTO_UNROLL_STEPS = 64
+#: ... and of register-sized vector statements: a 56-step loop of 64-lane rows is 448 of
+#: them on AVX2 (8 floats a register), 2 s of GCC's time for one candidate.
+AUTO_UNROLL_PIECES = 256
 #: Guarded loop bodies (inlined padding) get an unguarded copy for the iterations where
 #: every guard holds (:mod:`.c_versioning`).
 VERSION_GUARDS = True
@@ -589,6 +592,7 @@ class FunctionWriter(CWriter):
             and self.auto_unroll
             and const_extent
             and steps(loop) <= min(self.auto_unroll, AUTO_UNROLL_STEPS)
+            and steps(loop, self.isa.vector_bytes) <= AUTO_UNROLL_PIECES
         ):
             wanted = True
         if not wanted:

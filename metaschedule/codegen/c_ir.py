@@ -34,6 +34,7 @@ __all__ = [
     "numel_checked",
     "steps",
     "stores_contiguous",
+    "vector_pieces",
     "unfuse",
     "value_key",
     "written_buffers",
@@ -215,14 +216,18 @@ def heap_allocations(s: Stmt, inside_parallel: bool, stack_limit: int) -> list[B
     return out
 
 
-def steps(s: Stmt) -> int:
-    """How many innermost statements one execution of ``s`` runs (for auto-unroll)."""
+def steps(s: Stmt, vector_bytes: int | None = None) -> int:
+    """How many innermost statements one execution of ``s`` runs (for auto-unroll).
+
+    A contiguous vector loop is one statement, or, given the register's ``vector_bytes``,
+    one per register-sized piece it is written as (a 64-lane float loop is 8 statements
+    on AVX2): what the C compiler has to unroll."""
     if isinstance(s, SeqStmt):
-        return sum(steps(x) for x in s.seq)
+        return sum(steps(x, vector_bytes) for x in s.seq)
     if isinstance(s, For):
-        inner = steps(s.body)
+        inner = steps(s.body, vector_bytes)
         if s.kind is ForKind.VECTORIZED and stores_contiguous(s):
-            return inner
+            return inner * vector_pieces(s, vector_bytes)
         if s.kind is ForKind.VECTORIZED and isinstance(s.extent, E.IntImm):
             # a scattered store (a transposing copy): c_vector writes a scalar loop
             return s.extent.value * inner
@@ -230,10 +235,28 @@ def steps(s: Stmt) -> int:
             return 1 << 62
         return s.extent.value * inner
     if isinstance(s, IfThenElse):  # one branch runs (a versioned body: either copy)
-        return max(steps(s.then_case), steps(s.else_case) if s.else_case is not None else 0)
+        then = steps(s.then_case, vector_bytes)
+        return max(then, steps(s.else_case, vector_bytes) if s.else_case is not None else 0)
     if isinstance(s, Allocate):
-        return steps(s.body)
+        return steps(s.body, vector_bytes)
     return 1
+
+
+def vector_pieces(loop: For, vector_bytes: int | None) -> int:
+    """How many register-sized pieces the widest store of vector loop ``loop`` takes
+    (1 without ``vector_bytes``, or when its extent is not a constant)."""
+    if vector_bytes is None or not isinstance(loop.extent, E.IntImm):
+        return 1
+    widest = 0
+
+    class _V(Visitor):
+        def visit_BufferStore(self, st: BufferStore) -> None:
+            nonlocal widest
+            widest = max(widest, nbytes(st.buffer.dtype))
+            self.generic_visit(st)
+
+    _V().visit(loop.body)
+    return max(1, -(-loop.extent.value * widest // vector_bytes))
 
 
 def stores_contiguous(loop: For) -> bool:
