@@ -45,6 +45,7 @@ SWITCHES: dict[str, tuple[str, ...]] = {
         "EXPLICIT_UNROLL_STEPS",
         "EXPLICIT_TILE_STEPS",
         "AUTO_UNROLL_STEPS",
+        "AUTO_UNROLL_PIECES",
         "VERSION_GUARDS",
         "AUTO_VECTORIZE",
     ),

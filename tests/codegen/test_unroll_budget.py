@@ -72,3 +72,12 @@ def test_wide_rows_are_unrolled_on_avx512_but_not_on_avx2():
     narrow = _rows(16, 64)
     for target in ("llvm -mcpu=x86-64-v4", "llvm -mcpu=haswell"):
         assert "#pragma GCC unroll 16" in _source(narrow, target)
+
+
+def test_the_budget_is_a_codegen_option():
+    from metaschedule.codegen import CodegenOptions
+
+    sch = _rows(56, 64)
+    with CodegenOptions(auto_unroll_pieces=512).applied():
+        assert "#pragma GCC unroll 56" in _source(sch, "llvm -mcpu=haswell")
+    assert "#pragma GCC unroll 56" not in _source(sch, "llvm -mcpu=haswell")
