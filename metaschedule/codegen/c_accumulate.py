@@ -146,8 +146,7 @@ __all__ = [
     "store_of",
 ]
 
-#: kept for importers of the old names (the shared keys live in :mod:`.c_ir`)
-_chunks = chunks
+#: the shared keys live in :mod:`.c_ir`; re-exported for importers of the old names
 __all__ += ["access_key", "affine_key", "value_key"]
 
 

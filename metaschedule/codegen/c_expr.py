@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..tir import expr as E
 from ..tir.buffer import Buffer
-from ..tir.dtype import c_type, is_bool, is_float, is_int
+from ..tir.dtype import is_bool, is_float, is_int
 from ..tir.transform.affine import Affine, affine, const_bounds
 from .c_helpers import Helpers, c_literal, scalar_call
 from .c_intrin import C_INTRINSICS, intrinsic_call
@@ -57,12 +57,12 @@ class ExprWriter:
         return self.var_names[e]
 
     def _imm(self, e) -> str:
-        return c_literal(e.value, e.dtype)
+        return c_literal(e.value, e.dtype, self.helpers.dialect)
 
     def _cast(self, e: E.Cast) -> str:
         if is_bool(e.dtype):
             return f"({self.expr(e.value)} != 0)"
-        return f"(({c_type(e.dtype)}){self.expr(e.value)})"
+        return f"(({self.helpers.ctype(e.dtype)}){self.expr(e.value)})"
 
     def _binary(self, e: E.BinaryOp) -> str:
         a, b = self.expr(e.a), self.expr(e.b)
@@ -86,7 +86,7 @@ class ExprWriter:
     def _floor_divmod(self, e: E.BinaryOp, a: str, b: str) -> str:
         div = isinstance(e, E.FloorDiv)
         if is_float(e.dtype):
-            q = scalar_call("floor", e.dtype, [f"{a} / {b}"])
+            q = scalar_call("floor", e.dtype, [f"{a} / {b}"], self.helpers.dialect)
             return q if div else f"({a} - {q} * {b})"
         if is_int(e.dtype) and self.nonneg(e.a) and _positive_const(e.b):
             return f"({a} {'/' if div else '%'} {b})"
@@ -126,7 +126,7 @@ class ExprWriter:
             return intrinsic_call(self, e, CodegenError)
         if not is_float(e.dtype):
             raise CodegenError(f"intrinsic {e.op} needs float arguments, got {e.dtype}")
-        return scalar_call(e.op, e.dtype, [self.expr(a) for a in e.args])
+        return scalar_call(e.op, e.dtype, [self.expr(a) for a in e.args], self.helpers.dialect)
 
     def _load(self, e: E.BufferLoad) -> str:
         acc = self.accumulator(e.buffer, e.indices)

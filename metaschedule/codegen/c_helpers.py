@@ -2,12 +2,15 @@
 
 ``Helpers`` collects the ``static inline`` functions and vector typedefs a source
 file needs, each emitted once, in first-use order. ``c_literal`` spells constants;
-``scalar_call`` spells math intrinsics for one value.
+``scalar_call`` spells math intrinsics for one value. A :class:`Dialect` says how the
+source spells what differs between C and CUDA C (an inline function, float16), so each
+back end writes its own spelling and no text is re-edited afterwards.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -37,11 +40,35 @@ HEADER = """\
 """
 
 
-class Helpers:
-    """An ordered set of named C snippets (typedefs and ``static inline`` functions)."""
+@dataclass(frozen=True)
+class Dialect:
+    """How a back end spells an inline helper function and the float16 type."""
 
-    def __init__(self) -> None:
+    inline: str = "static inline"
+    float16: str = "_Float16"
+
+    def ctype(self, dtype: str) -> str:
+        """The C type of ``dtype`` in this dialect."""
+        return self.float16 if dtype == "float16" else c_type(dtype)
+
+
+#: GCC's C (the CPU back end)
+C_DIALECT = Dialect()
+#: CUDA C (device helpers, ``half`` from cuda_fp16.h)
+CUDA_DIALECT = Dialect(inline="static __device__ __forceinline__", float16="half")
+
+
+class Helpers:
+    """An ordered set of named C snippets (typedefs and ``static inline`` functions),
+    spelled in ``dialect``."""
+
+    def __init__(self, dialect: Dialect = C_DIALECT) -> None:
         self._code: dict[str, str] = {}
+        self.dialect = dialect
+
+    def ctype(self, dtype: str) -> str:
+        """The C type of ``dtype`` in this source's dialect."""
+        return self.dialect.ctype(dtype)
 
     def need(self, name: str, code: str) -> str:
         self._code.setdefault(name, code)
@@ -58,20 +85,21 @@ class Helpers:
 
     # scalar helpers -----------------------------------------------------------------
     def minmax(self, which: str, dtype: str) -> str:
-        t, s = c_type(dtype), SHORT[dtype]
+        t, s = self.ctype(dtype), SHORT[dtype]
         op = "<" if which == "min" else ">"
         return self.need(
             f"ms_{which}_{s}",
-            f"static inline {t} ms_{which}_{s}({t} a, {t} b) {{ return a {op} b ? a : b; }}\n",
+            f"{self.dialect.inline} {t} ms_{which}_{s}({t} a, {t} b) "
+            f"{{ return a {op} b ? a : b; }}\n",
         )
 
     def floordiv(self, which: str, dtype: str) -> str:
-        t, s = c_type(dtype), SHORT[dtype]
+        t, s = self.ctype(dtype), SHORT[dtype]
         fix = "q - 1" if which == "div" else "r + b"
         ret = "q" if which == "div" else "r"
         return self.need(
             f"ms_floor{which}_{s}",
-            f"static inline {t} ms_floor{which}_{s}({t} a, {t} b) {{\n"
+            f"{self.dialect.inline} {t} ms_floor{which}_{s}({t} a, {t} b) {{\n"
             f"  {t} q = a / b, r = a % b;\n"
             f"  return (r != 0 && ((r < 0) != (b < 0))) ? {fix} : {ret};\n}}\n",
         )
@@ -81,7 +109,7 @@ class Helpers:
         name = f"ms_{SHORT[dtype]}x{lanes}"
         return self.need(
             name,
-            f"typedef {c_type(dtype)} {name} "
+            f"typedef {self.ctype(dtype)} {name} "
             f"__attribute__((vector_size({nbytes(dtype) * lanes})));\n",
         )
 
@@ -89,33 +117,35 @@ class Helpers:
         return self.vtype(_INT_OF_BITS[bits], lanes)
 
     def vload(self, dtype: str, lanes: int) -> str:
-        vt, t = self.vtype(dtype, lanes), c_type(dtype)
+        vt, t = self.vtype(dtype, lanes), self.ctype(dtype)
         name = f"ms_load_{SHORT[dtype]}x{lanes}"
         return self.need(
             name,
-            f"static inline {vt} {name}(const {t}* p) {{\n"
+            f"{self.dialect.inline} {vt} {name}(const {t}* p) {{\n"
             f"  {vt} r;\n  __builtin_memcpy(&r, p, sizeof r);\n  return r;\n}}\n",
         )
 
     def vstore(self, dtype: str, lanes: int) -> str:
-        vt, t = self.vtype(dtype, lanes), c_type(dtype)
+        vt, t = self.vtype(dtype, lanes), self.ctype(dtype)
         name = f"ms_store_{SHORT[dtype]}x{lanes}"
         return self.need(
             name,
-            f"static inline void {name}({t}* p, {vt} v) {{ __builtin_memcpy(p, &v, sizeof v); }}\n",
+            f"{self.dialect.inline} void {name}({t}* p, {vt} v) "
+            "{ __builtin_memcpy(p, &v, sizeof v); }\n",
         )
 
     def vbroadcast(self, dtype: str, lanes: int) -> str:
-        vt, t = self.vtype(dtype, lanes), c_type(dtype)
+        vt, t = self.vtype(dtype, lanes), self.ctype(dtype)
         name = f"ms_bcast_{SHORT[dtype]}x{lanes}"
         # an initializer list: GCC turns it into one vbroadcast, whereas a lane-by-lane
         # loop into a vector variable becomes one masked insert per lane
         xs = ", ".join(["x"] * lanes)
-        return self.need(name, f"static inline {vt} {name}({t} x) {{ return ({vt}){{{xs}}}; }}\n")
+        inline = self.dialect.inline
+        return self.need(name, f"{inline} {vt} {name}({t} x) {{ return ({vt}){{{xs}}}; }}\n")
 
     def vhsum(self, dtype: str, lanes: int) -> str:
         """The sum of a vector's lanes, added pairwise (halves, then quarters, ...)."""
-        vt, t = self.vtype(dtype, lanes), c_type(dtype)
+        vt, t = self.vtype(dtype, lanes), self.ctype(dtype)
         name = f"ms_hsum_{SHORT[dtype]}x{lanes}"
         if lanes == 2:
             body = "return v[0] + v[1];"
@@ -126,14 +156,14 @@ class Helpers:
                 f"  __builtin_memcpy(&hi, (const char*)&v + sizeof lo, sizeof hi);\n"
                 f"  return {half}(lo + hi);"
             )
-        return self.need(name, f"static inline {t} {name}({vt} v) {{\n  {body}\n}}\n")
+        return self.need(name, f"{self.dialect.inline} {t} {name}({vt} v) {{\n  {body}\n}}\n")
 
     def viota(self, dtype: str, lanes: int) -> str:
         vt = self.vtype(dtype, lanes)
         name = f"ms_iota_{SHORT[dtype]}x{lanes}"
         values = ", ".join(str(i) for i in range(lanes))
         return self.need(
-            name, f"static inline {vt} {name}(void) {{ return ({vt}){{{values}}}; }}\n"
+            name, f"{self.dialect.inline} {vt} {name}(void) {{ return ({vt}){{{values}}}; }}\n"
         )
 
     def vselect(self, dtype: str, lanes: int) -> str:
@@ -143,7 +173,7 @@ class Helpers:
         name = f"ms_select_{SHORT[dtype]}x{lanes}"
         return self.need(
             name,
-            f"static inline {vt} {name}({mt} m, {vt} t, {vt} f) {{\n"
+            f"{self.dialect.inline} {vt} {name}({mt} m, {vt} t, {vt} f) {{\n"
             f"  return ({vt})((m & ({mt})t) | (~m & ({mt})f));\n}}\n",
         )
 
@@ -164,7 +194,7 @@ class Helpers:
                 for k, (guard, call) in enumerate(native)
             )
             body += f"#else\n  {generic}\n#endif\n"
-        return self.need(name, f"static inline {vt} {name}({vt} a, {vt} b) {{{body}}}\n")
+        return self.need(name, f"{self.dialect.inline} {vt} {name}({vt} a, {vt} b) {{{body}}}\n")
 
     def vcall(self, op: str, dtype: str, lanes: int, nargs: int) -> str:
         """A math call on a vector: vector code for float32 ``exp``, ``tanh`` and
@@ -176,10 +206,11 @@ class Helpers:
         name = f"ms_{op}_{SHORT[dtype]}x{lanes}"
         params = ", ".join(f"{vt} x{i}" for i in range(nargs))
         lane_args = [f"x{i}[l]" for i in range(nargs)]
+        lane = scalar_call(op, dtype, lane_args, self.dialect)
         return self.need(
             name,
-            f"static inline {vt} {name}({params}) {{\n  {vt} r;\n"
-            f"  for (int l = 0; l < {lanes}; ++l) r[l] = {scalar_call(op, dtype, lane_args)};\n"
+            f"{self.dialect.inline} {vt} {name}({params}) {{\n  {vt} r;\n"
+            f"  for (int l = 0; l < {lanes}; ++l) r[l] = {lane};\n"
             f"  return r;\n}}\n",
         )
 
@@ -205,11 +236,11 @@ _MATH = {
 }
 
 
-def scalar_call(op: str, dtype: str, args: list[str]) -> str:
+def scalar_call(op: str, dtype: str, args: list[str], dialect: Dialect = C_DIALECT) -> str:
     """C for the math intrinsic ``op`` on already-spelled arguments of float ``dtype``."""
     if dtype == "float16":  # compute in float, round once
         inner = scalar_call(op, "float32", [f"(float)({a})" for a in args])
-        return f"(_Float16)({inner})"
+        return f"({dialect.float16})({inner})"
     suffix = "f" if dtype == "float32" else ""
     one = "1.0f" if dtype == "float32" else "1.0"
     if op == "rsqrt":
@@ -224,7 +255,7 @@ def scalar_call(op: str, dtype: str, args: list[str]) -> str:
     return f"{_MATH[op]}{suffix}({', '.join(args)})"
 
 
-def c_literal(value: float | bool, dtype: str) -> str:
+def c_literal(value: float | bool, dtype: str, dialect: Dialect = C_DIALECT) -> str:
     """A C constant of ``dtype``; float32 constants are rounded like ``np.float32``."""
     if dtype == "bool":
         return "1" if value else "0"
@@ -242,7 +273,7 @@ def c_literal(value: float | bool, dtype: str) -> str:
                 text += ".0"
             text += "f" if dtype in ("float32", "float16") else ""
         if dtype == "float16":
-            return f"((_Float16){text})"
+            return f"(({dialect.float16}){text})"
         if dtype == "float64" and text in ("NAN", "INFINITY", "-INFINITY"):
             return f"((double){text})"
         return text if not text.startswith("-") else f"({text})"

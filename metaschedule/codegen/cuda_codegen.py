@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from ..target import Target
 from ..tir import expr as E
 from ..tir.buffer import Buffer
-from ..tir.dtype import c_type
 from ..tir.function import IRModule, PrimFunc
 from ..tir.functor import Visitor
 from ..tir.stmt import (
@@ -46,7 +45,7 @@ from ..tir.transform import is_storage_sync
 from ..tir.transform.warp_reduction import is_warp_shuffle
 from . import c_codegen
 from .c_expr import CodegenError, strip_parens
-from .c_helpers import Helpers, c_comment_text
+from .c_helpers import CUDA_DIALECT, Helpers, c_comment_text
 from .c_ir import numel_checked, steps
 from .c_writer import CWriter, NameTable, ParamInfo, param_infos
 from .cuda_vector import emit_cuda_vectorized
@@ -100,7 +99,7 @@ def codegen_cuda(mod: IRModule | PrimFunc, target: Target | str = "cuda") -> Cud
         mod = IRModule({"main": mod})
     for name, func in mod.items():  # before any text: a tag is spelled into the source
         _check_thread_tags(name, func)
-    helpers = Helpers()
+    helpers = Helpers(CUDA_DIALECT)
     symbols = NameTable()
     bodies: list[str] = []
     functions: list[CudaFunction] = []
@@ -114,7 +113,7 @@ def codegen_cuda(mod: IRModule | PrimFunc, target: Target | str = "cuda") -> Cud
             symbol = symbols.fresh(f"{name}_kernel{index}")
             writer = _KernelWriter(func, target, helpers, name)
             code, launch = writer.emit_kernel(symbol, kernel, bufs)
-            needs_fp16 |= "half" in code or "_Float16" in code
+            needs_fp16 |= "half" in code
             bodies.append(code)
             launched.append(launch)
         functions.append(
@@ -131,9 +130,7 @@ def codegen_cuda(mod: IRModule | PrimFunc, target: Target | str = "cuda") -> Cud
     ]
     if needs_fp16:
         header.append("#include <cuda_fp16.h>")
-    device_helpers = helpers.source().replace("static inline", "static __device__ __forceinline__")
-    # the C back end spells float16 as _Float16 (casts, literals, helpers); CUDA's is half
-    code = "\n".join([*header, device_helpers, *bodies]).replace("_Float16", "half")
+    code = "\n".join([*header, helpers.source(), *bodies])
     return CudaSource(code, tuple(functions))
 
 
@@ -255,7 +252,7 @@ class _KernelWriter(CWriter):
         sig = []
         for b in args:
             name = self.buf_names[b] = self.names.fresh(b.name)
-            sig.append(f"{_cuda_type(b.dtype)}* __restrict__ {name}")
+            sig.append(f"{self.helpers.ctype(b.dtype)}* __restrict__ {name}")
         self.shared_bytes = 0
         self.indent = 1
         self.stmt(kernel)
@@ -346,9 +343,9 @@ class _KernelWriter(CWriter):
                     "in static __shared__ arrays"
                 )
             # aligned for float4 accesses (cuda_vector)
-            decl = f"__shared__ __align__(16) {_cuda_type(b.dtype)} {name}[{numel}];"
+            decl = f"__shared__ __align__(16) {self.helpers.ctype(b.dtype)} {name}[{numel}];"
         elif b.scope in ("local", "warp"):
-            decl = f"{_cuda_type(b.dtype)} {name}[{numel}];"
+            decl = f"{self.helpers.ctype(b.dtype)} {name}[{numel}];"
         else:
             raise CodegenError(
                 f"buffer {b.name} of scope {b.scope!r} is allocated inside a kernel of "
@@ -369,7 +366,8 @@ class _KernelWriter(CWriter):
             try:
                 self.line("{")
                 self.indent += 1
-                self.line(f"const {c_type(var.dtype)} {name} = ({c_type(var.dtype)}){tag};")
+                t = self.helpers.ctype(var.dtype)
+                self.line(f"const {t} {name} = ({t}){tag};")
                 guarded = loop.extent.value < self.extents[tag]
                 if guarded:
                     self.line(f"if ({name} < {loop.extent.value}) {{")
@@ -398,10 +396,6 @@ class _KernelWriter(CWriter):
             self.line("}")
         finally:
             del self.ranges[var]
-
-
-def _cuda_type(dtype: str) -> str:
-    return "half" if dtype == "float16" else c_type(dtype)
 
 
 def _elem_bytes(dtype: str) -> int:

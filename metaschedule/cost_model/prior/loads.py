@@ -15,10 +15,10 @@ from ...codegen.c_accumulate import (
     SHARE_BROADCASTS,
     STRAIGHT_STATEMENTS,
     STRAIGHT_STEPS,
-    _chunks,
 )
 from ...codegen.c_codegen import AUTO_UNROLL_STEPS, EXPLICIT_TILE_STEPS, EXPLICIT_UNROLL_STEPS
 from ...codegen.c_invariant import HOIST_INVARIANT_LOADS, MAX_INVARIANT_SHARE, InvariantScope
+from ...codegen.c_ir import chunks
 from ...feature_extractor.features.linear import LinearForm
 from ...feature_extractor.features.loop_nest import Store, const_int
 from ...tir.dtype import is_bool
@@ -241,7 +241,7 @@ def invariant_loads(
     if vec_loop >= 0:
         v = ext[vec_loop]
         lanes = m.lanes if v >= m.lanes else 1 << (v.bit_length() - 1)
-        widths = max(1, len({w for _, w in _chunks(v, lanes) if w > 1}))
+        widths = max(1, len({w for _, w in chunks(v, lanes) if w > 1}))
     inside = tuple(e if j > around else 1 for j, e in enumerate(ext))
     values = registers = folded = 0.0
     # multiply-adds per iteration of L, in vectors: every one reads every operand
