@@ -30,6 +30,9 @@ class GraphBuilder:
         self.constants: dict[str, np.ndarray] = {}
         self.calls: list[Call] = []
         self.types: dict[str, TensorType] = {}
+        #: facts a converter leaves for later ones, by value name (the quantized importer
+        #: records which integer tensor, scale and zero point a folded constant came from)
+        self.notes: dict[str, Any] = {}
         self._used: set[str] = set()
 
     def _fresh(self, hint: str) -> str:

@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from . import onnx_ops, onnx_ops_more  # noqa: F401  (their converters register themselves)
+# their converters register themselves; onnx_ops_quantized last: it wraps Conv, MatMul, Gemm
+from . import onnx_ops, onnx_ops_more, onnx_ops_quantized  # noqa: F401
 from .builder import GraphBuilder
 from .ir import Function
 from .onnx_convert import _CONVERTERS, UnsupportedOperatorError, _Ctx, supported_ops

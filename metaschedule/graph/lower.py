@@ -23,6 +23,7 @@ from .infer import infer_types
 from .ir import Function
 from .layout import convert_layout
 from .op import Pattern, get_op
+from .quantize_rewrite import fuse_requantize
 from .transform import fold_constants, fold_scale_bias, rewrite_erf_gelu, sink_reshapes
 
 
@@ -48,10 +49,12 @@ class LoweredModel:
 
 
 def optimize(func: Function, desired_layouts: Mapping[str, Any] | None = None) -> Function:
-    """The graph passes run before lowering: types, constant folding, scale folding, and
+    """The graph passes run before lowering: types, requantize epilogues of integer kernels
+    (:func:`~.quantize_rewrite.fuse_requantize`), constant folding, scale folding, and
     the layout conversion of :func:`~metaschedule.graph.layout.convert_layout` when
     ``desired_layouts`` asks for one (``{"conv2d": "NHWC"}``)."""
-    func = fold_scale_bias(infer_types(fold_constants(infer_types(func))))
+    func = fuse_requantize(infer_types(func))
+    func = fold_scale_bias(infer_types(fold_constants(func)))
     if desired_layouts:
         func = convert_layout(func, desired_layouts)
     return sink_reshapes(rewrite_erf_gelu(func))

@@ -32,6 +32,13 @@ from .matmul import batch_matmul, dense, matmul
 from .nn import layer_norm, softmax
 from .pool import avg_pool2d, global_avg_pool2d, max_pool2d
 from .quantized import quantized_dense, quantized_matmul, requantize, requantize_multiplier
+from .quantized_conv import (
+    quantized_conv2d_nchw,
+    quantized_conv2d_nhwc,
+    quantized_depthwise_conv2d_nchw,
+    quantized_depthwise_conv2d_nhwc,
+)
+from .quantized_scale import dequantize_linear, quantize_linear
 from .transform import pad, reshape, transpose
 
 __all__ = [
@@ -45,6 +52,7 @@ __all__ = [
     "conv2d_transpose_nhwc",
     "conv3d_ndhwc",
     "dense",
+    "dequantize_linear",
     "depthwise_conv2d_nhwc",
     "divide",
     "exp",
@@ -58,7 +66,12 @@ __all__ = [
     "minimum",
     "multiply",
     "pad",
+    "quantize_linear",
+    "quantized_conv2d_nchw",
+    "quantized_conv2d_nhwc",
     "quantized_dense",
+    "quantized_depthwise_conv2d_nchw",
+    "quantized_depthwise_conv2d_nhwc",
     "quantized_matmul",
     "relu",
     "requantize",

@@ -20,7 +20,8 @@ from ...tir import op as _op
 from ...tir.expr import PrimExpr, cast, const
 from ..tensor import Tensor, compute, reduce_axis
 from ..tensor import sum as te_sum
-from ._util import check_tensor, layout_free
+from ._util import check_tensor, layout_free, normalize_axis
+from .quantized_scale import channel_param, check_param
 
 __all__ = ["quantized_dense", "quantized_matmul", "requantize", "requantize_multiplier"]
 
@@ -51,6 +52,7 @@ def _product(
     bias: Tensor | None,
     name: str,
     attrs: dict | None,
+    weight_sums_in_bias: bool = False,
 ) -> Tensor:
     m, kdim = a.shape
     k = reduce_axis((0, kdim), name="k")
@@ -62,7 +64,11 @@ def _product(
         attrs=attrs,
     )
     za, zw = int(a_zero_point), int(w_zero_point)
-    if za == 0 and zw == 0 and bias is None:
+    if weight_sums_in_bias:  # the caller folded K * za * zw - za * colsum(w) into bias
+        za_w = 0
+    else:
+        za_w = za
+    if za_w == 0 and zw == 0 and bias is None:
         return acc
     if bias is not None:
         check_tensor(bias, op, "bias", ndim=1)
@@ -74,7 +80,7 @@ def _product(
     if zw:
         kr = reduce_axis((0, kdim), name="k")
         rows = compute((m,), lambda i: te_sum(_i32(a[i, kr]), axis=kr), name=f"{name}_rowsum")
-    if za:
+    if za_w:
         kc = reduce_axis((0, kdim), name="k")
         cols = compute((n,), lambda j: te_sum(_i32(weight(j, kc)), axis=kc), name=f"{name}_colsum")
 
@@ -84,7 +90,7 @@ def _product(
             out = out - const(zw, "int32") * rows[i]
         if cols is not None:
             out = out - const(za, "int32") * cols[j]
-        if za and zw:
+        if za_w and zw:
             out = out + const(_wrap32(kdim * za * zw), "int32")
         if bias is not None:
             out = out + bias[j]
@@ -100,9 +106,12 @@ def quantized_dense(
     weight_zero_point: int = 0,
     bias: Tensor | None = None,
     name: str = "T_qdense",
+    weight_sums_in_bias: bool = False,
 ) -> Tensor:
     """``(data - zd) @ (weight - zw).T (+ bias)`` in int32; ``weight`` is ``[out, in]``
     as in TVM's ``qnn.dense``. ``data`` is uint8 or int8, ``weight`` int8 (or uint8).
+    With ``weight_sums_in_bias`` the caller has folded ``K * zd * zw - zd * colsum(weight)``
+    into ``bias`` (a graph does, for constant weights).
 
     Raises:
         TypeError: other dtypes. ValueError: mismatched shapes.
@@ -124,6 +133,7 @@ def quantized_dense(
         bias,
         name,
         layout_free(weight),
+        weight_sums_in_bias,
     )
 
 
@@ -134,9 +144,10 @@ def quantized_matmul(
     b_zero_point: int = 0,
     bias: Tensor | None = None,
     name: str = "T_qmatmul",
+    weight_sums_in_bias: bool = False,
 ) -> Tensor:
     """``(a - za) @ (b - zb) (+ bias)`` in int32 with ``b`` of shape ``[K, N]`` (ONNX's
-    ``MatMulInteger``)."""
+    ``MatMulInteger``); ``weight_sums_in_bias`` as for :func:`quantized_dense`."""
     _check("quantized_matmul", a, b)
     if a.shape[1] != b.shape[0]:
         raise ValueError(f"quantized_matmul: reduction sizes differ: a {a.shape} and b {b.shape}")
@@ -151,6 +162,7 @@ def quantized_matmul(
         bias,
         name,
         None,
+        weight_sums_in_bias,
     )
 
 
@@ -163,28 +175,44 @@ def requantize_multiplier(input_scale: float, weight_scale: float, output_scale:
 
 def requantize(
     data: Tensor,
-    multiplier: float,
+    multiplier: float | Tensor,
     output_zero_point: int = 0,
     out_dtype: str = "uint8",
+    axis: int = -1,
+    out_min: int | None = None,
+    out_max: int | None = None,
     name: str = "T_requantize",
 ) -> Tensor:
     """int32 ``data`` back to 8 bits: ``saturate(round(float32(data) * multiplier) + zp)``,
     rounding half to even in float32 (onnxruntime's requantization of QLinearMatMul and
-    QLinearConv; :func:`requantize_multiplier` gives its multiplier)."""
+    QLinearConv; :func:`requantize_multiplier` gives its multiplier).
+
+    Args:
+        multiplier: a number, or a float32 tensor of one value per channel of ``axis``
+            (per-channel weight scales).
+        out_min, out_max: a narrower saturation range (a ReLU after the product is
+            ``out_min=output_zero_point``).
+    """
     check_tensor(data, "requantize", "data")
     if data.dtype != "int32" or out_dtype not in _ACTIVATIONS:
         raise TypeError(
             f"requantize: expected int32 data and a uint8 or int8 output, got {data.dtype} -> "
             f"{out_dtype}"
         )
+    axis = normalize_axis(axis, data.ndim, "requantize")
+    check_param(multiplier, data, axis, "requantize", "multiplier")
     info = np.iinfo(out_dtype)
     zp = int(output_zero_point)
-    lo, hi = const(float(info.min - zp)), const(float(info.max - zp))
-    mult = const(float(np.float32(multiplier)))
+    lo = info.min if out_min is None else max(info.min, int(out_min))
+    hi = info.max if out_max is None else min(info.max, int(out_max))
+    lo_f, hi_f = const(float(lo - zp)), const(float(hi - zp))
+    if not isinstance(multiplier, Tensor):
+        multiplier = float(np.float32(multiplier))
 
     def body(*idx):
+        mult = channel_param(multiplier, idx, axis, "requantize", "multiplier", "float32")
         scaled = cast("float32", data[idx]) * mult
-        clamped = _op.min(_op.max(scaled, lo), hi)
+        clamped = _op.min(_op.max(scaled, lo_f), hi_f)
         return cast(out_dtype, cast("int32", _op.round(clamped)) + const(zp, "int32"))
 
     return compute(data.shape, body, name=name, tag="elemwise")
