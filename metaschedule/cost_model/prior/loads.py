@@ -10,14 +10,9 @@ from __future__ import annotations
 import functools
 import math
 
-from ...codegen.c_accumulate import (
-    MIN_STRAIGHT_LANES,
-    SHARE_BROADCASTS,
-    STRAIGHT_STATEMENTS,
-    STRAIGHT_STEPS,
-)
-from ...codegen.c_codegen import AUTO_UNROLL_STEPS, EXPLICIT_TILE_STEPS, EXPLICIT_UNROLL_STEPS
-from ...codegen.c_invariant import HOIST_INVARIANT_LOADS, MAX_INVARIANT_SHARE, InvariantScope
+# the code generator's switches are read at each call, as CodegenOptions.applied() sets them
+from ...codegen import c_accumulate, c_codegen, c_invariant
+from ...codegen.c_invariant import InvariantScope
 from ...codegen.c_ir import chunks
 from ...feature_extractor.features.linear import LinearForm
 from ...feature_extractor.features.loop_nest import Store, const_int
@@ -55,7 +50,7 @@ def shared_loads(
     steps read the same value (a sliding window)."""
     start, tile, _ = plan
     ext = st.extents
-    if vec_loop < 0 or vec_loop not in tile or ext[vec_loop] < MIN_STRAIGHT_LANES:
+    if vec_loop < 0 or vec_loop not in tile or ext[vec_loop] < c_accumulate.MIN_STRAIGHT_LANES:
         return None
     if accumulators > m.limits.max_straight_accumulators:
         return None
@@ -64,7 +59,10 @@ def shared_loads(
     written: list[int] = []
     steps = 1
     for j in reversed(region):
-        if steps * ext[j] > STRAIGHT_STEPS or accumulators * steps * ext[j] > STRAIGHT_STATEMENTS:
+        if (
+            steps * ext[j] > c_accumulate.STRAIGHT_STEPS
+            or accumulators * steps * ext[j] > c_accumulate.STRAIGHT_STATEMENTS
+        ):
             break
         steps *= ext[j]
         written.insert(0, j)
@@ -97,7 +95,7 @@ def shared_loads(
     reused, distinct, per_step, held = _window_sharing(tuple(operands))
     fits = accumulators + held <= m.vector_registers
     fits = fits or accumulators <= m.limits.broadcast_accumulators
-    if SHARE_BROADCASTS and reused[1] and fits:
+    if c_accumulate.SHARE_BROADCASTS and reused[1] and fits:
         loads = kept = distinct[0] + distinct[1]  # the broadcasts kept too
     elif reused[0] and accumulators + distinct[0] <= m.vector_registers:
         # the broadcasts of each step, not kept; the vectors counted as kept only when
@@ -193,7 +191,7 @@ def invariant_loads(
     4 loads a step, not 1), so those extra loads are taken off what hoisting saves;
     a straight-line block keeps its vectors in registers instead. ``row_at``: where the
     loop of a serial row made vector code was (:func:`~.tiles.vectorized_row`), -1 if none."""
-    if not HOIST_INVARIANT_LOADS:
+    if not c_invariant.HOIST_INVARIANT_LOADS:
         return 0.0
     start, tile, _ = plan
     ext, loops = st.extents, st.loops
@@ -207,7 +205,7 @@ def invariant_loads(
     while around >= 0:
         below *= ext[around]
         if ext[around] > 1 and not _unrolled_explicitly(
-            st, around, below, row_at, EXPLICIT_UNROLL_STEPS
+            st, around, below, row_at, c_codegen.EXPLICIT_UNROLL_STEPS
         ):
             break
         around -= 1
@@ -229,7 +227,9 @@ def invariant_loads(
     steps = points
     for k, j in enumerate(reversed(region)):
         steps *= ext[j]
-        if k >= straight[0] and not _unrolled_explicitly(st, j, steps, row_at, EXPLICIT_TILE_STEPS):
+        if k >= straight[0] and not _unrolled_explicitly(
+            st, j, steps, row_at, c_codegen.EXPLICIT_TILE_STEPS
+        ):
             return 0.0
     scope = InvariantScope(loops[around].node, frozenset(), [], 0, 0)
     if not scope.safe():
@@ -261,7 +261,7 @@ def invariant_loads(
         else:
             values += stat.footprint[0]
             registers += stat.footprint[0] * widths
-    budget = int(m.vector_registers * MAX_INVARIANT_SHARE) - points
+    budget = int(m.vector_registers * c_invariant.MAX_INVARIANT_SHARE) - points
     others = max(0.0, straight[1] - values)  # the block's own values, as they come
     if budget <= 0 or registers <= 0:
         return 0.0
@@ -292,6 +292,6 @@ def _unrolled_explicitly(st: Store, j: int, steps: int, row_at: int, limit: int)
             explicit = bool(const_int(ann["pragma_unroll_explicit"], 0))
     kind = loops[j].kind
     wanted = kind is ForKind.UNROLLED or (
-        kind is ForKind.SERIAL and auto > 0 and steps <= min(auto, AUTO_UNROLL_STEPS)
+        kind is ForKind.SERIAL and auto > 0 and steps <= min(auto, c_codegen.AUTO_UNROLL_STEPS)
     )
     return wanted and explicit and steps <= limit

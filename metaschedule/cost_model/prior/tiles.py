@@ -11,14 +11,9 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from ...codegen.c_accumulate import (
-    HOIST_INNER_REDUCTIONS,
-    JAM_SMALL_TILES,
-    MERGE_CONTIGUOUS,
-    SPLIT_LARGE_TILES,
-    TileLimits,
-)
-from ...codegen.c_vector import MIN_OUTPUT_LANES, VECTORIZE_OUTPUTS
+# the code generator's switches are read at each call, as CodegenOptions.applied() sets them
+from ...codegen import c_accumulate, c_vector
+from ...codegen.c_accumulate import TileLimits
 from ...feature_extractor.features.linear import LinearForm
 from ...feature_extractor.features.loop_nest import Store
 from ...tir import expr as E
@@ -75,7 +70,7 @@ def find_register_tile(
             if vectors <= limits.jam_accumulators and deeper and deeper[2] < fewest:
                 return start, tile, tile_per_elem
             continue
-        if not SPLIT_LARGE_TILES or deeper is not None:
+        if not c_accumulate.SPLIT_LARGE_TILES or deeper is not None:
             continue
         scalar = [j for j in tile if j != vec_loop and j not in merged]
         while scalar and vectors > most:
@@ -109,7 +104,11 @@ def _tile_candidates(
         jam = start in store_loops
         if ext[start] == 1 or loops[start].kind not in serial:
             continue
-        if jam and not (JAM_SMALL_TILES and HOIST_INNER_REDUCTIONS and vec_loop > start):
+        if jam and not (
+            c_accumulate.JAM_SMALL_TILES
+            and c_accumulate.HOIST_INNER_REDUCTIONS
+            and vec_loop > start
+        ):
             continue
         below = [j for j in range(start, n) if ext[j] > 1]
         if any(
@@ -121,7 +120,7 @@ def _tile_candidates(
         if jam and not reductions:
             continue
         first_tile = tile[0] if tile else n
-        if not HOIST_INNER_REDUCTIONS and any(j > first_tile for j in reductions):
+        if not c_accumulate.HOIST_INNER_REDUCTIONS and any(j > first_tile for j in reductions):
             continue
         if not all(affine_in(store_lin, j) for j in tile):
             continue
@@ -144,7 +143,7 @@ def _merged_loops(st: Store, lins: list[list[LinearForm]], tile: list[int], vec:
     ``L`` whose every index moves by the merged loop's extent times what ``vec`` moves
     it (its points lie side by side along ``vec``), while neither appears outside the
     indices of the store's loads."""
-    if not MERGE_CONTIGUOUS or not all(affine_in(lin, vec) for lin in lins):
+    if not c_accumulate.MERGE_CONTIGUOUS or not all(affine_in(lin, vec) for lin in lins):
         return []
     ext = st.extents
     merged: list[int] = []
@@ -202,7 +201,7 @@ def vectorized_row(
     vectors. The code generator tries a register tile first, from the outermost loop in:
     a tile starting above the row (:func:`find_register_tile`) keeps the nest as it is. The
     tile of the new nest is the row's vectors across the loops that were below it."""
-    if not VECTORIZE_OUTPUTS:
+    if not c_vector.VECTORIZE_OUTPUTS:
         return None
     loops, ext = st.loops, st.extents
     n = len(loops)
@@ -213,7 +212,7 @@ def vectorized_row(
         r -= 1
     if r < perfect or r == n - 1 or loops[r].kind is not ForKind.SERIAL:
         return None
-    if ext[r] < MIN_OUTPUT_LANES or is_bool(buf.dtype):
+    if ext[r] < c_vector.MIN_OUTPUT_LANES or is_bool(buf.dtype):
         return None
     lanes = m.lanes * 4 // max(1, nbytes(buf.dtype))  # m.lanes: float32 lanes
     row = ext[r] // lanes + bin(ext[r] % lanes).count("1")

@@ -1,0 +1,42 @@
+"""The prior follows the code generator's switches as :class:`CodegenOptions` sets them:
+it reads them at each estimate, not once at import (issue 32: one value of every switch)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+from test_prior_scores import DATA, _scores  # (this folder is on sys.path)
+
+from metaschedule.codegen import CodegenOptions
+from metaschedule.schedule import Schedule
+from metaschedule.schedule.trace import Trace
+from metaschedule.workloads import SUITE
+
+#: switches of the plan stages the prior mirrors (tiles, invariant and shared loads)
+OFF = {
+    "split_large_tiles": False,
+    "jam_small_tiles": False,
+    "hoist_invariant_loads": False,
+    "share_broadcasts": False,
+    "merge_contiguous": False,
+    "vectorize_outputs": False,
+}
+
+
+def test_switches_set_by_codegen_options_reach_the_prior():
+    with gzip.open(DATA, "rt") as f:
+        rows = json.load(f)
+    funcs = {name: w.func() for name, w in SUITE.items()}
+    moved = 0
+    for row in rows:
+        func = funcs[row["workload"]]
+        sch = Schedule(func)
+        Trace.from_json(row["trace"]).apply_to_schedule(sch, remove_postproc=False)
+        with CodegenOptions(**OFF).applied():
+            (off,) = _scores(row["target"], [sch], func)
+        (on,) = _scores(row["target"], [sch], func)
+        assert on == row["score"]  # the defaults are back after the block
+        moved += off != on
+    # most recorded schedules have a register tile whose plan these switches change
+    assert moved >= len(rows) // 4, f"only {moved} of {len(rows)} estimates followed the switches"
