@@ -7,6 +7,7 @@ from .rewrite_cooperative_fetch import RewriteCooperativeFetch
 from .rewrite_layout import RewriteLayout
 from .rewrite_parallel_vectorize_unroll import RewriteParallelVectorizeUnroll
 from .rewrite_reduction_block import RewriteReductionBlock
+from .rewrite_tensorize import RewriteTensorize
 from .rewrite_unbound_block import RewriteUnboundBlock
 from .verify_gpu_code import VerifyGPUCode
 
@@ -18,6 +19,7 @@ __all__ = [
     "RewriteLayout",
     "RewriteParallelVectorizeUnroll",
     "RewriteReductionBlock",
+    "RewriteTensorize",
     "RewriteUnboundBlock",
     "VerifyGPUCode",
     "create",

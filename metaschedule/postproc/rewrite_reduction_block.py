@@ -11,7 +11,8 @@ its own loop nest, run before the reduction loops::
                                                      C: C[vi, vj] += A[vi, vk] * B[vk, vj]
 
 (Exactly: ``decompose_reduction`` at ``k``, the outermost loop that feeds a reduction
-iter var of the block.)
+iter var of the block.) The init of a block annotated ``meta_schedule.auto_tensorize`` is
+annotated with the same key and "", for ``RewriteTensorize`` (as TVM).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING
 from ..schedule import ScheduleError
 from ..schedule.analysis import iter_kinds_by_var
 from ..schedule.state import child_stmts
+from ..schedule_rule.analysis import AUTO_TENSORIZE_KEY
 from ..tir import Block, BlockRealize, ForKind, IterType, Stmt
 from .base import Postproc
 
@@ -53,9 +55,12 @@ class RewriteReductionBlock(Postproc):
                 block = sch.get_block(name, fname)
                 loops = sch.get_loops(block)
                 try:
-                    sch.decompose_reduction(block, loops[point])
+                    init = sch.decompose_reduction(block, loops[point])
                 except ScheduleError:
                     return False
+                if AUTO_TENSORIZE_KEY in sch.get(block).annotations:
+                    # as TVM: mark the init for RewriteTensorize (to vectorize it)
+                    sch.annotate(init, AUTO_TENSORIZE_KEY, "")
         return True
 
 

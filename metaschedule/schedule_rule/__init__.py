@@ -8,9 +8,11 @@ from .base import RULE_KINDS, PyScheduleRule, ScheduleRule, create, register_def
 from .cross_thread_reduction import CrossThreadReduction
 from .default_rules import cuda_rules, llvm_rules
 from .multi_level_tiling import MultiLevelTiling, ReuseType
+from .multi_level_tiling_with_intrin import MultiLevelTilingWithIntrin
 from .pack_panel import PackPanel
 from .parallel_vectorize_unroll import ParallelizeVectorizeUnroll
 from .random_compute_location import RandomComputeLocation
+from .tile_with_tensor_intrin import tile_with_tensor_intrin
 from .window_tiling import WindowTiling
 
 __all__ = [
@@ -21,6 +23,7 @@ __all__ = [
     "AutoInline",
     "CrossThreadReduction",
     "MultiLevelTiling",
+    "MultiLevelTilingWithIntrin",
     "PackPanel",
     "ParallelizeVectorizeUnroll",
     "PyScheduleRule",
@@ -32,5 +35,6 @@ __all__ = [
     "llvm_rules",
     "register_custom_rule",
     "register_default_rules",
+    "tile_with_tensor_intrin",
     "WindowTiling",
 ]

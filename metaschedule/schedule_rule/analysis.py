@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ..schedule import BlockRV, Schedule
 
 __all__ = [
+    "AUTO_TENSORIZE_KEY",
     "TILING_STRUCTURE_KEY",
     "ReadWritePattern",
     "block_consumers",
@@ -44,6 +45,9 @@ __all__ = [
 
 #: the block annotation MultiLevelTiling leaves on the blocks it tiled
 TILING_STRUCTURE_KEY = "meta_schedule.tiling_structure"
+#: the block annotation naming the tensor intrinsic ``RewriteTensorize`` applies to the
+#: block (MultiLevelTilingWithIntrin sets it); "" on a decomposed init block (TVM's key)
+AUTO_TENSORIZE_KEY = "meta_schedule.auto_tensorize"
 
 
 def realize_of(sch: Schedule, block: BlockRV) -> tuple[str, BlockRealize]:

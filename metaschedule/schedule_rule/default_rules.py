@@ -10,6 +10,7 @@ from .auto_inline import AutoInline
 from .base import ScheduleRule
 from .cross_thread_reduction import CrossThreadReduction
 from .multi_level_tiling import MultiLevelTiling, ReuseType
+from .multi_level_tiling_with_intrin import INT8_DOT_PRODUCTS, MultiLevelTilingWithIntrin
 from .pack_panel import PackPanel
 from .parallel_vectorize_unroll import ParallelizeVectorizeUnroll
 from .random_compute_location import RandomComputeLocation
@@ -22,7 +23,10 @@ __all__ = ["cuda_rules", "llvm_rules"]
 def llvm_rules() -> list[ScheduleRule]:
     """TVM's DefaultLLVM list (less InlineConstantScalars, whose job AutoInline's
     ``inline_const_tensor`` does here), plus :class:`WindowTiling` for pooling and
-    :class:`PackPanel` after the tiling."""
+    :class:`PackPanel` after the tiling, and, before MultiLevelTiling, TVM's
+    MultiLevelTilingWithIntrin of its VNNI/AVX512 lists with the int8 dot products the
+    target can run (:data:`INT8_DOT_PRODUCTS`; it leaves blocks no intrinsic fits, e.g.
+    every float block, to MultiLevelTiling)."""
     return [
         ApplyCustomRule(),
         AutoInline(
@@ -36,6 +40,15 @@ def llvm_rules() -> list[ScheduleRule]:
         ),
         WindowTiling(row_tiles=[1, 2, 4], max_window=64),
         AddRFactor(max_jobs_per_core=16, max_innermost_factor=64),
+        MultiLevelTilingWithIntrin(
+            list(INT8_DOT_PRODUCTS),
+            structure="SSRSRS",
+            tile_binds=None,
+            max_innermost_factor=64,
+            vector_load_lens=None,
+            reuse_read=None,
+            reuse_write=ReuseType(req="may", levels=[1, 2], scope="global"),
+        ),
         MultiLevelTiling(
             structure="SSRSRS",
             tile_binds=None,

@@ -178,15 +178,22 @@ class MultiLevelTiling(ScheduleRule):
 
     # ------------------------------------------------------------------------------ apply
     def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
+        if not self._wanted(sch, block):
+            return [sch]
+        return self._tile(sch, block)
+
+    def _wanted(self, sch: Schedule, block: BlockRV) -> bool:
+        """The block is to be tiled: not the root, and ``filter_fn`` (or TVM's
+        NeedsMultiLevelTiling) accepts it."""
         fname, realize = realize_of(sch, block)
         if sch.state.scope_realize(fname, realize) is None:
-            return [sch]
+            return False
         if self.filter_fn is not None:
-            wanted = bool(self.filter_fn(sch, block))
-        else:
-            wanted = needs_multi_level_tiling(sch, fname, realize)
-        if not wanted:
-            return [sch]
+            return bool(self.filter_fn(sch, block))
+        return needs_multi_level_tiling(sch, fname, realize)
+
+    def _tile(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
+        """Annotate, tile and add the cache stages: the design spaces."""
         sch.annotate(block, TILING_STRUCTURE_KEY, self.structure)
         states = [_State(sch, block)]
         for step in (self._tile_loop_nest, self._add_write_reuse, self._add_read_reuse):
@@ -200,7 +207,7 @@ class MultiLevelTiling(ScheduleRule):
 
     def _tile_loop_nest(self, state: _State) -> list[_State]:
         sch, block = state.sch, state.block
-        loops = sch.get_loops(block)
+        loops = self._loops_to_tile(state)
         # with trivial bindings, the kinds of the block's iteration variables (TVM's
         # assumption); the loops' own kinds also serve blocks a filter_fn picked
         fname, _ = realize_of(sch, block)
@@ -237,6 +244,10 @@ class MultiLevelTiling(ScheduleRule):
             annotate_thread_extent_bounds(sch, block, self._gpu_limits)
         state.tiles, state.tile_factors = tiles, factors
         return [state]
+
+    def _loops_to_tile(self, state: _State) -> list[LoopRV]:
+        """The block's loops this rule tiles: all of them (a subclass may keep some)."""
+        return state.sch.get_loops(state.block)
 
     def _sample_thread_tiles(
         self, sch: Schedule, block: BlockRV, loops: list[LoopRV], iter_types: list

@@ -12,6 +12,7 @@ from metaschedule.postproc import (
     RewriteLayout,
     RewriteParallelVectorizeUnroll,
     RewriteReductionBlock,
+    RewriteTensorize,
 )
 from metaschedule.search_strategy.base import TraceReplayer
 from metaschedule.te import ops
@@ -39,7 +40,9 @@ def test_llvm_defaults_in_tvm_order():
         RewriteParallelVectorizeUnroll,
         RewriteReductionBlock,
         RewriteLayout,
+        RewriteTensorize,
     ]
+    assert got[-1].vectorize_init_loop
     assert all(a is not b for a, b in zip(got, Postproc.create("llvm")))  # fresh each time
     assert [type(p.clone()) for p in got] == [type(p) for p in got]
 

@@ -14,6 +14,7 @@ from metaschedule.schedule_rule import (
     ApplyCustomRule,
     AutoInline,
     MultiLevelTiling,
+    MultiLevelTilingWithIntrin,
     PackPanel,
     ParallelizeVectorizeUnroll,
     RandomComputeLocation,
@@ -32,19 +33,28 @@ def llvm_spaces(ck, func, rand_state=0):
 
 def test_create_llvm_gives_tvms_default_list():
     """TVM's list, plus WindowTiling for pooling and PackPanel after the tiling (ours: see
-    their modules)."""
+    their modules), and the int8 auto-tensorization of TVM's VNNI list (inert on floats)."""
     rules = ScheduleRule.create("llvm")
     assert [type(r) for r in rules] == [
         ApplyCustomRule,
         AutoInline,
         WindowTiling,
         AddRFactor,
+        MultiLevelTilingWithIntrin,
         MultiLevelTiling,
         PackPanel,
         ParallelizeVectorizeUnroll,
         RandomComputeLocation,
     ]
-    inline, window, rfactor, mlt, pvu = (*rules[1:5], rules[6])
+    inline, window, rfactor, with_intrin, mlt = rules[1:6]
+    pvu = rules[7]
+    assert with_intrin.intrin_name == [
+        "dot_16x4_vnni",
+        "dot_8x4_avxvnni",
+        "dot_4x4_i8i8s32_sdot",
+        "dot_4x4_u8u8u32_udot",
+    ]
+    assert with_intrin.reuse_write == ReuseType("may", [1, 2], "global")
     assert (window.row_tiles, window.max_window) == ([1, 2, 4], 64)
     assert (inline.into_producer, inline.into_consumer, inline.disallow_op) == (
         False,
