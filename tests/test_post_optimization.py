@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 import metaschedule as ms
-from metaschedule import te
 from metaschedule.database import TuningRecord, Workload
 from metaschedule.post_optimization import (
     Droplet,
@@ -20,22 +19,16 @@ from metaschedule.post_optimization import (
     significantly_faster,
 )
 from metaschedule.schedule import Schedule
-from metaschedule.te import ops
+from metaschedule.testing import op_matmul
 from metaschedule.testing.dummy_object import DummyBuilder, DummyRunner
 
 TARGET = ms.Target("llvm -num-cores 2")
 BLOCK = "T_matmul_NN"
 
 
-def _matmul(n: int = 32):
-    a = te.placeholder((n, n), "float32", "A")
-    b = te.placeholder((n, n), "float32", "B")
-    return te.create_prim_func([a, b, ops.matmul(a, b)])
-
-
 def _tiled_record(n: int = 32, inner=(1, 1, 1, 32), run_secs=(1.0,)) -> TuningRecord:
     """A record whose trace tiles the matmul's j loop into four (a known start point)."""
-    func = _matmul(n)
+    func = op_matmul(n, n, n)
     sch = Schedule(func)
     block = sch.get_block(BLOCK)
     i, j, k = sch.get_loops(block)
@@ -183,7 +176,7 @@ def test_tune_tir_with_post_optimization(tmp_path):
         sch.split(loop, sch.sample_perfect_tile(loop, n=2))
 
     db = ms.tune_tir(
-        _matmul(16),
+        op_matmul(16, 16, 16),
         "cpu",
         str(tmp_path),
         4,

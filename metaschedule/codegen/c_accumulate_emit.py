@@ -34,7 +34,7 @@ def tile_body(plan: AccumulatorPlan, limits: TileLimits) -> tuple[Stmt, bool, bo
     its loads, and whether it shares broadcasts too."""
     ordered = dataclasses.replace(plan, points=update_order(plan))
     outer, straight, broadcasts = straight_line(ordered, limits)
-    body: Stmt = SeqStmt(list(ordered.points)) if len(plan.points) > 1 else plan.points[0]
+    body: Stmt = SeqStmt(tuple(ordered.points)) if len(plan.points) > 1 else plan.points[0]
     if straight is not None:
         body = straight
     for lp in reversed(outer):

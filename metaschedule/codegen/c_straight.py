@@ -68,7 +68,7 @@ def straight_line(
     if not (broadcasts or vectors_reused):
         return plan.region, None, False  # nothing to share that the compiler does not share
     updates = [substitute(p, c) for c in combos for p in plan.points]
-    return plan.region[:k], SeqStmt(updates), broadcasts
+    return plan.region[:k], SeqStmt(tuple(updates)), broadcasts
 
 
 def update_order(plan: AccumulatorPlan) -> tuple[Stmt, ...]:

@@ -118,7 +118,7 @@ class TrainingData:
         with np.load(io.BytesIO(blob), allow_pickle=False) as z:
             feats, rows, costs, keys = z["features"], z["rows"], z["costs"], z["keys"]
         data = TrainingData()
-        splits = np.cumsum(rows)[:-1] if len(rows) else []
+        splits: np.ndarray | list[int] = np.cumsum(rows)[:-1] if len(rows) else []
         data.features = (
             [np.ascontiguousarray(f) for f in np.split(feats, splits)] if len(rows) else []
         )

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import io
 import itertools
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -99,9 +99,9 @@ class MLPModel(LearnedCostModel):
         model: dict[str, bytes] = {}
         if self.params is not None:
             buf = io.BytesIO()
-            np.savez(
-                buf, mean=self.mean, std=self.std, **{f"p{i}": p for i, p in enumerate(self.params)}
-            )
+            arrays: dict[str, Any] = {"mean": self.mean, "std": self.std}
+            arrays.update((f"p{i}", p) for i, p in enumerate(self.params))
+            np.savez(buf, **arrays)
             model["model.npz"] = buf.getvalue()
         self._write_archive(path, "MLPModel", {"hidden_sizes": list(self.hidden_sizes)}, model)
 
@@ -123,27 +123,37 @@ class MLPModel(LearnedCostModel):
 
     def predict_features(self, features: list[np.ndarray]) -> np.ndarray:
         """Network outputs for per-candidate feature matrices."""
-        if self.params is None:
+        mean, std = self.mean, self.std
+        if self.params is None or mean is None or std is None:
             raise RuntimeError(
                 "MLPModel.predict_features: the model is not trained yet; "
                 f"it trains once {self.num_warmup_samples} samples are added"
             )
-        x = (pool_features(features, len(self.mean) // 3) - self.mean) / self.std
+        x = (pool_features(features, len(mean) // 3) - mean) / std
         return self._forward(x)[0]
 
     def _forward(self, x: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+        params = self._trained_params()
         acts = [x]
         h = x
-        n_layers = len(self.params) // 2
+        n_layers = len(params) // 2
         for i in range(n_layers):
-            h = h @ self.params[2 * i] + self.params[2 * i + 1]
+            h = h @ params[2 * i] + params[2 * i + 1]
             if i < n_layers - 1:
                 h = np.maximum(h, 0.0)
                 acts.append(h)
         return h[:, 0], acts
 
+    def _trained_params(self) -> list[np.ndarray]:
+        """The weights (W0, b0, W1, b1, ...), set by :meth:`_train` or :meth:`load`."""
+        if self.params is None:
+            raise RuntimeError("MLPModel: the network is used before it is trained or loaded")
+        return self.params
+
     def _train(self) -> None:
         width = self.data.width()
+        if width is None:
+            raise RuntimeError("MLPModel: training needs at least one sample")
         x = pool_features(self.data.features, width)
         ys = self.data.targets()
         weights = ys + 0.1
@@ -168,11 +178,12 @@ class MLPModel(LearnedCostModel):
 
     def _gradients(self, x: np.ndarray, y: np.ndarray, w: np.ndarray) -> list[np.ndarray]:
         """Gradients of ``mean(w * (f(x) - y)^2) / 2`` plus weight decay."""
+        params = self._trained_params()
         out, acts = self._forward(x)
         delta = (w * (out - y) / len(y))[:, None]
-        grads: list[np.ndarray] = [np.empty(0)] * len(self.params)
-        for i in range(len(self.params) // 2 - 1, -1, -1):
-            W = self.params[2 * i]
+        grads: list[np.ndarray] = [np.empty(0)] * len(params)
+        for i in range(len(params) // 2 - 1, -1, -1):
+            W = params[2 * i]
             grads[2 * i] = acts[i].T @ delta + self.weight_decay * W
             grads[2 * i + 1] = delta.sum(axis=0)
             if i:

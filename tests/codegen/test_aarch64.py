@@ -22,14 +22,14 @@ from metaschedule.runtime import UnsupportedIsaError, load_module
 from metaschedule.runtime.cross_module import CrossModule
 from metaschedule.schedule import Schedule
 from metaschedule.target import Target
-from metaschedule.testing import EmulationError, run_emulated
+from metaschedule.testing import EmulationError, RandomArrays, run_emulated
 from metaschedule.testing.schedules import matmul_schedule
 from metaschedule.tir.op import max as tir_max
 
 N1 = Target("llvm -mtriple=aarch64-linux-gnu -mcpu=neoverse-n1 -num-cores=2")
 GENERIC = Target("llvm -mtriple=aarch64-linux-gnu -num-cores=2")
 TARGETS = {"neoverse-n1": N1, "generic": GENERIC}
-RNG = np.random.default_rng(7)
+rand = RandomArrays(7)
 
 _CROSS = shutil.which(os.environ.get("CROSS_CC") or "aarch64-linux-gnu-gcc")
 needs_cross = pytest.mark.skipif(
@@ -83,10 +83,6 @@ def row_sums(m: int = 48, n: int = 200):
     i, _ = sch.get_loops(sch.get_block("S"))
     sch.parallel(i)
     return sch.mod
-
-
-def rand(*shape: int) -> np.ndarray:
-    return RNG.standard_normal(shape).astype("float32")
 
 
 # ----------------------------------------------------------------------------- flags

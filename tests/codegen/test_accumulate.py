@@ -19,32 +19,23 @@ from metaschedule.codegen.isa import isa_of
 from metaschedule.codegen.plan import plan_function
 from metaschedule.target import Target
 from metaschedule.te import ops
+from metaschedule.testing import RandomArrays, build_and_run, op_matmul
 from metaschedule.tir import Buffer, BufferLoad, BufferStore, For, ForKind, PrimFunc, Var, const
 from metaschedule.tir.transform import lower
 
 CPU = Target("llvm -mcpu=x86-64-v4 -num-cores=2")  # AVX-512 (testing.isas)
 LIMITS = TileLimits.of(isa_of(CPU))
 MAX_ACCUMULATORS, MIN_SPLIT_ACCUMULATORS = LIMITS.max_accumulators, LIMITS.min_split_accumulators
-RNG = np.random.default_rng(7)
+rand = RandomArrays(7)
 
 
 pytestmark = pytest.mark.usefixtures("session_kernel_cache")
 
 
-def rand(*shape) -> np.ndarray:
-    return RNG.standard_normal(shape).astype("float32")
-
-
-def _matmul(m: int, n: int, k: int) -> tir.Schedule:
-    a = te.placeholder((m, k), "float32", "A")
-    b = te.placeholder((k, n), "float32", "B")
-    return tir.Schedule(te.create_prim_func([a, b, ops.matmul(a, b)]))
-
-
 def _register_tiled(m: int, n: int, k: int, cols: int, decompose: bool) -> tir.Schedule:
     """i0 j0 | k | i1 (4) j1 (``cols``, vectorized): a register tile of 4 rows under k,
     the init taken out of the reduction when ``decompose``."""
-    sch = _matmul(m, n, k)
+    sch = tir.Schedule(op_matmul(m, n, k))
     block = sch.get_block("T_matmul_NN")
     i, j, kk = sch.get_loops(block)
     i0, i1 = sch.split(i, [None, 4])
@@ -63,13 +54,6 @@ def _kept(mod) -> str:
     return "\n".join(tile.describe() for _, tile in plan.tiles)
 
 
-def _run(mod, *arrays):
-    lib = build(mod, CPU)
-    args = [x.copy() for x in arrays]
-    lib(*args)
-    return lib.get_source(), args
-
-
 # ----------------------------------------------------------------------------- generated C
 
 
@@ -78,7 +62,7 @@ def test_register_tile_of_a_tiled_matmul_lives_in_vector_variables():
     # 4 rows x 2 vectors of 16 lanes
     sch = _register_tiled(16, 64, 24, 32, decompose=True)
     a, b = rand(16, 24), rand(24, 64)
-    src, (_, _, c) = _run(sch.mod, a, b, np.zeros((16, 64), "float32"))
+    src, (_, _, c) = build_and_run(sch.mod, a, b, np.zeros((16, 64), "float32"), target=CPU)
     assert "T_matmul_NN kept in 8 accumulators of 16 lanes across loops k" in _kept(sch.mod)
     # inside the k loop the tile is only in variables: no load or store of the output
     k_loop = src[src.index("for (int32_t k = 0;") :]
@@ -93,7 +77,7 @@ def _vectors_outside_rows(rows: int = 8, vectors: int = 2) -> tuple[tir.Schedule
     ``i0 j0 | k | j1 (vectors) i1 (rows) j2 (16, vectorized)``, ``j1`` outermost in ``j``
     (its vectors 32 apart: not merged into the vector loop, see merge_contiguous)."""
     n = 16 * vectors * 2
-    sch = _matmul(rows * 2, n, 24)
+    sch = tir.Schedule(op_matmul(rows * 2, n, 24))
     block = sch.get_block("T_matmul_NN")
     i, j, k = sch.get_loops(block)
     i0, i1 = sch.split(i, [None, rows])
@@ -123,7 +107,7 @@ def test_updates_of_a_tile_are_grouped_by_the_broadcast_they_read(monkeypatch, o
     monkeypatch.setattr(c_accumulate, "ORDER_UPDATES", order_updates)
     sch, n = _vectors_outside_rows()
     a, b = rand(16, 24), rand(24, n)
-    src, (_, _, c) = _run(sch.mod, a, b, np.zeros((16, n), "float32"))
+    src, (_, _, c) = build_and_run(sch.mod, a, b, np.zeros((16, n), "float32"), target=CPU)
     assert "T_matmul_NN kept in 16 accumulators of 16 lanes across loops k" in _kept(sch.mod)
     tile_order = list(range(16))  # accumulator v * 8 + row: the tile's points in order
     grouped = [v * 8 + row for row in range(8) for v in range(2)]
@@ -173,7 +157,7 @@ def test_a_vector_tile_not_a_multiple_of_the_native_width_keeps_its_tail_in_regi
     sch = _register_tiled(8, 56, 24, 28, decompose=True)
     sch.vectorize(sch.get_loops(sch.get_block("T_matmul_NN_init"))[-1])
     a, b = rand(8, 24), rand(24, 56)
-    src, (_, _, c) = _run(sch.mod, a, b, np.zeros((8, 56), "float32"))
+    src, (_, _, c) = build_and_run(sch.mod, a, b, np.zeros((8, 56), "float32"), target=CPU)
     assert "T_matmul_NN kept in 12 accumulators of 16/8/4 lanes across loops k" in _kept(sch.mod)
     k_loop = src[src.index("for (int32_t k = 0;") :]
     k_loop = k_loop[: k_loop.index("ms_store_f32x")]
@@ -188,7 +172,7 @@ def test_a_vector_loop_with_a_remainder_keeps_its_tile_in_variables(tj):
     matmul: 5 rows x 50 columns) keeps whole vectors, a narrower vector for the
     remainder and a scalar for a last odd element in variables across k, instead of
     loading and storing the output on every update (3x slower)."""
-    sch = _matmul(10, 2 * tj, 12)
+    sch = tir.Schedule(op_matmul(10, 2 * tj, 12))
     block = sch.get_block("T_matmul_NN")
     i, j, k = sch.get_loops(block)
     i0, i1 = sch.split(i, [None, 5])
@@ -197,7 +181,7 @@ def test_a_vector_loop_with_a_remainder_keeps_its_tile_in_variables(tj):
     sch.decompose_reduction(block, k)
     sch.vectorize(j1)
     a, b = rand(10, 12), rand(12, 2 * tj)
-    src, (_, _, c) = _run(sch.mod, a, b, np.zeros((10, 2 * tj), "float32"))
+    src, (_, _, c) = build_and_run(sch.mod, a, b, np.zeros((10, 2 * tj), "float32"), target=CPU)
     pieces = chunks(tj, 16)  # 16, 16, 16, 2 (and 1)
     assert [w for _, w in pieces] == [16, 16, 16, 2] + ([1] if tj == 51 else [])
     widths = "16/2/1" if tj == 51 else "16/2"
@@ -214,7 +198,7 @@ def test_a_vector_loop_with_a_remainder_keeps_its_tile_in_variables(tj):
 
 def _split_j(m: int, tj1: int, tj2: int, n_outer: int = 2, ti: int = 2, k: int = 12):
     """A matmul tiled ``i0 j0 | k | i1 (ti) j1 (tj1) j2 (tj2, vectorized)``."""
-    sch = _matmul(m, n_outer * tj1 * tj2, k)
+    sch = tir.Schedule(op_matmul(m, n_outer * tj1 * tj2, k))
     block = sch.get_block("T_matmul_NN")
     i, j, kk = sch.get_loops(block)
     i0, i1 = sch.split(i, [None, ti])
@@ -245,7 +229,7 @@ def test_tile_points_side_by_side_along_the_vector_loop_share_its_vectors(
     sch = _split_j(4, tj1, tj2)
     n = 2 * tj1 * tj2
     a, b = rand(4, 12), rand(12, n)
-    src, (_, _, c) = _run(sch.mod, a, b, np.zeros((4, n), "float32"))
+    src, (_, _, c) = build_and_run(sch.mod, a, b, np.zeros((4, n), "float32"), target=CPU)
     assert f"T_matmul_NN kept in {what} across loops k" in _kept(sch.mod)
     k_loop = src[src.index("for (int32_t k = 0;") :]
     k_loop = k_loop[: k_loop.index("ms_store_f32x")]
@@ -289,7 +273,7 @@ def test_reduction_with_its_init_inside_keeps_one_scalar_accumulator():
     _, k = sch.get_loops(sch.get_block("S"))
     sch.split(k, [None, 8])
     x = rand(8, 40)
-    src, (_, s) = _run(sch.mod, x, np.full(8, np.nan, "float32"))
+    src, (_, s) = build_and_run(sch.mod, x, np.full(8, np.nan, "float32"), target=CPU)
     assert "S kept in 1 accumulator across loops k_0, k_1" in _kept(sch.mod)
     np.testing.assert_allclose(s, x.sum(axis=1), rtol=1e-5, atol=1e-5)
 
@@ -297,7 +281,7 @@ def test_reduction_with_its_init_inside_keeps_one_scalar_accumulator():
 @pytest.mark.compiler
 def test_scalar_tile_without_a_vectorized_loop():
     # j1 not vectorized: 2 x 3 scalar accumulators across k
-    sch = _matmul(4, 6, 10)
+    sch = tir.Schedule(op_matmul(4, 6, 10))
     block = sch.get_block("T_matmul_NN")
     i, j, k = sch.get_loops(block)
     i0, i1 = sch.split(i, [None, 2])
@@ -305,7 +289,7 @@ def test_scalar_tile_without_a_vectorized_loop():
     sch.reorder(i0, j0, k, i1, j1)
     sch.decompose_reduction(block, k)
     a, b = rand(4, 10), rand(10, 6)
-    src, (_, _, c) = _run(sch.mod, a, b, np.zeros((4, 6), "float32"))
+    src, (_, _, c) = build_and_run(sch.mod, a, b, np.zeros((4, 6), "float32"), target=CPU)
     assert "kept in 6 accumulators across loops k" in _kept(sch.mod)
     np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
 
@@ -331,7 +315,7 @@ def _batch_matmul_nt(tk: int, k: int = 40) -> tir.Schedule:
 def test_a_dot_product_along_a_contiguous_reduction_is_summed_in_vector_lanes(tk):
     sch = _batch_matmul_nt(tk)
     q, kt = rand(2, 6, 40), rand(2, 6, 40)
-    src, (_, _, out) = _run(sch.mod, q, kt, np.zeros((2, 6, 6), "float32"))
+    src, (_, _, out) = build_and_run(sch.mod, q, kt, np.zeros((2, 6, 6), "float32"), target=CPU)
     assert "summed in vector lanes" in src
     assert "ms_hsum_f32x" in src
     np.testing.assert_allclose(out, q @ kt.transpose(0, 2, 1), rtol=1e-4, atol=1e-4)
@@ -345,7 +329,7 @@ def test_a_strided_reduction_is_not_summed_in_vector_lanes():
     s_t = te.compute((6,), lambda i: te.sum(a_t[k, i], axis=k), name="S")
     sch = tir.Schedule(te.create_prim_func([a_t, s_t]))
     a = rand(12, 6)
-    src, (_, s) = _run(sch.mod, a, np.zeros(6, "float32"))
+    src, (_, s) = build_and_run(sch.mod, a, np.zeros(6, "float32"), target=CPU)
     assert "summed in vector lanes" not in src
     np.testing.assert_allclose(s, a.sum(axis=0), rtol=1e-5, atol=1e-5)
 
@@ -417,7 +401,7 @@ def test_plan_splits_a_tile_too_large_at_its_outer_loop():
 def _rows_outside_the_reduction(rows: int, vectors: int) -> tir.Schedule:
     """``i (rows) | j0 (vectors) | k | j1 (16, vectorized)``: a tile of one vector under
     the reduction, its rows and vectors outside it."""
-    sch = _matmul(rows, 16 * vectors, 12)
+    sch = tir.Schedule(op_matmul(rows, 16 * vectors, 12))
     i, j, k = sch.get_loops(sch.get_block("T_matmul_NN"))
     j0, j1 = sch.split(j, [vectors, 16])
     sch.reorder(i, j0, k, j1)
@@ -433,7 +417,7 @@ def test_tile_loops_above_a_small_tile_are_jammed_into_it(monkeypatch, jam):
     monkeypatch.setattr(c_accumulate, "JAM_SMALL_TILES", jam)
     sch = _rows_outside_the_reduction(4, 2)
     a, b = rand(4, 12), rand(12, 32)
-    src, (_, _, c) = _run(sch.mod, a, b, np.full((4, 32), np.nan, "float32"))
+    src, (_, _, c) = build_and_run(sch.mod, a, b, np.full((4, 32), np.nan, "float32"), target=CPU)
     want = "8 accumulators of 16 lanes" if jam else "1 accumulator of 16 lanes"
     assert f"T_matmul_NN kept in {want} across loops k" in _kept(sch.mod)
     np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
@@ -447,7 +431,7 @@ def test_a_jam_stops_at_its_budget_and_only_lifts_small_tiles():
     assert plan is not None and len(plan.points) == 8
     assert [lp.loop_var.name for lp in plan.region] == ["k"]
     # a tile of MIN_SPLIT_ACCUMULATORS vectors under k is left as it is
-    sch = _matmul(4, 16 * MIN_SPLIT_ACCUMULATORS, 12)
+    sch = tir.Schedule(op_matmul(4, 16 * MIN_SPLIT_ACCUMULATORS, 12))
     i, j, k = sch.get_loops(sch.get_block("T_matmul_NN"))
     j0, j1 = sch.split(j, [MIN_SPLIT_ACCUMULATORS, 16])
     sch.reorder(i, k, j0, j1)
@@ -482,7 +466,7 @@ def test_tiled_matmuls_compute_the_numpy_result(ti, tj, tk, vectorize, unroll, c
     """SSRSRS-style tilings of a 6 x 96 x 10 matmul: the innermost tile ``ti x tj`` under
     the inner reduction loop ``tk``, vectorized or not, unrolled or not, with or without a
     write cache; every one computes numpy's result, with or without accumulators."""
-    sch = _matmul(6, 96, 10)
+    sch = tir.Schedule(op_matmul(6, 96, 10))
     block = sch.get_block("T_matmul_NN")
     i, j, k = sch.get_loops(block)
     i0, i1 = sch.split(i, [None, ti])
@@ -498,7 +482,7 @@ def test_tiled_matmuls_compute_the_numpy_result(ti, tj, tk, vectorize, unroll, c
         sch.annotate(i0, "pragma_auto_unroll_max_step", unroll)
         sch.annotate(i0, "pragma_unroll_explicit", 1)
     a, b = rand(6, 10), rand(10, 96)
-    src, (_, _, c) = _run(sch.mod, a, b, np.zeros((6, 96), "float32"))
+    src, (_, _, c) = build_and_run(sch.mod, a, b, np.zeros((6, 96), "float32"), target=CPU)
     np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
     if vectorize:  # vectors of 16 lanes, then halving power-of-two widths (24: 16 + 8)
         n_chunks = len(chunks(tj, 16)) if tj >= 2 else 1
@@ -513,14 +497,14 @@ def test_tiled_matmuls_compute_the_numpy_result(ti, tj, tk, vectorize, unroll, c
 @pytest.mark.compiler
 def test_a_tile_too_large_keeps_a_part_in_vector_variables_per_outer_iteration():
     # k | i1 (16) j1 (128, vectorized): 128 vectors; i1 goes outside k, 8 vectors inside
-    sch = _matmul(16, 128, 12)
+    sch = tir.Schedule(op_matmul(16, 128, 12))
     block = sch.get_block("T_matmul_NN")
     i, j, k = sch.get_loops(block)
     sch.reorder(k, i, j)
     sch.decompose_reduction(block, k)
     sch.vectorize(j)
     a, b = rand(16, 12), rand(12, 128)
-    src, (_, _, c) = _run(sch.mod, a, b, np.zeros((16, 128), "float32"))
+    src, (_, _, c) = build_and_run(sch.mod, a, b, np.zeros((16, 128), "float32"), target=CPU)
     assert "T_matmul_NN kept in 8 accumulators of 16 lanes across loops k" in _kept(sch.mod)
     k_loop = src[src.index("for (int32_t k = 0;") :]
     k_loop = k_loop[: k_loop.index("ms_store_f32x16(&T_matmul_NN[")]
@@ -532,7 +516,7 @@ def test_a_tile_too_large_keeps_a_part_in_vector_variables_per_outer_iteration()
 def test_register_tile_reaches_over_a_spatial_loop_between_two_reduction_loops():
     # k0 | j1 (2) | k1 (2) | i1 (2) j2 (16, vectorized): TVM's best batch-matmul order;
     # k1 joins the region, so all 2 x 2 vectors stay in variables across k0 and k1
-    sch = _matmul(8, 64, 24)
+    sch = tir.Schedule(op_matmul(8, 64, 24))
     block = sch.get_block("T_matmul_NN")
     i, j, k = sch.get_loops(block)
     i0, i1 = sch.split(i, [None, 2])
@@ -542,7 +526,7 @@ def test_register_tile_reaches_over_a_spatial_loop_between_two_reduction_loops()
     sch.decompose_reduction(block, k0)
     sch.vectorize(j2)
     a, b = rand(8, 24), rand(24, 64)
-    src, (_, _, c) = _run(sch.mod, a, b, np.zeros((8, 64), "float32"))
+    src, (_, _, c) = build_and_run(sch.mod, a, b, np.zeros((8, 64), "float32"), target=CPU)
     assert "T_matmul_NN kept in 4 accumulators of 16 lanes across loops k_0, k_1" in _kept(sch.mod)
     k_loop = src[src.index("for (int32_t k_0 = 0;") :]
     k_loop = k_loop[: k_loop.index("ms_store_f32x16(&T_matmul_NN[")]

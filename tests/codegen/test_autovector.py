@@ -12,21 +12,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from metaschedule import te, tir
-from metaschedule.codegen import build, c_codegen
+from metaschedule.codegen import c_codegen
 from metaschedule.codegen.c_autovector import vectorize_scalar_nests, widen_vector_loops
 from metaschedule.target import Target
 from metaschedule.te import ops
+from metaschedule.testing import RandomArrays, build_and_run
 from metaschedule.tir.stmt import For, ForKind
 from metaschedule.tir.transform import lower
 
 CPU = Target("llvm -mcpu=x86-64-v4 -num-cores=1")  # AVX-512 (testing.isas)
-RNG = np.random.default_rng(5)
+rand = RandomArrays(5)
 
 pytestmark = pytest.mark.usefixtures("session_kernel_cache")
-
-
-def rand(*shape) -> np.ndarray:
-    return RNG.standard_normal(shape).astype("float32")
 
 
 def _depthwise(h: int, w: int, c: int, stride: int = 1):
@@ -61,20 +58,12 @@ def _channels_outside(factors: tuple[int, int], rows: int = 2, stride: int = 1) 
     return sch
 
 
-def _run(sch, args, shape):
-    lib = build(sch.mod, CPU)
-    out = np.zeros(shape, "float32")
-    lib(*args, out)
-    return lib, out
-
-
 @pytest.mark.compiler
 def test_a_channel_loop_above_the_window_becomes_the_vector_loop():
     sch = _channels_outside((2, 16))
     x, k = rand(1, 8, 8, 32), rand(3, 3, 32)
-    lib, out = _run(sch, [x, k], (1, 8, 8, 32))
+    src, (*_, out) = build_and_run(sch.mod, x, k, np.zeros((1, 8, 8, 32), "float32"), target=CPU)
     np.testing.assert_allclose(out, _depthwise_np(x, k), rtol=1e-4, atol=1e-4)
-    src = lib.get_source()
     # the 16 channels are the lanes, the window and the 2 rows around them: a register
     # tile of 2 accumulators of 16 lanes, no scalar loop over the channels left
     assert "kept in 2 accumulators of 16 lanes" in src
@@ -85,14 +74,16 @@ def test_a_channel_loop_above_the_window_becomes_the_vector_loop():
 def test_the_switch_off_leaves_scalar_code_with_the_same_numbers():
     sch = _channels_outside((2, 16))
     x, k = rand(1, 8, 8, 32), rand(3, 3, 32)
-    lib_on, on = _run(sch, [x, k], (1, 8, 8, 32))
+    src_on, (*_, on) = build_and_run(sch.mod, x, k, np.zeros((1, 8, 8, 32), "float32"), target=CPU)
     try:
         c_codegen.AUTO_VECTORIZE = False
-        lib_off, off = _run(sch, [x, k], (1, 8, 8, 32))
+        src_off, (*_, off) = build_and_run(
+            sch.mod, x, k, np.zeros((1, 8, 8, 32), "float32"), target=CPU
+        )
     finally:
         c_codegen.AUTO_VECTORIZE = True
-    assert "ms_f32x16" in lib_on.get_source()
-    assert "ms_f32x16" not in lib_off.get_source()
+    assert "ms_f32x16" in src_on
+    assert "ms_f32x16" not in src_off
     # each element gets the same updates in the same order: the same bits
     np.testing.assert_array_equal(on, off)
 
@@ -162,7 +153,7 @@ def test_channel_tiles_without_a_vector_loop_compute_the_numpy_result(outer, row
     sch = _channels_outside((outer, 32 // outer), rows=rows if stride == 1 else 1, stride=stride)
     x, k = rand(1, 8, 8, 32), rand(3, 3, 32)
     want = _depthwise_np(x, k, stride)
-    _, out = _run(sch, [x, k], want.shape)
+    _, (*_, out) = build_and_run(sch.mod, x, k, np.zeros(want.shape, "float32"), target=CPU)
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4, err_msg=str(sch.trace))
 
 
@@ -184,15 +175,14 @@ def _narrow_vector(outer: int, inner: int) -> tir.Schedule:
 def test_a_narrow_vector_loop_is_widened_by_the_loop_above_it():
     sch = _narrow_vector(16, 4)
     x, k = rand(1, 8, 8, 64), rand(3, 3, 64)
-    lib, out = _run(sch, [x, k], (1, 8, 8, 64))
+    src, (*_, out) = build_and_run(sch.mod, x, k, np.zeros((1, 8, 8, 64), "float32"), target=CPU)
     np.testing.assert_allclose(out, _depthwise_np(x, k), rtol=1e-4, atol=1e-4)
-    src = lib.get_source()
     # 16 groups of 4 channels: one run of 64 lanes, four full vectors, no 4-lane vector
     assert "kept in 4 accumulators of 16 lanes" in src
     assert "ms_f32x4" not in src
     try:
         c_codegen.AUTO_VECTORIZE = False
-        _, off = _run(sch, [x, k], (1, 8, 8, 64))
+        _, (*_, off) = build_and_run(sch.mod, x, k, np.zeros((1, 8, 8, 64), "float32"), target=CPU)
     finally:
         c_codegen.AUTO_VECTORIZE = True
     np.testing.assert_array_equal(out, off)
@@ -218,5 +208,5 @@ def test_a_wide_enough_vector_loop_or_a_strided_one_stays():
 def test_widened_channel_tiles_compute_the_numpy_result(outer, inner):
     sch = _narrow_vector(outer, inner)
     x, k = rand(1, 8, 8, 64), rand(3, 3, 64)
-    _, out = _run(sch, [x, k], (1, 8, 8, 64))
+    _, (*_, out) = build_and_run(sch.mod, x, k, np.zeros((1, 8, 8, 64), "float32"), target=CPU)
     np.testing.assert_allclose(out, _depthwise_np(x, k), rtol=1e-4, atol=1e-4)

@@ -15,6 +15,7 @@ from metaschedule import te
 from metaschedule.codegen import BuildError, build, c_helpers
 from metaschedule.codegen.isa import isa_of
 from metaschedule.target import Target
+from metaschedule.testing import RandomArrays, matmul
 from metaschedule.tir import (
     Block,
     BlockRealize,
@@ -35,7 +36,7 @@ from metaschedule.tir import (
 from metaschedule.tir.stmt import true
 
 pytestmark = pytest.mark.compiler
-RNG = np.random.default_rng(2)
+rand = RandomArrays(2)
 
 
 @pytest.fixture(autouse=True)
@@ -44,14 +45,6 @@ def _kernel_cache(tmp_path, monkeypatch):
 
 
 # ----------------------------------------------------------------------------- workloads
-
-
-def matmul(n: int, m: int, k: int, dtype: str = "float32") -> PrimFunc:
-    A = te.placeholder((n, k), dtype, name="A")
-    B = te.placeholder((k, m), dtype, name="B")
-    r = te.reduce_axis((0, k), name="k")
-    C = te.compute((n, m), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
-    return te.create_prim_func([A, B, C])
 
 
 def _region(buf, *idx):
@@ -128,10 +121,6 @@ def tiled_matmul(n: int = 64, ti: int = 4, tj: int = 16) -> PrimFunc:
     return PrimFunc((A, B, C), BlockRealize((), true(), root))
 
 
-def rand(*shape, dtype="float32"):
-    return RNG.standard_normal(shape).astype(dtype)
-
-
 # ----------------------------------------------------------------------------- numerics
 
 
@@ -173,13 +162,13 @@ def test_reduction_elementwise_and_intermediate_buffer():
 
 
 def test_int_and_float64_kernels():
-    lib = build(matmul(7, 5, 6, "int32"))
-    a = RNG.integers(-50, 50, (7, 6)).astype("int32")
-    b = RNG.integers(-50, 50, (6, 5)).astype("int32")
+    lib = build(matmul(7, 5, 6, dtype="int32"))
+    a = rand.rng.integers(-50, 50, (7, 6)).astype("int32")
+    b = rand.rng.integers(-50, 50, (6, 5)).astype("int32")
     c = np.zeros((7, 5), "int32")
     lib(a, b, c)
     np.testing.assert_array_equal(c, a @ b)
-    lib = build(matmul(7, 5, 6, "float64"))
+    lib = build(matmul(7, 5, 6, dtype="float64"))
     a, b, c = rand(7, 6, dtype="float64"), rand(6, 5, dtype="float64"), np.zeros((7, 5))
     lib(a, b, c)
     np.testing.assert_allclose(c, a @ b, rtol=1e-12)

@@ -12,6 +12,7 @@ from metaschedule import te
 from metaschedule.codegen import CodegenError, build, codegen_c
 from metaschedule.codegen.c_helpers import c_literal
 from metaschedule.target import Target
+from metaschedule.testing import RandomArrays, build_and_run, matmul
 from metaschedule.tir import (
     Allocate,
     Block,
@@ -29,7 +30,7 @@ from metaschedule.tir import (
 )
 from metaschedule.tir.transform import lower
 
-RNG = np.random.default_rng(1)
+rand = RandomArrays(1)
 CPU = Target("llvm -mcpu=x86-64-v4 -num-cores=2")  # AVX-512 (testing.isas)
 CPU16 = Target({"kind": "cpu", "num_cores": 2, "vector_width": 16})  # sse/neon-sized
 
@@ -72,17 +73,6 @@ def schedule_loops(func: PrimFunc, block: str, kinds=(), annotations=()) -> Prim
             return dataclasses.replace(f, **changes) if changes else f
 
     return func.with_body(_Set().visit(func.body))
-
-
-def run(func: PrimFunc, *arrays: np.ndarray, target=CPU) -> tuple[str, list[np.ndarray]]:
-    lib = build(func, target)
-    args = [a.copy() for a in arrays]
-    lib(*args)
-    return lib.get_source(), args
-
-
-def rand(*shape, dtype="float32") -> np.ndarray:
-    return RNG.standard_normal(shape).astype(dtype)
 
 
 V, P, U = ForKind.VECTORIZED, ForKind.PARALLEL, ForKind.UNROLLED
@@ -144,7 +134,7 @@ def test_parallel_outermost_loop_becomes_one_omp_region():
     B = te.compute((32, 16), lambda i, j: A[i, j] * 3.0 + 1.0, name="B")
     func = schedule_loops(te.create_prim_func([A, B]), "B", [P, P])
     a = rand(32, 16)
-    src, (_, b) = run(func, a, np.zeros_like(a))
+    src, (_, b) = build_and_run(func, a, np.zeros_like(a), target=CPU)
     assert src.count("#pragma omp parallel for num_threads(2)") == 1
     assert "nested in a parallel region" in src
     np.testing.assert_allclose(b, a * 3 + 1, rtol=1e-5, atol=1e-6)
@@ -165,7 +155,7 @@ def elementwise(n: int, m: int, dtype: str = "float32"):
 def test_vectorized_loop_emits_vector_code(m):
     func = schedule_loops(elementwise(5, m), "C", [None, V])
     a, b = rand(5, m), rand(m)
-    src, (_, _, c) = run(func, a, b, np.zeros((5, m), "float32"))
+    src, (_, _, c) = build_and_run(func, a, b, np.zeros((5, m), "float32"), target=CPU)
     assert "__attribute__((vector_size(" in src and "not vectorized" not in src
     assert re.search(r"ms_store_f32x\d+\(&C\[", src)
     assert "ms_bcast_f32x" in src  # A[i, 0] is loop-invariant: broadcast
@@ -179,11 +169,11 @@ def test_vectorized_loop_emits_vector_code(m):
 def test_vectorized_dtypes(dtype):
     func = schedule_loops(elementwise(3, 40, dtype), "C", [None, V])
     if dtype.startswith("int"):
-        a = RNG.integers(-9, 9, (3, 40)).astype(dtype)
-        b = RNG.integers(-9, 9, (40,)).astype(dtype)
+        a = rand.rng.integers(-9, 9, (3, 40)).astype(dtype)
+        b = rand.rng.integers(-9, 9, (40,)).astype(dtype)
     else:
         a, b = rand(3, 40, dtype=dtype), rand(40, dtype=dtype)
-    src, (_, _, c) = run(func, a, b, np.zeros((3, 40), dtype))
+    src, (_, _, c) = build_and_run(func, a, b, np.zeros((3, 40), dtype), target=CPU)
     assert "vector_size(" in src and "not vectorized" not in src
     ref = np.maximum(a * b + a[:, :1], b)
     np.testing.assert_allclose(
@@ -211,7 +201,7 @@ def test_vectorized_math_select_and_casts():
     )
     func = schedule_loops(schedule_loops(te.create_prim_func([A, C]), "B", [V]), "C", [V])
     a = rand(n)
-    src, (_, c) = run(func, a, np.zeros(n, "float32"))
+    src, (_, c) = build_and_run(func, a, np.zeros(n, "float32"), target=CPU)
     assert "ms_select_f32x16(" in src and "ms_vsigmoid_f32x16(" in src
     assert "__builtin_convertvector(" in src and "not vectorized" not in src
     i = np.arange(n, dtype="float32")
@@ -238,10 +228,10 @@ def test_vectorized_masks_bools_and_invariant_selects():
     func = te.create_prim_func([A, X, F, B, Q, M, G])
     for block in "BQMG":
         func = schedule_loops(func, block, [V])
-    a, x = rand(n, dtype="float64"), RNG.integers(-5, 5, n).astype("int32")
-    f = RNG.random(n) > 0.5
+    a, x = rand(n, dtype="float64"), rand.rng.integers(-5, 5, n).astype("int32")
+    f = rand.rng.random(n) > 0.5
     outs = [np.zeros(n), np.zeros(n, "int32"), np.zeros(n, "float32"), np.zeros(n, bool)]
-    src, (*_, b, q, m, g) = run(func, a, x, f, *outs)
+    src, (*_, b, q, m, g) = build_and_run(func, a, x, f, *outs, target=CPU)
     assert "not vectorized" not in src and src.count("__builtin_convertvector(") >= 2
     i = np.arange(n)
     np.testing.assert_allclose(b, np.where(a[0] > 0, a, -a) + i / 2, rtol=1e-12)
@@ -260,7 +250,7 @@ def test_vectorize_gathers_strided_loads_and_falls_back_for_reduction():
     func = te.create_prim_func([A, S])
     func = schedule_loops(schedule_loops(func, "G", [None, V]), "S", [None, V])
     a = rand(n, 2 * n)
-    src, (_, s) = run(func, a, np.zeros(n, "float32"))
+    src, (_, s) = build_and_run(func, a, np.zeros(n, "float32"), target=CPU)
     assert "j: not vectorized" not in src and "ms_p[2], ms_p[4]" in src
     assert "k: not vectorized (every lane would store the same element of S)" in src
     assert src.count("#pragma GCC ivdep") == 0  # the reduction's iterations depend
@@ -274,7 +264,7 @@ def test_vectorize_padding_select_stays_in_bounds():
     B = te.compute((n,), lambda i: te.if_then_else(i >= 1, A[i - 1], 0.0) + A[i], name="B")
     func = schedule_loops(te.create_prim_func([A, B]), "B", [V])
     a = rand(n)
-    src, (_, b) = run(func, a, np.zeros(n, "float32"))
+    src, (_, b) = build_and_run(func, a, np.zeros(n, "float32"), target=CPU)
     assert "not vectorized (a select with a lane-dependent condition guards loads" in src
     np.testing.assert_allclose(b, np.concatenate([[0], a[:-1]]) + a, rtol=1e-5, atol=1e-6)
 
@@ -285,35 +275,27 @@ def test_vector_width_follows_target():
     src = codegen_c(lower(func), CPU16).code
     assert "ms_f32x4 __attribute__((vector_size(16)))" in src and "ms_f32x16" not in src
     a, b = rand(2, 32), rand(32)
-    _, (_, _, c) = run(func, a, b, np.zeros((2, 32), "float32"), target=CPU16)
+    _, (_, _, c) = build_and_run(func, a, b, np.zeros((2, 32), "float32"), target=CPU16)
     np.testing.assert_allclose(c, np.maximum(a * b + a[:, :1], b), rtol=1e-5, atol=1e-6)
 
 
 # ----------------------------------------------------------------------------- unroll
 
 
-def small_matmul(n=6, m=4, k=5):
-    A = te.placeholder((n, k), name="A")
-    B = te.placeholder((k, m), name="B")
-    r = te.reduce_axis((0, k), name="k")
-    C = te.compute((n, m), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
-    return te.create_prim_func([A, B, C])
-
-
 @pytest.mark.compiler
 def test_unrolled_loop_gets_pragma():
-    func = schedule_loops(small_matmul(), "C", [None, None, U])
+    func = schedule_loops(matmul(6, 4, 5), "C", [None, None, U])
     a, b = rand(6, 5), rand(5, 4)
-    src, (_, _, c) = run(func, a, b, np.zeros((6, 4), "float32"))
+    src, (_, _, c) = build_and_run(func, a, b, np.zeros((6, 4), "float32"), target=CPU)
     assert "#pragma GCC unroll 5\n" in src
     np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.compiler
 def test_auto_unroll_max_step_unrolls_small_inner_nests():
-    func = schedule_loops(small_matmul(), "C", annotations=[{"pragma_auto_unroll_max_step": 40}])
+    func = schedule_loops(matmul(6, 4, 5), "C", annotations=[{"pragma_auto_unroll_max_step": 40}])
     a, b = rand(6, 5), rand(5, 4)
-    src, (_, _, c) = run(func, a, b, np.zeros((6, 4), "float32"))
+    src, (_, _, c) = build_and_run(func, a, b, np.zeros((6, 4), "float32"), target=CPU)
     # a k iteration is 2 steps (guarded init, update): the k loop is 10 steps, the j loop
     # 40: both fit in 40; the i loop (240 steps) does not
     assert "#pragma GCC unroll 4\n" in src and "#pragma GCC unroll 5\n" in src
@@ -324,9 +306,9 @@ def test_auto_unroll_max_step_unrolls_small_inner_nests():
 @pytest.mark.compiler
 def test_unroll_explicit_replicates_the_body():
     ann = {"pragma_auto_unroll_max_step": 64, "pragma_unroll_explicit": 1}
-    func = schedule_loops(small_matmul(), "C", annotations=[ann])
+    func = schedule_loops(matmul(6, 4, 5), "C", annotations=[ann])
     a, b = rand(6, 5), rand(5, 4)
-    src, (_, _, c) = run(func, a, b, np.zeros((6, 4), "float32"))
+    src, (_, _, c) = build_and_run(func, a, b, np.zeros((6, 4), "float32"), target=CPU)
     # the k loop (5 steps) is replicated; the j loop around it (20 steps, over
     # EXPLICIT_UNROLL_STEPS) gets a pragma instead of 4 more copies in the source
     assert src.count("{ const int32_t k = ") == 5 and "#pragma GCC unroll 4\n" in src
@@ -345,10 +327,10 @@ def test_intrinsics_by_dtype_and_floor_division():
     Q = te.compute((n,), lambda i: te.floordiv(X[i], 3) * 100 + te.floormod(X[i], 3), name="Q")
     H = te.compute((n,), lambda i: te.tanh(A[i].astype("float16")), name="H")
     func = te.create_prim_func([A, X, B, Q, H])
-    a = RNG.standard_normal(n)
+    a = rand.rng.standard_normal(n)
     x = np.arange(-8, 8, dtype="int32")
-    src, (_, _, b, q, h) = run(
-        func, a, x, np.zeros(n), np.zeros(n, "int32"), np.zeros(n, "float16")
+    src, (_, _, b, q, h) = build_and_run(
+        func, a, x, np.zeros(n), np.zeros(n, "int32"), np.zeros(n, "float16"), target=CPU
     )
     assert "exp(" in src and "expf(" not in src and "nearbyint(" in src
     assert "ms_floordiv_i32(" in src and "_Float16" in src
@@ -368,7 +350,7 @@ def test_bool_buffers_and_large_heap_allocation():
     M = te.compute((n, n), lambda i, j: T[i, j] > 0.0, name="M")
     func = te.create_prim_func([A, M])
     a = rand(n, n)
-    src, (_, m) = run(func, a, np.zeros((n, n), bool))
+    src, (_, m) = build_and_run(func, a, np.zeros((n, n), bool), target=CPU)
     assert ", 65536);" in src and "if (!ms_ws_mine) free(T);" in src
     np.testing.assert_array_equal(m, a > 0)
 
@@ -418,7 +400,7 @@ def _heap_in_loop(kind: ForKind, n: int = 128) -> PrimFunc:
 @pytest.mark.parametrize("kind", [ForKind.SERIAL, P], ids=["serial", "parallel"])
 def test_heap_allocations_are_hoisted_out_of_loops(kind):
     a = rand(128, 128)
-    src, (_, b) = run(_heap_in_loop(kind), a, np.zeros((4, 128), "float32"))
+    src, (_, b) = build_and_run(_heap_in_loop(kind), a, np.zeros((4, 128), "float32"), target=CPU)
     body = src[src.index("(void** args) {") :]
     # from the workspace kept between calls (a fresh allocation if it is in use)
     assert body.count(", 65536);") == 1 and body.count("if (!ms_ws_mine) free(T);") == 1
@@ -466,7 +448,7 @@ def test_fused_then_vectorized_loop_keeps_vector_code(transpose_b):
     # the body then indexes with v // 16 and v % 16, which must not fall back to scalars
     func = _tiled_matmul(transpose_b, fused=True)
     a, b = rand(32, 32), rand(32, 32)
-    src, (_, _, c) = run(func, a, b, np.zeros((32, 32), "float32"))
+    src, (_, _, c) = build_and_run(func, a, b, np.zeros((32, 32), "float32"), target=CPU)
     assert "not vectorized" not in src
     # split back into 16-lane vectors: in a loop, or as register accumulators (the k loop
     # directly around the fused loop keeps the output tile in variables)
@@ -483,7 +465,7 @@ def test_transposed_operand_is_gathered_into_vectors():
     # B[j, k] vectorized over j has stride 32: gathered lanes, the rest stays vector code
     func = _tiled_matmul(True, fused=False)
     a, b = rand(32, 32), rand(32, 32)
-    src, (_, _, c) = run(func, a, b, np.zeros((32, 32), "float32"))
+    src, (_, _, c) = build_and_run(func, a, b, np.zeros((32, 32), "float32"), target=CPU)
     assert "not vectorized" not in src
     assert "ms_p[32]" in src and "ms_store_f32x16(" in src
     np.testing.assert_allclose(c, a @ b.T, rtol=1e-4, atol=1e-4)
@@ -501,7 +483,7 @@ def test_unroll_of_512_steps_gives_bounded_source():
     ann = {"pragma_auto_unroll_max_step": 512, "pragma_unroll_explicit": 1}
     func = schedule_loops(func, "T_matmul_NN", annotations=[ann])
     a, b = rand(8, 8), rand(8, 8)
-    src, (_, _, c) = run(func, a, b, np.zeros((8, 8), "float32"))
+    src, (_, _, c) = build_and_run(func, a, b, np.zeros((8, 8), "float32"), target=CPU)
     body_copies = src.count("T_matmul_NN[")
     assert body_copies <= 3 * EXPLICIT_UNROLL_STEPS, body_copies
     assert "{ const int32_t k = " in src  # the inner loop is replicated

@@ -19,18 +19,15 @@ from metaschedule.search_strategy.base import TraceReplayer
 from metaschedule.space_generator import PostOrderApply
 from metaschedule.target import Target
 from metaschedule.te import ops
+from metaschedule.testing import RandomArrays
 from metaschedule.tir import Buffer, BufferLoad, BufferStore, For, ForKind, PrimFunc, Var, const
 from metaschedule.tir.interpreter import interpret
 from metaschedule.tune_context import TuneContext
 
 CPU = Target("llvm -mcpu=x86-64-v4 -num-cores=2")  # AVX-512 (testing.isas)
-RNG = np.random.default_rng(11)
+rand = RandomArrays(11)
 
 pytestmark = pytest.mark.usefixtures("session_kernel_cache")
-
-
-def rand(*shape) -> np.ndarray:
-    return RNG.standard_normal(shape).astype("float32")
 
 
 def _depthwise(h: int = 8, w: int = 12, c: int = 32):

@@ -16,7 +16,7 @@ import pytest
 from metaschedule import te, tir
 from metaschedule.codegen import codegen_c
 from metaschedule.target import Target
-from metaschedule.te import ops
+from metaschedule.testing import op_matmul
 from metaschedule.testing.schedules import matmul_schedule
 from metaschedule.tir.transform import lower
 
@@ -29,9 +29,7 @@ TARGET = Target(
 
 
 def matmul() -> tir.Schedule:
-    A = te.placeholder((64, 64), "float32", "A")
-    B = te.placeholder((64, 64), "float32", "B")
-    sch = tir.Schedule(te.create_prim_func([A, B, ops.matmul(A, B)]))
+    sch = tir.Schedule(op_matmul(64, 64, 64))
     return matmul_schedule(sch, TARGET, rows=4, vectors=2, row_block=32, col_block=32)
 
 

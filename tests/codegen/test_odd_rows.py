@@ -20,6 +20,7 @@ from metaschedule.codegen.c_vector import vectorize_outputs
 from metaschedule.codegen.plan import plan_function
 from metaschedule.target import Target
 from metaschedule.te import ops
+from metaschedule.testing import RandomArrays, build_and_check
 from metaschedule.tir import (
     Buffer,
     BufferLoad,
@@ -34,13 +35,9 @@ from metaschedule.tir import (
 from metaschedule.tir.transform import lower
 
 CPU = Target("llvm -mcpu=x86-64-v4 -num-cores=2")  # AVX-512 (testing.isas)
-RNG = np.random.default_rng(11)
+rand = RandomArrays(11)
 
 pytestmark = pytest.mark.usefixtures("session_kernel_cache")
-
-
-def rand(*shape) -> np.ndarray:
-    return RNG.standard_normal(shape).astype("float32")
 
 
 def _odd_matmul(m: int, tj: int, tk: int, *, n_outer=2, k_outer=3, unroll=64, cache=False):
@@ -69,13 +66,11 @@ def _kept(mod) -> str:
     return "\n".join(tile.describe() for _, tile in plan.tiles)
 
 
-def _run(sch, shape):
+def _inputs(shape: tuple[int, int, int]) -> tuple[list[np.ndarray], np.ndarray]:
+    """Random ``A`` and ``B`` of a ``(m, k, n)`` matmul, and numpy's product."""
     m, k, n = shape
     a, b = rand(m, k), rand(k, n)
-    lib = build(sch.mod, CPU)
-    c = np.zeros((m, n), "float32")
-    lib(a, b, c)
-    return lib.get_source(), c, a @ b
+    return [a, b], a @ b
 
 
 def _loop_body(src: str, header: str) -> str:
@@ -102,8 +97,7 @@ def test_a_serial_row_of_17_over_an_unrolled_reduction_is_vector_code_with_b_in_
     panel of ``B`` (7 vectors, 7 scalars) is loaded once per ``k0``, before the row loop,
     and each ``A`` element broadcast once per row, its first lane serving the scalar."""
     sch, shape = _odd_matmul(9, 17, 7, cache=cache)
-    src, c, ref = _run(sch, shape)
-    np.testing.assert_allclose(c, ref, rtol=1e-4, atol=1e-4)
+    src = build_and_check(sch.mod, *_inputs(shape), target=CPU)
     assert "kept in 2 accumulators of 16/1 lanes across loops k_1" in _kept(sch.mod)
     assert "14 loads invariant in loop i, in registers" in src
     assert "7 elements broadcast once per iteration of i" in src
@@ -119,22 +113,19 @@ def test_a_tile_with_invariant_loads_is_written_out_past_the_explicit_unroll_lim
     written out, B's panel is loaded before the row loop (as many loads as the registers
     left by the accumulators allow)."""
     sch, shape = _odd_matmul(5, 51, 7, unroll=512)
-    src, c, ref = _run(sch, shape)
-    np.testing.assert_allclose(c, ref, rtol=1e-4, atol=1e-4)
+    src = build_and_check(sch.mod, *_inputs(shape), target=CPU)
     assert "kept in 5 accumulators of 16/2/1 lanes across loops k_1" in _kept(sch.mod)
     assert re.search(r"// \d+ loads invariant in loop i, in registers", src)
     monkeypatch.setattr(c_codegen, "EXPLICIT_TILE_STEPS", c_codegen.EXPLICIT_UNROLL_STEPS)
     sch, shape = _odd_matmul(5, 51, 7, unroll=512)
-    src, c, ref = _run(sch, shape)
-    np.testing.assert_allclose(c, ref, rtol=1e-4, atol=1e-4)
+    src = build_and_check(sch.mod, *_inputs(shape), target=CPU)
     assert "invariant in loop i" not in src and "#pragma GCC unroll 7" in src
 
 
 @pytest.mark.compiler
 def test_without_unrolling_the_row_is_still_vector_code_and_b_stays_in_the_loop():
     sch, shape = _odd_matmul(5, 17, 7, unroll=0)
-    src, c, ref = _run(sch, shape)
-    np.testing.assert_allclose(c, ref, rtol=1e-4, atol=1e-4)
+    src = build_and_check(sch.mod, *_inputs(shape), target=CPU)
     assert "kept in 2 accumulators of 16/1 lanes across loops k_1" in _kept(sch.mod)
     assert "invariant in loop" not in src  # k1 is a C loop: B moves with it
 
@@ -144,8 +135,7 @@ def test_switched_off_the_row_stays_scalar(monkeypatch):
     monkeypatch.setattr(c_vector, "VECTORIZE_OUTPUTS", False)
     monkeypatch.setattr(c_invariant, "HOIST_INVARIANT_LOADS", False)
     sch, shape = _odd_matmul(5, 17, 7)
-    src, c, ref = _run(sch, shape)
-    np.testing.assert_allclose(c, ref, rtol=1e-4, atol=1e-4)
+    src = build_and_check(sch.mod, *_inputs(shape), target=CPU)
     assert "kept in 1 accumulator across loops k_1" in _kept(sch.mod)
     assert "invariant in loop" not in src and "_bc" not in src
 
@@ -278,7 +268,6 @@ def test_odd_rows_over_a_reduction_compute_the_numpy_result(m, tj, tk, n_outer, 
     or not, with or without a write cache: numpy's result, and vector code for the row
     whenever a reduction loop is under it (unless a tile across ``k0`` took the rows)."""
     sch, shape = _odd_matmul(m, tj, tk, n_outer=n_outer, unroll=unroll, cache=cache)
-    src, c, ref = _run(sch, shape)
-    np.testing.assert_allclose(c, ref, rtol=1e-4, atol=1e-4)
+    src = build_and_check(sch.mod, *_inputs(shape), target=CPU)
     if tk > 1 and tj >= c_vector.MIN_OUTPUT_LANES and "across loops k_0" not in src:
         assert re.search(r"accumulators? of \d+(/\d+)* lanes across loops k_1", src), src

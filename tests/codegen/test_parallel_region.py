@@ -17,12 +17,13 @@ from metaschedule.schedule import Schedule
 from metaschedule.schedule.error import ScheduleError
 from metaschedule.target import Target
 from metaschedule.te import ops
+from metaschedule.testing import RandomArrays, build_and_check
 from metaschedule.tir import Allocate, Buffer, BufferStore, For, ForKind, PrimFunc, SeqStmt, Var
 from metaschedule.tir.transform import lower
 
 CPU = Target({"kind": "cpu", "num_cores": 2, "vector_width": 32})
 P, S = ForKind.PARALLEL, ForKind.SERIAL
-RNG = np.random.default_rng(7)
+rand = RandomArrays(7)
 
 
 pytestmark = pytest.mark.usefixtures("session_kernel_cache")
@@ -86,13 +87,9 @@ def _all_parallel(func: PrimFunc) -> PrimFunc:
 
 
 def _run(func: PrimFunc, shapes, ref) -> str:
-    lib = build(func, CPU)
-    ins = [RNG.standard_normal(s).astype("float32") for s in shapes]
-    expected = ref(*ins)
-    out = np.zeros(expected.shape, "float32")
-    lib(*ins, out)
-    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5)
-    return lib.get_source()
+    """``func`` built and checked against ``ref`` on random inputs of ``shapes``."""
+    ins = [rand(*s) for s in shapes]
+    return build_and_check(func, ins, ref(*ins), target=CPU, rtol=1e-4, atol=1e-5)
 
 
 def _regions(src: str) -> int:
@@ -182,7 +179,7 @@ def test_a_parallel_loop_inside_a_serial_loop_ends_the_region():
     func = PrimFunc((a, b), SeqStmt((first, outer)))
     assert [it.kind for it in plan_items(func.body)[1]] == ["parallel", "nested"]
     lib = build(func, CPU)
-    x, y = RNG.standard_normal((4, 8)).astype("float32"), np.zeros((4, 8), "float32")
+    x, y = rand(4, 8), np.zeros((4, 8), "float32")
     lib(x, y)
     np.testing.assert_allclose(y, (x + 1) * 2, rtol=1e-6)
     assert lib.get_source().count("#pragma omp parallel for") == 2  # as before
@@ -205,7 +202,7 @@ def test_heap_workspaces_are_taken_once_per_thread_for_the_region():
     body = src[src.index("(void** args) {") :]
     assert _regions(body) == 1 and body.count("ms_ws_get(") == 2
     assert body.index("ms_ws_get(") < body.index("#pragma omp for")
-    x = RNG.standard_normal((4, 16384)).astype("float32")
+    x = rand(4, 16384)
     for _ in range(2):  # the second call reuses the workspace
         y = np.zeros(4, "float32")
         lib(x, y)

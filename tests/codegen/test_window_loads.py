@@ -15,17 +15,14 @@ from metaschedule.codegen import build
 from metaschedule.space_generator import PostOrderApply
 from metaschedule.target import Target
 from metaschedule.te import ops
+from metaschedule.testing import RandomArrays, build_and_check
 from metaschedule.tune_context import TuneContext
 
 CPU = Target("llvm -mcpu=x86-64-v4 -num-cores=2")  # AVX-512 (testing.isas)
-RNG = np.random.default_rng(11)
+rand = RandomArrays(11)
 
 
 pytestmark = pytest.mark.usefixtures("session_kernel_cache")
-
-
-def rand(*shape) -> np.ndarray:
-    return RNG.standard_normal(shape).astype("float32")
 
 
 def _depthwise(h: int, w: int, c: int):
@@ -68,21 +65,11 @@ def _depthwise_row_tile(h: int = 6, w: int = 8, c: int = 32) -> tir.Schedule:
     return sch
 
 
-def _checked(sch, args, want):
-    """``sch`` built, run on ``args`` and checked against ``want`` (numpy's result)."""
-    lib = build(sch.mod, CPU)
-    out = np.zeros(want.shape, "float32")
-    lib(*args, out)
-    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
-    return lib
-
-
 @pytest.mark.compiler
 def test_depthwise_window_loads_each_input_vector_once():
     sch = _depthwise_row_tile()
     x, k = rand(1, 6, 8, 32), rand(3, 3, 32)
-    lib = _checked(sch, [x, k], _depthwise_np(x, k))
-    src = lib.get_source()
+    src = build_and_check(sch.mod, [x, k], _depthwise_np(x, k), target=CPU)
     assert "kept in 8 accumulators of 16 lanes across loops ry, rx" in src
     # ry and rx written out: 4 pixels x 3x3 taps read 3 rows x 6 columns of input
     # pixels of 2 vectors each, and 9 taps x 2 vectors of the kernel; each is loaded once
@@ -136,8 +123,7 @@ def test_conv_window_broadcasts_each_input_pixel_once():
     # per update: 72), and 9 taps x 2 weight vectors, each loaded once
     sch = _conv_row_tile(4)
     x, k = rand(1, 6, 8, 8), rand(3, 3, 8, 32)
-    lib = _checked(sch, [x, k], _conv_np(x, k))
-    src = lib.get_source()
+    src = build_and_check(sch.mod, [x, k], _conv_np(x, k), target=CPU)
     assert "kept in 8 accumulators of 16 lanes across loops rc, ry, rx" in src
     interior = src[src.index("kept in 8 accumulators") :]
     interior = interior[: interior.index("ms_store_f32x16")]  # the first tile's updates
@@ -156,8 +142,7 @@ def test_conv_window_too_wide_for_the_registers_broadcasts_per_update():
     # reused), the loops stay and the kernel still computes the numpy result
     sch = _conv_row_tile(14, h=3, w=14)
     x, k = rand(1, 3, 14, 8), rand(3, 3, 8, 32)
-    lib = _checked(sch, [x, k], _conv_np(x, k))
-    src = lib.get_source()
+    src = build_and_check(sch.mod, [x, k], _conv_np(x, k), target=CPU)
     assert "kept in 28 accumulators of 16 lanes" in src
     assert "MS_IN_REG(" not in src
 
@@ -175,8 +160,8 @@ def test_a_tile_without_a_sliding_window_keeps_its_loop():
     sch.decompose_reduction(block, k0)
     sch.vectorize(j)
     a, b = rand(8, 16), rand(16, 32)
-    lib = _checked(sch, [a, b], a @ b)
-    assert "MS_IN_REG" not in lib.get_source()
+    src = build_and_check(sch.mod, [a, b], a @ b, target=CPU)
+    assert "MS_IN_REG" not in src
 
 
 @pytest.mark.compiler

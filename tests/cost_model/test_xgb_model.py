@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 import metaschedule as ms
-from metaschedule import te
 from metaschedule.arg_info import ArgInfo
 from metaschedule.cost_model import CostModel, XGBConfig, XGBModel
 from metaschedule.cost_model.metric import (
@@ -19,6 +18,7 @@ from metaschedule.cost_model.metric import (
 )
 from metaschedule.runner import RunnerResult
 from metaschedule.search_strategy import MeasureCandidate
+from metaschedule.testing import matmul
 
 
 @pytest.fixture
@@ -162,14 +162,6 @@ def test_config_and_arguments(model):
 # ----------------------------------------------------------------------------- real features
 
 
-def matmul(n=32):
-    A = te.placeholder((n, n), "float32", "A")
-    B = te.placeholder((n, n), "float32", "B")
-    r = te.reduce_axis((0, n), "k")
-    C = te.compute((n, n), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
-    return te.create_prim_func([A, B, C])
-
-
 def tiled(func, tile_i, tile_j, vec, par):
     sch = ms.tir.Schedule(func, seed=0)
     i, j, k = sch.get_loops(sch.get_block("C"))
@@ -185,7 +177,7 @@ def tiled(func, tile_i, tile_j, vec, par):
 
 def test_learns_a_cost_of_real_schedules():
     """Cost follows the vector length, parallelism and i-tile of matmul schedules."""
-    func = matmul()
+    func = matmul(32, 32, 32)
     knobs = list(
         itertools.product([1, 2, 4, 8, 16], [2, 4, 8, 16, 32], [False, True], [False, True])
     )

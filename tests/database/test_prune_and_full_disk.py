@@ -68,6 +68,22 @@ def test_json_prune_in_place_keeps_what_a_running_tuner_commits(tmp_path, capsys
     assert sorted(os.listdir(tmp_path)) == sorted([WL, REC])  # no file left behind
 
 
+def _opened(proc: subprocess.Popen, path) -> bool:
+    """Whether ``proc`` has ``path`` open (per /proc; False without /proc)."""
+    fd_dir, want = f"/proc/{proc.pid}/fd", os.path.realpath(path)
+    try:
+        fds = os.listdir(fd_dir)
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(os.path.join(fd_dir, fd)) == want:
+                return True
+        except OSError:  # closed meanwhile
+            pass
+    return False
+
+
 def test_json_prune_waits_for_the_lock_commits_take(tmp_path):
     db = JSONDatabase(work_dir=str(tmp_path))
     fill(db)
@@ -83,9 +99,15 @@ def test_json_prune_waits_for_the_lock_commits_take(tmp_path):
             text=True,
         )
         try:
-            deadline = time.monotonic() + 20
+            # once the prune has the database open it only waits for the lock; then a
+            # second more, ample for a prune of 7 records that ignored the lock to finish
+            # (without /proc to tell: 20 s)
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and proc.poll() is None and not _opened(proc, wl):
+                time.sleep(0.05)
+            deadline = time.monotonic() + (1 if os.path.isdir("/proc/self/fd") else 20)
             while time.monotonic() < deadline and proc.poll() is None:
-                time.sleep(0.2)
+                time.sleep(0.05)
                 if os.stat(wl).st_ino != before:
                     break
             assert proc.poll() is None, proc.communicate()

@@ -15,15 +15,8 @@ from metaschedule.feature_extractor import FeatureExtractor, PerStoreFeature, Py
 from metaschedule.feature_extractor.per_store_feature import feature_names
 from metaschedule.search_strategy import MeasureCandidate
 from metaschedule.target import Target
+from metaschedule.testing import matmul
 from metaschedule.utils import derived_object
-
-
-def make_matmul(n=64, m=64, k=64):
-    A = te.placeholder((n, k), "float32", "A")
-    B = te.placeholder((k, m), "float32", "B")
-    r = te.reduce_axis((0, k), "k")
-    C = te.compute((n, m), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
-    return te.create_prim_func([A, B, C])
 
 
 def schedule(func, *, tile_i=None, tile_j=None, parallel=False, vectorize=False, unroll_k=None):
@@ -79,7 +72,7 @@ def test_layout_and_shape():
     )
     assert fe2.feature_vector_length == 57 + 18 * 2 + 4 + 4 + 3 + 18
     assert fe2.feature_names == feature_names(2, 4, True)
-    _, x = rows(schedule(make_matmul()))
+    _, x = rows(schedule(matmul(64, 64, 64)))
     # the lowered matmul has two stores: the init (C = 0) and the update
     assert x.shape == (2, 164) and x.dtype == np.float32
     assert np.all(np.isfinite(x))
@@ -94,7 +87,7 @@ def test_create_and_bad_arguments():
 
 
 def test_naive_matmul_values():
-    fe, x = rows(schedule(make_matmul()))
+    fe, x = rows(schedule(matmul(64, 64, 64)))
     init, update = x
     n = 64**3
     assert slot(fe, update, "float_mad") == pytest.approx(slog(n))
@@ -128,7 +121,7 @@ def test_naive_matmul_values():
 
 
 def test_schedules_differ_in_expected_slots():
-    func = make_matmul()
+    func = matmul(64, 64, 64)
     fe, base = rows(schedule(func, tile_i=8, tile_j=16))
     _, vec = rows(schedule(func, tile_i=8, tile_j=16, vectorize=True))
     _, par = rows(schedule(func, tile_i=8, tile_j=16, parallel=True))
@@ -155,7 +148,7 @@ def test_schedules_differ_in_expected_slots():
 
 
 def test_arith_intensity_curve_grows_with_loop_depth():
-    fe, x = rows(schedule(make_matmul(), tile_i=8, tile_j=16))
+    fe, x = rows(schedule(matmul(64, 64, 64), tile_i=8, tile_j=16))
     start = fe.feature_names.index("arith_intensity_curve_0")
     curve = x[1, start : start + 10]
     assert curve[0] > 0 and curve[-1] > curve[0]
@@ -184,7 +177,7 @@ def test_allocation_and_elementwise_consumer():
 
 
 def test_gpu_binding_and_workload_features():
-    func = make_matmul(32, 32, 32)
+    func = matmul(32, 32, 32)
     sch = ms.tir.Schedule(func)
     i, j, _ = sch.get_loops(sch.get_block("C"))
     sch.bind(i, "blockIdx.x")
@@ -204,7 +197,7 @@ def test_gpu_binding_and_workload_features():
 
 
 def test_cpu_target_means_not_gpu_and_cuda_target_means_gpu():
-    sch = schedule(make_matmul(16, 16, 16))
+    sch = schedule(matmul(16, 16, 16))
     fe = PerStoreFeature()
     (cpu,) = fe.extract_from(SimpleNamespace(target=Target("cpu")), [candidate(sch)])
     (gpu,) = fe.extract_from(SimpleNamespace(target=Target("cuda")), [candidate(sch)])
@@ -213,7 +206,7 @@ def test_cpu_target_means_not_gpu_and_cuda_target_means_gpu():
 
 def test_fast_enough_for_a_tiled_matmul():
     sch = schedule(
-        make_matmul(256, 256, 256), tile_i=8, tile_j=32, parallel=True, vectorize=True, unroll_k=4
+        matmul(256, 256, 256), tile_i=8, tile_j=32, parallel=True, vectorize=True, unroll_k=4
     )
     cands = [candidate(sch)] * 10
     fe = PerStoreFeature()
@@ -225,7 +218,7 @@ def test_fast_enough_for_a_tiled_matmul():
 
 
 def test_measure_candidate_is_a_frozen_value():
-    sch = schedule(make_matmul(8, 8, 8))
+    sch = schedule(matmul(8, 8, 8))
     c = candidate(sch)
     assert c.sch is sch and isinstance(c.args_info, tuple) and len(c.args_info) == 3
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -238,7 +231,7 @@ def test_py_feature_extractor_subclass():
         def extract_from(self, context, candidates):
             return [np.ones((1, 3), np.float32) for _ in candidates]
 
-    out = Ones().extract_from(None, [candidate(schedule(make_matmul(8, 8, 8)))])
+    out = Ones().extract_from(None, [candidate(schedule(matmul(8, 8, 8)))])
     assert len(out) == 1 and out[0].shape == (1, 3)
 
 
@@ -247,7 +240,7 @@ def test_features_of_a_module_are_computed_once():
 
     fe = PerStoreFeature()
     ctx = SimpleNamespace(target=None, mod=None)
-    a, b = schedule(make_matmul(), tile_i=8), schedule(make_matmul(), tile_j=8)
+    a, b = schedule(matmul(64, 64, 64), tile_i=8), schedule(matmul(64, 64, 64), tile_j=8)
     first = fe.extract_from(ctx, [candidate(a), candidate(b)])
     again = fe.extract_from(ctx, [candidate(b), candidate(a)])
     assert again[0] is first[1] and again[1] is first[0]  # cached by module

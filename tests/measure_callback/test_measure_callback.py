@@ -90,7 +90,13 @@ def test_add_to_database_commits_every_candidate():
 
 
 def test_add_to_database_without_database_does_nothing():
-    AddToDatabase().apply(scheduler(None), 0, candidates(1), [OK], [RunnerResult([1.0], None)])
+    # not even inside a database scope: the callback commits only to the scheduler's own
+    # database, never to the ambient one
+    ambient, sched = MemoryDatabase(), scheduler(None)
+    with ambient:
+        AddToDatabase().apply(sched, 0, candidates(1), [OK], [RunnerResult([1.0], None)])
+    assert sched.database is None
+    assert len(ambient) == 0 and not ambient.has_workload(matmul(8))
 
 
 def test_remove_build_artifact(tmp_path):

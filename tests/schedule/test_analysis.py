@@ -14,19 +14,11 @@ from metaschedule.schedule.error import (
     NotOnlyWriterError,
     StorageScopeError,
 )
+from metaschedule.testing import matmul_relu
 from metaschedule.tir import BufferRegion, IterType, Range, Var
 from metaschedule.tir.arith import Analyzer
 from metaschedule.tir.functor import substitute
 from metaschedule.tir.structural import structural_equal
-
-
-def matmul_relu(n=8, m=6, k=4):
-    A = te.placeholder((n, k), "float32", "A")
-    B = te.placeholder((k, m), "float32", "B")
-    r = te.reduce_axis((0, k), "k")
-    C = te.compute((n, m), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
-    D = te.compute((n, m), lambda i, j: te.max(C[i, j], 0.0), name="D")
-    return te.create_prim_func([A, B, D])
 
 
 def conv():
@@ -42,7 +34,7 @@ def const_of(e) -> int:
 
 @pytest.fixture
 def state():
-    return tir.Schedule(matmul_relu()).state
+    return tir.Schedule(matmul_relu(8, 6, 4)).state
 
 
 # ----------------------------------------------------------------------------- regions

@@ -13,6 +13,7 @@ from metaschedule import te, tir
 from metaschedule.schedule import Trace, bindings
 from metaschedule.schedule import affine as af
 from metaschedule.schedule import analysis as an
+from metaschedule.testing import op_matmul
 from metaschedule.tir import Add, BufferLoad, Range, Var
 from metaschedule.tir.arith.iter_map import is_affine_binding
 from metaschedule.tir.buffer import Buffer
@@ -38,12 +39,6 @@ def assert_shortcuts_change_nothing(func, build):
         assert structural_equal(fast.mod, slow.mod), (
             f"after {trace.insts[n - 1].kind.name}:\n{fast.mod}\n!=\n{slow.mod}"
         )
-
-
-def matmul(n=16, m=12, k=8):
-    A = te.placeholder((n, k), "float32", "A")
-    B = te.placeholder((k, m), "float32", "B")
-    return te.create_prim_func([A, B, te.ops.matmul(A, B)])
 
 
 def conv():
@@ -94,7 +89,7 @@ def test_shortcuts_give_the_general_module_for_tiling(preserve):
         sch.vectorize(j2)
         sch.split(k1, [None, 1], preserve_unit_iters=preserve)
 
-    assert_shortcuts_change_nothing(matmul(), build)
+    assert_shortcuts_change_nothing(op_matmul(16, 12, 8), build)
 
 
 def test_shortcuts_give_the_general_module_for_conv():
@@ -113,7 +108,7 @@ def test_shortcuts_give_the_general_module_for_conv():
 
 
 def test_imperfect_split_takes_the_general_path_and_stays_affine():
-    sch = tir.Schedule(matmul(n=10))
+    sch = tir.Schedule(op_matmul(10, 12, 8))
     i, _, _ = sch.get_loops(sch.get_block("T_matmul_NN"))
     i0, i1 = sch.split(i, [3, 4])
     r = sch.state.block_realize("main", "T_matmul_NN")
@@ -133,11 +128,11 @@ def test_fuse_digits_are_what_the_simplifier_gives():
         sch.fuse(i0, j0)
         sch.fuse(i2, j2)
 
-    assert_shortcuts_change_nothing(matmul(), build)
+    assert_shortcuts_change_nothing(op_matmul(16, 12, 8), build)
 
 
 def test_fuse_records_the_affinity_of_the_new_bindings():
-    sch = tir.Schedule(matmul())
+    sch = tir.Schedule(op_matmul(16, 12, 8))
     b, ((i0, i1, i2), (j0, j1, j2), _) = tile_matmul(sch)
     fused = sch.fuse(i0, j0)  # one digit per binding: the shortcut, which records
     r = sch.state.block_realize("main", "T_matmul_NN")

@@ -4,40 +4,17 @@ import numpy as np
 import pytest
 
 from metaschedule import te, tir
+from metaschedule.testing import assert_unchanged, matmul, matmul_relu
 from metaschedule.testing.primitive_check import check_primitives as check
 from metaschedule.tir import IterType
 
 # ----------------------------------------------------------------------------- helpers
 
 
-def matmul(n=8, m=12, k=8):
-    A = te.placeholder((n, k), "float32", "A")
-    B = te.placeholder((k, m), "float32", "B")
-    r = te.reduce_axis((0, k), "k")
-    C = te.compute((n, m), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
-    return te.create_prim_func([A, B, C])
-
-
-def matmul_relu(n=8, m=12, k=8):
-    A = te.placeholder((n, k), "float32", "A")
-    B = te.placeholder((k, m), "float32", "B")
-    r = te.reduce_axis((0, k), "k")
-    C = te.compute((n, m), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
-    D = te.compute((n, m), lambda i, j: te.if_then_else(C[i, j] > 0.0, C[i, j], 0.0), name="D")
-    return te.create_prim_func([A, B, D])
-
-
 def conv():
     data = te.placeholder((1, 6, 6, 4), "float32", "data")
     kernel = te.placeholder((3, 3, 4, 8), "float32", "kernel")
     return te.create_prim_func([data, kernel, te.ops.conv2d_nhwc(data, kernel, padding=1)])
-
-
-def assert_unchanged(sch, fn, match):
-    mod, n = sch.mod, len(sch.trace.insts)
-    with pytest.raises(tir.ScheduleError, match=match):
-        fn()
-    assert sch.mod is mod and len(sch.trace.insts) == n
 
 
 def kinds(block):
@@ -63,7 +40,7 @@ def tiled(func):
 
 
 def test_blockize_a_matmul_tile():
-    func = matmul()
+    func = matmul(8, 12, 8)
     sch, c, (i0, j0, k0, i1, _j1, _k1) = tiled(func)
     o = sch.blockize(i1)
     outer = sch.get(o)
@@ -87,7 +64,7 @@ def test_blockize_a_matmul_tile():
 
 
 def test_blockize_fused_and_split_loop_without_unit_iters():
-    func = matmul()
+    func = matmul(8, 12, 8)
     sch = tir.Schedule(func)
     c = sch.get_block("C")
     i, j, _k = sch.get_loops(c)
@@ -110,7 +87,7 @@ def test_blockize_fused_and_split_loop_without_unit_iters():
     ],
 )
 def test_blockize_the_outermost_loop(preserve, n_iters, region):
-    func = matmul()
+    func = matmul(8, 12, 8)
     sch = tir.Schedule(func)
     c = sch.get_block("C")
     o = sch.blockize(sch.get_loops(c)[0], preserve_unit_iters=preserve)
@@ -122,7 +99,7 @@ def test_blockize_the_outermost_loop(preserve, n_iters, region):
 
 
 def test_blockize_with_a_predicate_and_on_conv():
-    func = matmul(n=7)
+    func = matmul(7, 12, 8)
     sch = tir.Schedule(func)
     c = sch.get_block("C")
     i, _, _ = sch.get_loops(c)
@@ -142,7 +119,7 @@ def test_blockize_with_a_predicate_and_on_conv():
 
 @pytest.mark.compiler
 def test_blockize_twice_and_build():
-    func = matmul()
+    func = matmul(8, 12, 8)
     sch, _c, (_i0, _j0, k0, _i1, j1, _k1) = tiled(func)
     sch.blockize(j1)
     sch.blockize(k0)
@@ -161,7 +138,7 @@ def test_blockize_twice_and_build():
 
 
 def test_blockize_sibling_blocks():
-    func = matmul_relu()
+    func = matmul_relu(8, 12, 8, select=True)
     sch = tir.Schedule(func)
     o = sch.blockize([sch.get_block("C"), sch.get_block("D")])
     outer = sch.get(o)
@@ -171,7 +148,7 @@ def test_blockize_sibling_blocks():
 
 
 def test_blockize_blocks_under_a_shared_loop():
-    func = matmul_relu()
+    func = matmul_relu(8, 12, 8, select=True)
     sch = tir.Schedule(func)
     c, d = sch.get_block("C"), sch.get_block("D")
     i = sch.get_loops(c)[0]
@@ -187,7 +164,7 @@ def test_blockize_blocks_under_a_shared_loop():
 
 
 def test_blockize_errors():
-    sch = tir.Schedule(matmul_relu())
+    sch = tir.Schedule(matmul_relu(8, 12, 8, select=True))
     c, d = sch.get_block("C"), sch.get_block("D")
     i, j, k = sch.get_loops(c)
     sch.reverse_compute_at(d, i)
@@ -222,7 +199,7 @@ def test_blockize_rejects_non_affine_bindings():
             i = r.iter_values[0]
             return dataclasses.replace(r, iter_values=((i * i) // 8, *r.iter_values[1:]))
 
-    func = matmul()
+    func = matmul(8, 12, 8)
     func = func.with_body(_Square().visit(func.body))
     sch = tir.Schedule(func)
     i = sch.get_loops(sch.get_block("C"))[0]

@@ -4,26 +4,10 @@ import numpy as np
 import pytest
 
 from metaschedule import te, tir
+from metaschedule.testing import assert_unchanged, matmul, matmul_relu
 from metaschedule.testing.primitive_check import check_primitives as check
 
 # ----------------------------------------------------------------------------- helpers
-
-
-def make_matmul(n=16, m=12, k=8):
-    A = te.placeholder((n, k), "float32", "A")
-    B = te.placeholder((k, m), "float32", "B")
-    r = te.reduce_axis((0, k), "k")
-    C = te.compute((n, m), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
-    return te.create_prim_func([A, B, C])
-
-
-def make_matmul_relu(n=16, m=12, k=8):
-    A = te.placeholder((n, k), "float32", "A")
-    B = te.placeholder((k, m), "float32", "B")
-    r = te.reduce_axis((0, k), "k")
-    C = te.compute((n, m), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
-    D = te.compute((n, m), lambda i, j: te.if_then_else(C[i, j] > 0.0, C[i, j], 0.0), name="D")
-    return te.create_prim_func([A, B, D])
 
 
 def root_children(sch):
@@ -39,13 +23,6 @@ def block(sch, name):
 
 def read_names(sch, name):
     return [r.buffer.name for r in block(sch, name).reads]
-
-
-def assert_unchanged(sch, fn, match):
-    mod, n = sch.mod, len(sch.trace.insts)
-    with pytest.raises(tir.ScheduleError, match=match):
-        fn()
-    assert sch.mod is mod and len(sch.trace.insts) == n
 
 
 def two_readers():
@@ -66,7 +43,7 @@ def elementwise_chain():
 
 
 def test_cache_read_of_a_parameter_goes_first():
-    func = make_matmul()
+    func = matmul(16, 12, 8)
     sch = tir.Schedule(func)
     c = sch.get_block("C")
     a = sch.cache_read(c, 0, "local")
@@ -82,7 +59,7 @@ def test_cache_read_of_a_parameter_goes_first():
 
 
 def test_cache_read_of_an_intermediate_follows_its_producer():
-    func = make_matmul_relu()
+    func = matmul_relu(16, 12, 8, select=True)
     sch = tir.Schedule(func)
     sch.cache_read(sch.get_block("D"), 0, "shared")
     assert root_children(sch) == ["C", "C_shared", "D"]
@@ -128,7 +105,7 @@ def test_cache_read_inside_a_shared_loop():
 
 
 def test_cache_read_in_a_nested_scope_copies_what_the_scope_reads():
-    func = make_matmul()
+    func = matmul(16, 12, 8)
     sch = tir.Schedule(func)
     c = sch.get_block("C")
     i, j, k = sch.get_loops(c)
@@ -148,7 +125,7 @@ def test_cache_read_in_a_nested_scope_copies_what_the_scope_reads():
 
 
 def test_cache_write_adds_a_write_back_block():
-    func = make_matmul()
+    func = matmul(16, 12, 8)
     sch = tir.Schedule(func)
     c = sch.get_block("C")
     w = sch.cache_write(c, 0, "local")
@@ -163,7 +140,7 @@ def test_cache_write_adds_a_write_back_block():
 
 
 def test_cache_write_consumer_blocks_read_the_cache():
-    func = make_matmul_relu()
+    func = matmul_relu(16, 12, 8, select=True)
     sch = tir.Schedule(func)
     sch.cache_write(sch.get_block("C"), 0, "shared", consumer_blocks=[sch.get_block("D")])
     assert root_children(sch) == ["C", "C_shared", "D"]
@@ -206,7 +183,7 @@ def test_cache_stages_on_conv():
 
 @pytest.mark.parametrize("prim", ["cache_read", "cache_write"])
 def test_buffer_index_and_scope_errors(prim):
-    sch = tir.Schedule(make_matmul())
+    sch = tir.Schedule(matmul(16, 12, 8))
     c = sch.get_block("C")
     kind = "read" if prim == "cache_read" else "write"
     assert_unchanged(
@@ -224,7 +201,7 @@ def test_buffer_index_and_scope_errors(prim):
 
 
 def test_cache_errors_on_the_dataflow():
-    sch = tir.Schedule(make_matmul_relu())
+    sch = tir.Schedule(matmul_relu(16, 12, 8, select=True))
     c, d = sch.get_block("C"), sch.get_block("D")
     sch.decompose_reduction(c, sch.get_loops(c)[0])  # C_init and C both write C now
     assert_unchanged(
@@ -242,13 +219,13 @@ def test_cache_errors_on_the_dataflow():
         lambda: sch.cache_write(b, 0, "local", consumer_blocks=[b]),
         "consumer block 'B' does not read buffer 'B'",
     )
-    other = tir.Schedule(make_matmul()).get_block("C")
+    other = tir.Schedule(matmul(16, 12, 8)).get_block("C")
     assert_unchanged(
         sch,
         lambda: sch.cache_read(b, 0, "local", consumer_blocks=[other]),
         "not a random variable of this schedule",
     )
-    sch = tir.Schedule(make_matmul_relu())
+    sch = tir.Schedule(matmul_relu(16, 12, 8, select=True))
     c, d = sch.get_block("C"), sch.get_block("D")
     assert_unchanged(
         sch,
@@ -262,7 +239,7 @@ def test_cache_errors_on_the_dataflow():
 
 @pytest.mark.compiler
 def test_cpu_matmul_recipe():
-    func = make_matmul(16, 16, 8)
+    func = matmul(16, 16, 8)
     sch = tir.Schedule(func)
     c = sch.get_block("C")
     i, j, k = sch.get_loops(c)

@@ -18,21 +18,13 @@ from metaschedule.schedule.error import (
     NotCompleteOrReductionBlockError,
 )
 from metaschedule.schedule.primitives import compute_location_candidates as cl
+from metaschedule.testing import matmul_relu
 from metaschedule.testing.primitive_check import check_primitives as check
 from metaschedule.tir import Block, BlockRealize, For, IntImm, SeqStmt
 from metaschedule.tir.interpreter import interpret
 from metaschedule.tir.structural import structural_equal
 
 # ----------------------------------------------------------------------------- workloads
-
-
-def matmul_relu(n=10, m=6, k=8):
-    A = te.placeholder((n, k), "float32", "A")
-    B = te.placeholder((k, m), "float32", "B")
-    r = te.reduce_axis((0, k), "k")
-    C = te.compute((n, m), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
-    D = te.compute((n, m), lambda i, j: te.max(C[i, j], 0.0), name="D")
-    return te.create_prim_func([A, B, D])
 
 
 def softmax():
@@ -85,7 +77,7 @@ def realize(sch, name) -> BlockRealize:
 
 
 def test_compute_at_reduction_producer_keeps_reduction_loop():
-    func = matmul_relu()
+    func = matmul_relu(10, 6, 8)
     sch = tir.Schedule(func)
     i, j = loops_of(sch, "D")
     sch.compute_at(sch.get_block("C"), j)
@@ -99,7 +91,7 @@ def test_compute_at_reduction_producer_keeps_reduction_loop():
 
 
 def test_compute_at_outer_loop_covers_row():
-    func = matmul_relu()
+    func = matmul_relu(10, 6, 8)
     sch = tir.Schedule(func)
     i, _ = loops_of(sch, "D")
     sch.compute_at(sch.get_block("C"), i)
@@ -109,7 +101,7 @@ def test_compute_at_outer_loop_covers_row():
 
 
 def test_compute_at_after_split_adds_predicate_for_partial_tile():
-    func = matmul_relu()
+    func = matmul_relu(10, 6, 8)
     sch = tir.Schedule(func)
     i, _ = loops_of(sch, "D")
     io, _ = sch.split(i, [None, 4])  # 10 = 3 tiles of 4, the last one partial
@@ -120,7 +112,7 @@ def test_compute_at_after_split_adds_predicate_for_partial_tile():
 
 
 def test_compute_at_preserve_unit_loops():
-    func = matmul_relu()
+    func = matmul_relu(10, 6, 8)
     sch = tir.Schedule(func)
     _, j = loops_of(sch, "D")
     sch.compute_at(sch.get_block("C"), j, preserve_unit_loops=True)
@@ -129,7 +121,7 @@ def test_compute_at_preserve_unit_loops():
 
 
 def test_compute_at_moves_deeper_then_back_up():
-    func = matmul_relu()
+    func = matmul_relu(10, 6, 8)
     sch = tir.Schedule(func)
     c = sch.get_block("C")
     i, j = loops_of(sch, "D")
@@ -219,7 +211,7 @@ def test_compute_at_no_legal_position():
 
 
 def test_reverse_compute_at_after_split():
-    func = matmul_relu()
+    func = matmul_relu(10, 6, 8)
     sch = tir.Schedule(func)
     i, _, _ = loops_of(sch, "C")
     io, _ = sch.split(i, [None, 3])
@@ -231,7 +223,7 @@ def test_reverse_compute_at_after_split():
 
 
 def test_reverse_compute_at_inside_reduction_loop_recomputes_but_agrees():
-    func = matmul_relu()
+    func = matmul_relu(10, 6, 8)
     sch = tir.Schedule(func)
     _, _, k = loops_of(sch, "C")
     sch.reverse_compute_at(sch.get_block("D"), k)
@@ -297,7 +289,7 @@ def test_reverse_compute_at_producer_not_under_loop():
 
 
 def test_error_leaves_schedule_unchanged():
-    func = matmul_relu()
+    func = matmul_relu(10, 6, 8)
     sch = tir.Schedule(func)
     mod, n = sch.mod, len(sch.trace.insts)
     i, _, _ = loops_of(sch, "C")
@@ -307,14 +299,14 @@ def test_error_leaves_schedule_unchanged():
 
 
 def test_error_no_consumer():
-    sch = tir.Schedule(matmul_relu())
+    sch = tir.Schedule(matmul_relu(10, 6, 8))
     i, _, _ = loops_of(sch, "C")
     with pytest.raises(NotAllBlocksUnderLoopError, match="no consumer"):
         sch.compute_at(sch.get_block("D"), i)
 
 
 def test_error_root_block_and_loop_inside_block():
-    sch = tir.Schedule(matmul_relu())
+    sch = tir.Schedule(matmul_relu(10, 6, 8))
     i, _ = loops_of(sch, "D")
     with pytest.raises(LoopPositionError, match="inside block 'root'"):
         sch.compute_at(sch.get_block("root"), i)
@@ -343,7 +335,7 @@ def _holds(stmt, name):
 
 
 def test_error_loop_in_other_scope():
-    sch = tir.Schedule(_wrap_in_block(matmul_relu(), "D"))
+    sch = tir.Schedule(_wrap_in_block(matmul_relu(10, 6, 8), "D"))
     _i, j = loops_of(sch, "D")
     with pytest.raises(LoopPositionError, match="scope of block 'D_outer'"):
         sch.compute_at(sch.get_block("C"), j)
@@ -352,7 +344,7 @@ def test_error_loop_in_other_scope():
 
 
 def test_error_not_complete_nor_reduction():
-    func = matmul_relu()
+    func = matmul_relu(10, 6, 8)
     sch0 = tir.Schedule(func)
     r = realize(sch0, "C")
     broken = dataclasses.replace(r, block=dataclasses.replace(r.block, init=None))
@@ -375,10 +367,10 @@ def test_error_not_affine():
 
 
 def test_root_marker_is_a_no_op():
-    sch = tir.Schedule(matmul_relu())
+    sch = tir.Schedule(matmul_relu(10, 6, 8))
     loc = sch.sample_compute_location(sch.get_block("C"), decision=-1)
     sch.compute_at(sch.get_block("C"), loc)  # root marker: nothing happens
-    assert structural_equal(sch.mod["main"], matmul_relu())
+    assert structural_equal(sch.mod["main"], matmul_relu(10, 6, 8))
 
 
 # ----------------------------------------------------------------------------- sampling
@@ -413,7 +405,7 @@ def test_sample_compute_location_inline_marker():
 
 
 def test_sample_compute_location_falls_back_to_lower_legal_decision():
-    func = matmul_relu()
+    func = matmul_relu(10, 6, 8)
     sch = tir.Schedule(func)
     c = sch.get_block("C")
     # C is a reduction (not inlinable); D's loops i, j are both legal
@@ -443,7 +435,7 @@ def test_sample_compute_location_same_seed_same_trace():
 
 
 def test_sample_compute_location_block_without_consumer():
-    sch = tir.Schedule(matmul_relu())
+    sch = tir.Schedule(matmul_relu(10, 6, 8))
     loc = sch.sample_compute_location(sch.get_block("D"))
     assert sch.get(loc) == "root"
 

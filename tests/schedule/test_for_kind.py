@@ -1,9 +1,9 @@
 """parallel, vectorize, unroll, bind: loop kinds, legality checks, numbers, trace round trip."""
 
 import numpy as np
-import pytest
 
-from metaschedule import te, tir
+from metaschedule import tir
+from metaschedule.testing import assert_unchanged, matmul
 from metaschedule.testing.primitive_check import check_primitives as check
 from metaschedule.tir import (
     Block,
@@ -21,21 +21,6 @@ from metaschedule.tir import (
 )
 from metaschedule.tir.interpreter import interpret
 from metaschedule.tir.stmt import true
-
-
-def matmul(n=8, m=6, k=4):
-    A = te.placeholder((n, k), "float32", "A")
-    B = te.placeholder((k, m), "float32", "B")
-    r = te.reduce_axis((0, k), "k")
-    C = te.compute((n, m), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
-    return te.create_prim_func([A, B, C])
-
-
-def assert_unchanged(sch, fn, match):
-    mod, n = sch.mod, len(sch.trace.insts)
-    with pytest.raises(tir.ScheduleError, match=match):
-        fn()
-    assert sch.mod is mod and len(sch.trace.insts) == n
 
 
 def single_block(binding, dom, read_index, write_index=None, extent=8, buffer_len=9):
@@ -59,7 +44,7 @@ def single_block(binding, dom, read_index, write_index=None, extent=8, buffer_le
 
 
 def test_kinds_on_spatial_loops():
-    func = matmul()
+    func = matmul(8, 6, 4)
     sch = tir.Schedule(func)
     i, j, k = sch.get_loops(sch.get_block("C"))
     j0, j1 = sch.split(j, [None, 3])
@@ -78,7 +63,7 @@ def test_kinds_on_spatial_loops():
 
 
 def test_reduction_loop_cannot_be_parallel_or_vectorized():
-    sch = tir.Schedule(matmul())
+    sch = tir.Schedule(matmul(8, 6, 4))
     _i, j, k = sch.get_loops(sch.get_block("C"))
     assert_unchanged(
         sch,
@@ -93,7 +78,7 @@ def test_reduction_loop_cannot_be_parallel_or_vectorized():
 
 
 def test_bind_threads():
-    func = matmul()
+    func = matmul(8, 6, 4)
     sch = tir.Schedule(func)
     i, j, k = sch.get_loops(sch.get_block("C"))
     sch.bind(i, "blockIdx.x")
@@ -107,7 +92,7 @@ def test_bind_threads():
 
 
 def test_bind_errors():
-    sch = tir.Schedule(matmul())
+    sch = tir.Schedule(matmul(8, 6, 4))
     i, _j, k = sch.get_loops(sch.get_block("C"))
     assert_unchanged(sch, lambda: sch.bind(i, "threadIdx.w"), "unknown thread axis 'threadIdx.w'")
     assert_unchanged(sch, lambda: sch.bind(i, "warp"), "unknown thread axis")
@@ -116,7 +101,7 @@ def test_bind_errors():
 
 
 def test_only_serial_loops_change_kind():
-    sch = tir.Schedule(matmul())
+    sch = tir.Schedule(matmul(8, 6, 4))
     i, j, k = sch.get_loops(sch.get_block("C"))
     sch.parallel(i)
     assert_unchanged(sch, lambda: sch.parallel(i), "loop i is parallel; only a serial loop")
@@ -171,7 +156,7 @@ def test_in_place_update_is_parallel():
 
 
 def test_imperfect_split_stays_affine_for_vectorize():
-    func = matmul(n=10)
+    func = matmul(10, 6, 4)
     sch = tir.Schedule(func)
     i = sch.get_loops(sch.get_block("C"))[0]
     i0, i1 = sch.split(i, [None, 4])

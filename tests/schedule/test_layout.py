@@ -8,6 +8,7 @@ import pytest
 from metaschedule import te, tir
 from metaschedule.schedule.prepacked import prepacked_args
 from metaschedule.schedule.primitives.layout import IndexMap
+from metaschedule.testing import assert_unchanged
 from metaschedule.testing.primitive_check import check_primitives as check
 from metaschedule.tir.structural import structural_equal
 
@@ -25,13 +26,6 @@ def chain(n=8, m=6):
 def softmax():
     A = te.placeholder((4, 6), "float32", "A")
     return te.create_prim_func([A, te.ops.softmax(A)])
-
-
-def assert_unchanged(sch, fn, match):
-    mod, n = sch.mod, len(sch.trace.insts)
-    with pytest.raises(tir.ScheduleError, match=match):
-        fn()
-    assert sch.mod is mod and len(sch.trace.insts) == n
 
 
 def alloc(sch, name):

@@ -1,11 +1,11 @@
 """split, fuse, reorder, add_unit_loop: structure, numbers, trace round trip, errors."""
 
 import numpy as np
-import pytest
 
 from metaschedule import te, tir
 from metaschedule.schedule.affine import has_affine_binding
 from metaschedule.schedule.analysis import loop_doms
+from metaschedule.testing import assert_unchanged, matmul
 from metaschedule.testing.primitive_check import check_primitives as check
 from metaschedule.tir import (
     Block,
@@ -29,14 +29,6 @@ from metaschedule.tir.stmt import SeqStmt, true
 # ----------------------------------------------------------------------------- helpers
 
 
-def matmul(n=10, m=12, k=8):
-    A = te.placeholder((n, k), "float32", "A")
-    B = te.placeholder((k, m), "float32", "B")
-    r = te.reduce_axis((0, k), "k")
-    C = te.compute((n, m), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
-    return te.create_prim_func([A, B, C])
-
-
 def block_realize(sch, name="C"):
     return sch.state.block_realize("main", name)
 
@@ -47,13 +39,6 @@ def bindings(sch, name="C"):
 
 def loop_names(sch, name="C"):
     return [sch.get(lp).loop_var.name for lp in sch.get_loops(sch.get_block(name))]
-
-
-def assert_unchanged(sch, fn, match):
-    mod, n = sch.mod, len(sch.trace.insts)
-    with pytest.raises(tir.ScheduleError, match=match):
-        fn()
-    assert sch.mod is mod and len(sch.trace.insts) == n
 
 
 def seq_under_loop():
@@ -101,7 +86,7 @@ def two_loops(binding, iter_type=IterType.DATA_PAR, inner_extent=lambda i: 4, mi
 
 
 def test_split_perfect_names_and_bindings():
-    func = matmul(n=16)
+    func = matmul(16, 12, 8)
     sch = tir.Schedule(func)
     i = sch.get_loops(sch.get_block("C"))[0]
     outs = sch.split(i, [4, 4])
@@ -113,7 +98,7 @@ def test_split_perfect_names_and_bindings():
 
 
 def test_split_imperfect_adds_predicate():
-    func = matmul(n=10)
+    func = matmul(10, 12, 8)
     sch = tir.Schedule(func)
     i = sch.get_loops(sch.get_block("C"))[0]
     i0, i1 = sch.split(i, [None, 4])
@@ -124,7 +109,7 @@ def test_split_imperfect_adds_predicate():
 
 
 def test_split_three_ways_with_inferred_middle_and_expr_rvs():
-    func = matmul(n=10, m=12)
+    func = matmul(10, 12, 8)
     sch = tir.Schedule(func, seed=3)
     _, j, _ = sch.get_loops(sch.get_block("C"))
     tiles = sch.sample_perfect_tile(j, n=3, max_innermost_factor=4)
@@ -138,7 +123,7 @@ def test_split_three_ways_with_inferred_middle_and_expr_rvs():
 
 
 def test_split_preserve_unit_iters():
-    func = matmul(n=16)
+    func = matmul(16, 12, 8)
     keep = tir.Schedule(func)
     keep.split(keep.get_loops(keep.get_block("C"))[0], [1, 16])
     assert bindings(keep)[0] == "i_0 * 16 + i_1"
@@ -151,7 +136,7 @@ def test_split_preserve_unit_iters():
 
 
 def test_split_single_factor_renames():
-    func = matmul()
+    func = matmul(10, 12, 8)
     sch = tir.Schedule(func)
     (i0,) = sch.split(sch.get_loops(sch.get_block("C"))[0], [None])
     assert sch.get(i0).loop_var.name == "i_0" and sch.get(i0).extent.value == 10
@@ -183,7 +168,7 @@ def test_split_nonzero_min():
 
 
 def test_split_errors_leave_schedule_unchanged():
-    sch = tir.Schedule(matmul(n=10))
+    sch = tir.Schedule(matmul(10, 12, 8))
     i = sch.get_loops(sch.get_block("C"))[0]
     assert_unchanged(sch, lambda: sch.split(i, []), "at least one factor")
     assert_unchanged(sch, lambda: sch.split(i, [None, None]), "at most one factor may be None")
@@ -216,7 +201,7 @@ def test_split_symbolic_extent_rejected():
 
 
 def test_fuse_two_loops():
-    func = matmul()
+    func = matmul(10, 12, 8)
     sch = tir.Schedule(func)
     i, j, _k = sch.get_loops(sch.get_block("C"))
     f = sch.fuse(i, j)
@@ -226,7 +211,7 @@ def test_fuse_two_loops():
 
 
 def test_fuse_three_loops_then_split():
-    func = matmul(n=4, m=6, k=2)
+    func = matmul(4, 6, 2)
     sch = tir.Schedule(func)
     f = sch.fuse(*sch.get_loops(sch.get_block("C")))
     assert sch.get(f).loop_var.name == "i_j_k_fused"
@@ -239,7 +224,7 @@ def test_fuse_three_loops_then_split():
 
 
 def test_split_then_fuse_back_is_simplified():
-    func = matmul(n=16)
+    func = matmul(16, 12, 8)
     sch = tir.Schedule(func)
     i0, i1 = sch.split(sch.get_loops(sch.get_block("C"))[0], [4, 4])
     f = sch.fuse(i0, i1)
@@ -249,7 +234,7 @@ def test_split_then_fuse_back_is_simplified():
 
 
 def test_fuse_unit_loops():
-    func = matmul(n=16)
+    func = matmul(16, 12, 8)
     keep = tir.Schedule(func)
     i0, i1 = keep.split(keep.get_loops(keep.get_block("C"))[0], [16, 1])
     keep.fuse(i0, i1)
@@ -263,7 +248,7 @@ def test_fuse_unit_loops():
 
 
 def test_fuse_errors():
-    sch = tir.Schedule(matmul())
+    sch = tir.Schedule(matmul(10, 12, 8))
     i, j, k = sch.get_loops(sch.get_block("C"))
     assert_unchanged(sch, lambda: sch.fuse(), "at least one loop")
     assert_unchanged(sch, lambda: sch.fuse(i, k), "not directly nested in loop i")
@@ -288,7 +273,7 @@ def test_fuse_across_blocks_of_different_nests():
 
 
 def test_reorder_full_and_partial():
-    func = matmul()
+    func = matmul(10, 12, 8)
     sch = tir.Schedule(func)
     i, j, k = sch.get_loops(sch.get_block("C"))
     sch.reorder(k, i)
@@ -300,7 +285,7 @@ def test_reorder_full_and_partial():
 
 
 def test_reorder_after_tiling_keeps_kinds_and_others():
-    func = matmul(n=16, m=12)
+    func = matmul(16, 12, 8)
     sch = tir.Schedule(func)
     i, j, k = sch.get_loops(sch.get_block("C"))
     _i0, i1 = sch.split(i, [4, 4])
@@ -315,7 +300,7 @@ def test_reorder_after_tiling_keeps_kinds_and_others():
 
 
 def test_reorder_keeps_split_pieces_of_a_spatial_reduction_fusion():
-    func = matmul(n=4, m=6, k=4)
+    func = matmul(4, 6, 4)
     sch = tir.Schedule(func)
     i, j, k = sch.get_loops(sch.get_block("C"))
     f0, f1 = sch.split(sch.fuse(j, k), [8, 3])
@@ -332,7 +317,7 @@ def test_reorder_keeps_split_pieces_of_a_spatial_reduction_fusion():
 
 
 def test_reorder_errors():
-    sch = tir.Schedule(matmul())
+    sch = tir.Schedule(matmul(10, 12, 8))
     i, j, _k = sch.get_loops(sch.get_block("C"))
     assert_unchanged(sch, lambda: sch.reorder(i, i), "given twice")
     A = te.placeholder((4, 4), "float32", "A")
@@ -351,7 +336,7 @@ def test_reorder_errors():
 
 
 def test_add_unit_loop_on_block_and_loop():
-    func = matmul()
+    func = matmul(10, 12, 8)
     sch = tir.Schedule(func)
     b = sch.get_block("C")
     u = sch.add_unit_loop(b)
@@ -363,7 +348,7 @@ def test_add_unit_loop_on_block_and_loop():
 
 
 def test_add_unit_loop_root_rejected():
-    sch = tir.Schedule(matmul())
+    sch = tir.Schedule(matmul(10, 12, 8))
     root = sch.get_block("root")
     assert_unchanged(sch, lambda: sch.add_unit_loop(root), "root block")
 
@@ -375,7 +360,7 @@ def test_fuse_needs_zero_min():
 
 
 def test_reorder_rejects_non_affine_opaque_and_dependent_nests():
-    sch = tir.Schedule(matmul())
+    sch = tir.Schedule(matmul(10, 12, 8))
     assert_unchanged(sch, lambda: sch.reorder(), "at least one loop")
     square = tir.Schedule(two_loops(lambda i, j: i * i + j))
     i, j = square.get_loops(square.get_block("B"))
@@ -416,7 +401,7 @@ def test_imperfect_split_of_a_fused_loop_keeps_values_and_affine_verdict():
     # fuse(j, k) then split by 13 (> 24 / 2): the predicate keeps f < 24; the simplified
     # bindings f_0 // 2, f_0 % 2 * 2 + f_1 are affine only under that predicate, which
     # arith's detection does not see; the schedule must not claim more than it detects
-    func = matmul(n=4, m=6, k=4)
+    func = matmul(4, 6, 4)
     sch = tir.Schedule(func)
     _, j, k = sch.get_loops(sch.get_block("C"))
     f = sch.fuse(j, k, preserve_unit_iters=False)

@@ -4,40 +4,16 @@ import numpy as np
 import pytest
 
 from metaschedule import te, tir
+from metaschedule.testing import assert_unchanged, matmul, matmul_relu
 from metaschedule.testing.primitive_check import check_primitives as check
 from metaschedule.tir import IterType
 
 # ----------------------------------------------------------------------------- helpers
 
 
-def matmul(n=6, m=5, k=8, reducer=None):
-    A = te.placeholder((n, k), "float32", "A")
-    B = te.placeholder((k, m), "float32", "B")
-    r = te.reduce_axis((0, k), "k")
-    red = reducer or te.sum
-    C = te.compute((n, m), lambda i, j: red(A[i, r] * B[r, j], axis=r), name="C")
-    return te.create_prim_func([A, B, C])
-
-
-def matmul_relu(n=6, m=5, k=8):
-    A = te.placeholder((n, k), "float32", "A")
-    B = te.placeholder((k, m), "float32", "B")
-    r = te.reduce_axis((0, k), "k")
-    C = te.compute((n, m), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
-    D = te.compute((n, m), lambda i, j: te.if_then_else(C[i, j] > 0.0, C[i, j], 0.0), name="D")
-    return te.create_prim_func([A, B, D])
-
-
 def softmax():
     A = te.placeholder((3, 10), "float32", "A")
     return te.create_prim_func([A, te.ops.softmax(A)])
-
-
-def assert_unchanged(sch, fn, match):
-    mod, n = sch.mod, len(sch.trace.insts)
-    with pytest.raises(tir.ScheduleError, match=match):
-        fn()
-    assert sch.mod is mod and len(sch.trace.insts) == n
 
 
 def kinds(block):
@@ -52,7 +28,7 @@ def kinds(block):
     [(0, [4, 6, 5]), (1, [6, 4, 5]), (2, [6, 5, 4]), (-1, [6, 5, 4]), (-3, [4, 6, 5])],
 )
 def test_rfactor_matmul(axis, shape):
-    func = matmul()
+    func = matmul(6, 5, 8)
     sch = tir.Schedule(func)
     c = sch.get_block("C")
     _, _, k = sch.get_loops(c)
@@ -69,7 +45,7 @@ def test_rfactor_matmul(axis, shape):
 
 
 def test_rfactor_outer_split_part_with_a_predicate():
-    func = matmul(k=10)
+    func = matmul(6, 5, 10)
     sch = tir.Schedule(func)
     c = sch.get_block("C")
     i, j, k = sch.get_loops(c)
@@ -106,14 +82,14 @@ def test_rfactor_and_decompose_on_conv():
 @pytest.mark.compiler
 def test_rfactor_min_product_and_build():
     for red in (te.min, te.comm_reducer(lambda x, y: x * y, lambda t: tir.const(1.0, t))):
-        func = matmul(k=4, reducer=red)
+        func = matmul(6, 5, 4, reducer=red)
         sch = tir.Schedule(func)
         c = sch.get_block("C")
         sch.rfactor(sch.get_loops(c)[2], 0)
         check(sch, func)
     from metaschedule.codegen.build import build
 
-    func = matmul()
+    func = matmul(6, 5, 8)
     sch = tir.Schedule(func)
     c = sch.get_block("C")
     _, k1 = sch.split(sch.get_loops(c)[2], [2, 4])
@@ -127,7 +103,7 @@ def test_rfactor_min_product_and_build():
 
 
 def test_rfactor_errors():
-    sch = tir.Schedule(matmul_relu())
+    sch = tir.Schedule(matmul_relu(6, 5, 8, select=True))
     c, d = sch.get_block("C"), sch.get_block("D")
     i, j, k = sch.get_loops(c)
     assert_unchanged(
@@ -138,7 +114,7 @@ def test_rfactor_errors():
     assert_unchanged(sch, lambda: sch.rfactor(di, 0), "block 'D' is not a reduction block")
     jk = sch.fuse(j, k)
     assert_unchanged(sch, lambda: sch.rfactor(jk, 0), "data-parallel")
-    sch = tir.Schedule(matmul_relu())
+    sch = tir.Schedule(matmul_relu(6, 5, 8, select=True))
     c, d = sch.get_block("C"), sch.get_block("D")
     i, j, k = sch.get_loops(c)
     sch.reverse_compute_at(d, i)
@@ -149,7 +125,7 @@ def test_rfactor_errors():
 
 def test_rfactor_rejects_unrecognised_reducers():
     wrong_init = te.comm_reducer(lambda x, y: x + y, lambda t: tir.const(1.0, t))
-    sch = tir.Schedule(matmul(reducer=wrong_init))
+    sch = tir.Schedule(matmul(6, 5, 8, reducer=wrong_init))
     k = sch.get_loops(sch.get_block("C"))[2]
     assert_unchanged(
         sch,
@@ -157,7 +133,7 @@ def test_rfactor_rejects_unrecognised_reducers():
         r"block 'C' is a sum but its init stores T.float32\(1\), not the identity",
     )
     not_comm = te.comm_reducer(lambda x, y: x * 2.0 + y, lambda t: tir.const(0.0, t))
-    sch = tir.Schedule(matmul(reducer=not_comm))
+    sch = tir.Schedule(matmul(6, 5, 8, reducer=not_comm))
     k = sch.get_loops(sch.get_block("C"))[2]
     assert_unchanged(sch, lambda: sch.rfactor(k, 0), "does not combine C")
 
@@ -167,7 +143,7 @@ def test_rfactor_rejects_unrecognised_reducers():
 
 @pytest.mark.parametrize("at", [0, 1, 2])
 def test_decompose_reduction_matmul(at):
-    func = matmul()
+    func = matmul(6, 5, 8)
     sch = tir.Schedule(func)
     c = sch.get_block("C")
     loops = sch.get_loops(c)
@@ -182,7 +158,7 @@ def test_decompose_reduction_matmul(at):
 
 
 def test_decompose_reduction_below_tiles_with_a_predicate():
-    func = matmul(n=7)
+    func = matmul(7, 5, 8)
     sch = tir.Schedule(func)
     c = sch.get_block("C")
     i, j, k = sch.get_loops(c)
@@ -205,7 +181,7 @@ def test_decompose_reduction_softmax():
 
 
 def test_decompose_reduction_errors():
-    sch = tir.Schedule(matmul_relu())
+    sch = tir.Schedule(matmul_relu(6, 5, 8, select=True))
     c, d = sch.get_block("C"), sch.get_block("D")
     i, j, k = sch.get_loops(c)
     di = sch.get_loops(d)[0]
@@ -227,7 +203,7 @@ def test_decompose_reduction_errors():
         lambda: sch.decompose_reduction(c, jk),
         "feeds both data-parallel and reduction iter vars",
     )
-    sch = tir.Schedule(matmul())
+    sch = tir.Schedule(matmul(6, 5, 8))
     c = sch.get_block("C")
     i = sch.get_loops(c)[0]
     sch.decompose_reduction(c, i)

@@ -34,6 +34,7 @@ from metaschedule.schedule.affine import has_affine_binding
 from metaschedule.schedule.analysis import loop_doms
 from metaschedule.schedule.error import ScheduleError
 from metaschedule.schedule.primitives.compute_location import compute_location_candidates
+from metaschedule.testing import op_matmul
 from metaschedule.tir import BlockRealize, ForKind, IntImm, IterType
 from metaschedule.tir.arith.iter_map import is_affine_binding
 from metaschedule.tir.functor import collect_vars
@@ -42,12 +43,6 @@ from metaschedule.tir.structural import structural_equal
 from metaschedule.tir.verify import verify_well_formed
 
 # ----------------------------------------------------------------------------- workloads
-
-
-def matmul():
-    A = te.placeholder((8, 4), "float32", "A")
-    B = te.placeholder((4, 6), "float32", "B")
-    return te.create_prim_func([A, B, te.ops.matmul(A, B)])
 
 
 def conv2d():
@@ -76,7 +71,7 @@ def max_pool():
 
 
 WORKLOADS: dict[str, Callable] = {
-    "matmul": matmul,
+    "matmul": lambda: op_matmul(8, 6, 4),
     "conv2d": conv2d,
     "softmax": softmax,
     "conv_bias_relu": conv_bias_relu,

@@ -17,7 +17,7 @@ from metaschedule.codegen.c_expr import CodegenError
 from metaschedule.codegen.c_intrin import usable_tensor_intrins
 from metaschedule.codegen.isa import host_arch
 from metaschedule.target import Target
-from metaschedule.testing import run_emulated
+from metaschedule.testing import assert_unchanged, run_emulated
 from metaschedule.testing.primitive_check import check_primitives, replay_json
 from metaschedule.tir import TensorIntrin
 from metaschedule.tir.interpreter import interpret
@@ -342,13 +342,6 @@ def _tiled(func, lanes, red=4, decompose=True):
     if decompose:
         sch.decompose_reduction(blk, k0)
     return sch, j1
-
-
-def assert_unchanged(sch, fn, match):
-    mod, n = sch.mod, len(sch.trace.insts)
-    with pytest.raises(tir.ScheduleError, match=match):
-        fn()
-    assert sch.mod is mod and len(sch.trace.insts) == n
 
 
 def test_a_tile_of_other_extents_names_the_loops():

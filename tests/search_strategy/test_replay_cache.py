@@ -18,6 +18,7 @@ from metaschedule.schedule import analysis as an
 from metaschedule.search_strategy import EvolutionarySearch
 from metaschedule.search_strategy.base import TraceReplayer, trace_key
 from metaschedule.te import ops
+from metaschedule.testing import op_matmul
 from metaschedule.testing.dummy_object import DummyBuilder, DummyRunner
 from metaschedule.tir import Buffer, BufferRegion, Range, Var
 from metaschedule.tir import structural as st
@@ -86,17 +87,11 @@ def test_replays_from_a_kept_prefix_are_replays_from_scratch():
 def test_a_failing_prefix_is_counted_each_time():
     ctx = context(conv_bias_relu())
     space = ctx.generate_design_space()[0]
-    other = context(te.create_prim_func(list(_matmul())))
+    other = context(op_matmul(8, 8, 8))
     replayer = TraceReplayer(other.mod, [])
     assert replayer(space.trace, 0) is None
     assert replayer(space.trace, 1) is None
     assert sum(replayer.failures.values()) == 2
-
-
-def _matmul():
-    a = te.placeholder((8, 8), "float32", "A")
-    b = te.placeholder((8, 8), "float32", "B")
-    return a, b, ops.matmul(a, b)
 
 
 def test_new_shape_remembers_by_structure_only():

@@ -5,17 +5,10 @@ import pytest
 
 from metaschedule import te, tir
 from metaschedule.te.create_prim_func import access_regions
+from metaschedule.testing import matmul_tensors
 from metaschedule.tir.interpreter import interpret
 from metaschedule.tir.structural import structural_equal, structural_hash
 from metaschedule.tir.verify import verify_well_formed
-
-
-def _matmul(n=4, m=3, k=5):
-    A = te.placeholder((n, k), name="A")
-    B = te.placeholder((k, m), name="B")
-    r = te.reduce_axis((0, k), name="k")
-    C = te.compute((n, m), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
-    return A, B, C
 
 
 def _blocks(func):
@@ -43,7 +36,7 @@ def _point(region):
 
 
 def test_matmul_structure():
-    A, B, C = _matmul()
+    A, B, C = matmul_tensors(4, 3, 5)
     func = te.create_prim_func([A, B, C])
     verify_well_formed(func)
     assert func.params == (A.buffer, B.buffer, C.buffer)
@@ -90,7 +83,7 @@ def test_matmul_structure():
 
 
 def test_matmul_runs_in_the_interpreter():
-    A, B, C = _matmul(5, 3, 4)
+    A, B, C = matmul_tensors(5, 3, 4)
     func = te.create_prim_func([A, B, C])
     rng = np.random.default_rng(0)
     a = rng.standard_normal((5, 4)).astype("float32")
@@ -101,11 +94,11 @@ def test_matmul_runs_in_the_interpreter():
 
 
 def test_same_workload_twice_is_structurally_equal():
-    f1 = te.create_prim_func(list(_matmul()))
-    f2 = te.create_prim_func(list(_matmul()))
+    f1 = te.create_prim_func(list(matmul_tensors(4, 3, 5)))
+    f2 = te.create_prim_func(list(matmul_tensors(4, 3, 5)))
     assert structural_equal(f1, f2)
     assert structural_hash(f1) == structural_hash(f2)
-    f3 = te.create_prim_func(list(_matmul(4, 3, 6)))
+    f3 = te.create_prim_func(list(matmul_tensors(4, 3, 6)))
     assert not structural_equal(f1, f3)
 
 
@@ -244,7 +237,7 @@ def test_scalar_output_has_no_spatial_loops():
 
 
 def test_errors():
-    A, B, C = _matmul()
+    A, B, C = matmul_tensors(4, 3, 5)
     with pytest.raises(ValueError, match="placeholder.*B.*not in the argument list"):
         te.create_prim_func([A, C])
     with pytest.raises(ValueError, match="twice"):

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from metaschedule import te
 from metaschedule.te import ops
 from metaschedule.te.ops._util import window_count
+from metaschedule.testing import RandomArrays
 from metaschedule.tir.interpreter import interpret
 from metaschedule.tir.verify import verify_well_formed
 
@@ -67,8 +68,7 @@ def check_round_trips(func, tensors):
     assert structural_equal(again, func) and structural_hash(again) == structural_hash(func)
 
 
-def rand(*shape, seed=0, dtype="float32"):
-    return np.random.default_rng(seed + len(shape)).standard_normal(shape).astype(dtype)
+rand = RandomArrays()  # each call names its seed: inputs independent of test order
 
 
 def close(actual, expected, rtol=1e-4, atol=1e-5):

@@ -53,7 +53,19 @@ def test_reduction_where_guards_its_source():
     a = te.placeholder((8,), name="A")
     k = te.reduce_axis((0, 10), name="k")
     c = te.compute((1,), lambda i: te.sum(a[k], axis=k, where=k < 8), name="C")
-    te.create_prim_func([a, c])  # no error: the where clause guards a[k]
+    f = te.create_prim_func([a, c])  # no error: the where clause guards a[k]
+    verify(f)
+    assert find_out_of_bounds(f) == []
+    x = np.arange(1, 9, dtype="float32")
+    out = np.zeros(1, "float32")
+    interpret(f, x, out)
+    assert out[0] == x.sum()  # the 8 guarded steps, the 2 past the end skipped
+    # a guard one step too loose lets k = 8 through: the interpreter refuses A[8]
+    loose = te.create_prim_func(
+        [a, te.compute((1,), lambda i: te.sum(a[k], axis=k, where=k < 9), name="C")]
+    )
+    with pytest.raises(IndexError, match=r"load A\[8\] is out of bounds"):
+        interpret(loose, x, np.zeros(1, "float32"))
 
 
 def test_in_bounds_nonlinear_indices_are_accepted():

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from metaschedule import tir
+from metaschedule.testing import RandomArrays
 from metaschedule.tir import (
     Allocate,
     Block,
@@ -36,7 +37,7 @@ from metaschedule.tir.expr import Div
 from metaschedule.tir.interpreter import compile_func, interpret
 from metaschedule.tir.stmt import true
 
-RNG = np.random.default_rng(0)
+rand = RandomArrays(0)
 
 
 def _loop(var, extent, body, kind=ForKind.SERIAL, lo=0):
@@ -49,10 +50,6 @@ def _point(buf, *idx):
 
 def _root(body, allocs=()):
     return BlockRealize((), true(), Block((), (), (), "root", body, alloc_buffers=allocs))
-
-
-def _rand(*shape, dtype="float32"):
-    return RNG.standard_normal(shape).astype(dtype)
 
 
 def _spatial(name, buf_out, extents, value_fn, reads=()):
@@ -96,7 +93,7 @@ def tiled_matmul(m=8, n=12, k=6, tile=4) -> PrimFunc:
 
 
 def test_matmul_matches_numpy():
-    a, b = _rand(8, 6), _rand(6, 12)
+    a, b = rand(8, 6), rand(6, 12)
     c = np.full((8, 12), 123.0, "float32")  # init must overwrite whatever is there
     interpret(tiled_matmul(), a, b, c)
     np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
@@ -105,7 +102,7 @@ def test_matmul_matches_numpy():
 def test_module_runs_main_and_compiled_runner_is_reusable():
     run = compile_func(IRModule({"main": tiled_matmul()}))
     for _ in range(2):
-        a, b, c = _rand(8, 6), _rand(6, 12), np.zeros((8, 12), "float32")
+        a, b, c = rand(8, 6), rand(6, 12), np.zeros((8, 12), "float32")
         run(a, b, c)
         np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError, match="no function 'main'"):
@@ -125,7 +122,7 @@ def test_row_max_reduction_with_init_at_nonzero_domain_min():
         init=BufferStore(B, tir.min_value("float32"), (vi,)),
     )
     body = _loop(i, 5, _loop(r, 6, BlockRealize((i, r), true(), block), lo=2))
-    a, b = _rand(5, 8), np.full(5, 1e9, "float32")
+    a, b = rand(5, 8), np.full(5, 1e9, "float32")
     interpret(PrimFunc((A, B), _root(body)), a, b)
     np.testing.assert_array_equal(b, a[:, 2:].max(axis=1))
 
@@ -135,7 +132,7 @@ def test_elementwise_select_and_exp():
     body = _spatial(
         "B", B, (4, 5), lambda x, y: Select(A[x, y] > 0.0, tir.exp(A[x, y]), A[x, y] * 0.5), (A,)
     )
-    a, b = _rand(4, 5), np.zeros((4, 5), "float32")
+    a, b = rand(4, 5), np.zeros((4, 5), "float32")
     interpret(PrimFunc((A, B), _root(body)), a, b)
     np.testing.assert_allclose(b, np.where(a > 0, np.exp(a), a * 0.5), rtol=1e-6)
 
@@ -176,7 +173,7 @@ def test_intermediate_buffer_in_block_form_and_lowered_form():
             ),
         ),
     )
-    a = _rand(6)
+    a = rand(6)
     b = np.zeros(6, "float32")
     interpret(block_form, a, b)
     np.testing.assert_allclose(b, a * 2 + 1, rtol=1e-6)
@@ -205,7 +202,7 @@ def test_predicate_guards_a_non_divisible_split():
     )
     realize = BlockRealize((io * 4 + ii,), io * 4 + ii < 10, block)
     func = PrimFunc((A, B), _root(_loop(io, 3, _loop(ii, 4, realize))))
-    a, b = _rand(10), np.zeros(10, "float32")
+    a, b = rand(10), np.zeros(10, "float32")
     interpret(func, a, b)
     np.testing.assert_allclose(b, a + 1, rtol=1e-6)
     unguarded = PrimFunc(
@@ -224,7 +221,7 @@ def test_guarded_padding_load_is_lazy():
         lambda v: tir.if_then_else(tir.all(v >= 1, v < 5), A[v - 1], const(0.0)),
         (A,),
     )
-    a, b = _rand(4), np.ones(6, "float32")
+    a, b = rand(4), np.ones(6, "float32")
     interpret(PrimFunc((A, B), _root(body)), a, b)
     np.testing.assert_array_equal(b, np.pad(a, 1))
 
@@ -233,7 +230,7 @@ def test_out_of_bounds_raises_instead_of_wrapping():
     A, B = Buffer("A", (4,)), Buffer("B", (4,))
     shifted = PrimFunc((A, B), _root(_spatial("shift", B, (4,), lambda v: A[v - 1], (A,))))
     with pytest.raises(IndexError, match=r'load A\[-1\] is out of bounds .*block "shift"'):
-        interpret(shifted, _rand(4), np.zeros(4, "float32"))
+        interpret(shifted, rand(4), np.zeros(4, "float32"))
     i = Var("i")
     over = PrimFunc((A,), _loop(i, 5, BufferStore(A, const(0.0), (i,))))
     with pytest.raises(IndexError, match=r"store A\[4\] is out of bounds for buffer A of shape"):
@@ -247,7 +244,7 @@ def test_out_of_bounds_raises_instead_of_wrapping():
 
 def test_argument_checks():
     f = tiled_matmul()
-    a, b, c = _rand(8, 6), _rand(6, 12), np.zeros((8, 12), "float32")
+    a, b, c = rand(8, 6), rand(6, 12), np.zeros((8, 12), "float32")
     with pytest.raises(TypeError, match=r"takes 3 arrays \(A, B, C\), got 2"):
         interpret(f, a, b)
     with pytest.raises(TypeError, match=r"argument 1 \(B\) has dtype float64; buffer B expects"):
@@ -265,11 +262,11 @@ def test_symbolic_shapes_bind_from_arguments():
     A, B = Buffer("A", (n,)), Buffer("B", (n,))
     func = PrimFunc((A, B), _loop(i, n, BufferStore(B, A[i] * A[i], (i,))))
     for size in (3, 7):
-        a, b = _rand(size), np.zeros(size, "float32")
+        a, b = rand(size), np.zeros(size, "float32")
         interpret(func, a, b)
         np.testing.assert_allclose(b, a * a, rtol=1e-6)
     with pytest.raises(ValueError, match=r"argument 1 \(B\) has shape \(4,\); buffer B expects"):
-        interpret(func, _rand(3), np.zeros(4, "float32"))
+        interpret(func, rand(3), np.zeros(4, "float32"))
 
 
 def test_integer_semantics():
