@@ -1,15 +1,20 @@
 """Whole models end to end: ours (untuned and tuned) against onnxruntime and PyTorch.
 
 ResNet-18, MobileNet-V2 (batch 1, 3x224x224, float32) and a BERT-base encoder layer
-(sequence 128, hidden 768, 12 heads), defined here as PyTorch modules with random
-weights (no downloads), exported to ONNX in memory, and imported with
-``ms.graph.from_onnx``. For each model it reports import and compile times, the tuning
-tasks with their weights, the end-to-end latency of ours untuned (the default schedule)
-and, with ``--trials N``, tuned with N trials per task, against onnxruntime and PyTorch
-at the same thread count; every output is checked against PyTorch's (relative error:
-max abs difference over max abs value, must be under 1e-3).
+(sequence 128, hidden 768, 12 heads), defined here, and ResNet-50, MobileNet-V3 Large,
+EfficientNet-B0, a ViT-B/16-style encoder, a GPT-2-style decoder block (sequence 128)
+and a U-Net-style encoder-decoder (3x128x128), defined in ``metaschedule.testing.models``
+(shared with the tests; ``--small`` takes the tests' reduced sizes), all PyTorch modules
+with random weights (no downloads), exported to ONNX in memory (the TorchScript
+exporter, opset 17) and imported with ``ms.graph.from_onnx``. For each model it reports
+import and compile times, the tuning tasks with their weights, the end-to-end latency of
+ours untuned (the default schedule) and, with ``--trials N``, tuned with N trials per
+task, against onnxruntime and PyTorch at the same thread count; every output is checked
+against PyTorch's (relative error: max abs difference over max abs value, must be under
+1e-3).
 
-    python benchmarks/models.py                                  # untuned, all models
+    python benchmarks/models.py                     # untuned: ResNet-18, MobileNet-V2, BERT
+    python benchmarks/models.py --models vit,gpt_block,unet    # any of MODELS, or "all"
     python benchmarks/models.py --models resnet18 --trials 8 --work-dir work/resnet18
     python benchmarks/models.py --models resnet18 --trials 64 --work-dir W --cpu --gap
 
@@ -53,6 +58,7 @@ import common
 
 import metaschedule as ms
 from metaschedule import relax_integration as ri
+from metaschedule.testing import models as code_models
 
 
 # ----------------------------------------------------------------------------- models
@@ -174,7 +180,12 @@ def bert_layer(torch, seq=128, hidden=768, heads=12, ffn=3072):
     return BertLayer(), (1, seq, hidden)
 
 
-MODELS = {"resnet18": resnet18, "mobilenet_v2": mobilenet_v2, "bert": bert_layer}
+MODELS = {
+    "resnet18": resnet18,
+    "mobilenet_v2": mobilenet_v2,
+    "bert": bert_layer,
+    **code_models.MODELS,
+}
 
 
 def _randomize(torch, module) -> None:
@@ -267,7 +278,8 @@ def round_ratios(timings: dict[str, dict[str, Any]], a: str, b: str) -> list[flo
 
 
 def run_model(name: str, args, torch, onnx, ort) -> dict[str, Any]:
-    module, shape = MODELS[name](torch)
+    small = code_models.SMALL.get(name, {}) if args.small else {}
+    module, shape = MODELS[name](torch, **small)
     module = module.eval()
     _randomize(torch, module)
     x = np.random.default_rng(0).standard_normal(shape).astype("float32")
@@ -411,7 +423,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--models",
         default="resnet18,mobilenet_v2,bert",
-        help=f"comma-separated, from {', '.join(MODELS)}",
+        help=f"comma-separated, from {', '.join(MODELS)}; or all",
+    )
+    p.add_argument(
+        "--small",
+        action="store_true",
+        help="the tests' reduced sizes of the models from metaschedule.testing.models",
     )
     p.add_argument("--trials", type=int, default=0, help="trials per task (0: untuned only)")
     p.add_argument("--work-dir", default=None, help="tuning records (kept; resumes)")
@@ -507,7 +524,11 @@ def main(argv: list[str] | None = None) -> None:
     info = common.machine_info()
     for line in common.machine_lines(info):
         print(line)
-    rows = [run_model(n, args, torch, onnx, ort) for n in args.models.split(",")]
+    names = list(MODELS) if args.models == "all" else args.models.split(",")
+    unknown = [n for n in names if n not in MODELS]
+    if unknown:
+        raise SystemExit(f"unknown models {unknown}; known: {', '.join(MODELS)} (or all)")
+    rows = [run_model(n, args, torch, onnx, ort) for n in names]
     cols = [
         "model",
         "import s",

@@ -8,6 +8,7 @@ import numpy as np
 
 from .onnx_convert import _CONVERTERS, Converter, _conv, _optional_const, _spatial_2d
 from .onnx_ops import _reduction, _reshape_to, _softmax_like
+from .patterns import gelu_tanh_operand, layer_norm_of, silu_operand
 
 # ----------------------------------------------------------------------------- more operators
 # (element-wise math and logic, Pad, Resize/Upsample, Tile, more reductions and norms)
@@ -110,6 +111,15 @@ def _variadic(op: str, mean: bool = False):
         return y
 
     return convert
+
+
+@_conv("Mod")
+def _mod(ctx, ins, at):
+    a, b = ins
+    fmod = bool(at.get("fmod", 0))
+    if not fmod and ctx.b.types[a].dtype.startswith("float"):
+        raise ctx.fail("fmod=0 on floats (the standard asks fmod=1)")
+    return ctx.call("mod", [a, b], fmod=fmod)
 
 
 _CONVERTERS["Sum"] = _variadic("add")
@@ -516,3 +526,42 @@ def _fold_zero_pad(fn: Converter) -> Converter:
 
 
 _CONVERTERS["Conv"] = _fold_zero_pad(_CONVERTERS["Conv"])
+
+
+def _fuse_activation(fn: Converter) -> Converter:
+    """``Mul(x, Sigmoid(x))`` as one ``silu`` call and the last ``Mul`` of a decomposed
+    tanh GELU as one ``gelu_tanh`` call (:mod:`.patterns`), else ``fn``."""
+
+    def convert(ctx, ins, at):
+        if len(ins) == 2:
+            for op, match in (("silu", silu_operand), ("gelu_tanh", gelu_tanh_operand)):
+                v = match(ctx.b, ins[0], ins[1])
+                if v is not None:
+                    return ctx.call(op, [v])
+        return fn(ctx, ins, at)
+
+    return convert
+
+
+_CONVERTERS["Mul"] = _fuse_activation(_CONVERTERS["Mul"])
+
+
+def _fuse_layer_norm(fn: Converter) -> Converter:
+    """The ``Div`` of a decomposed layer norm (before opset 17) as one ``layer_norm``
+    call (:mod:`.patterns`), else ``fn``."""
+
+    def convert(ctx, ins, at):
+        found = layer_norm_of(ctx.b, ins[0], ins[1]) if len(ins) == 2 else None
+        if found is None:
+            return fn(ctx, ins, at)
+        x, eps, n = found
+        args = [x]
+        if n > 1:  # the normalized axes are those of the scale's shape
+            ones = np.ones(ctx.shape(x)[-n:], ctx.b.types[x].dtype)
+            args.append(ctx.b.const(ones, "ln_scale"))
+        return ctx.call("layer_norm", args, epsilon=eps)
+
+    return convert
+
+
+_CONVERTERS["Div"] = _fuse_layer_norm(_CONVERTERS["Div"])

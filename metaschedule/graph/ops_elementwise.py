@@ -72,6 +72,7 @@ _UNARY = {
     "sin": (lambda x, at: M.sin(x), lambda x, at: _f(x, np.sin)),
     "cos": (lambda x, at: M.cos(x), lambda x, at: _f(x, np.cos)),
     "logical_not": (lambda x, at: M.logical_not(x), lambda x, at: np.logical_not(x)),
+    "silu": (lambda x, at: M.silu(x), lambda x, at: _f(x, lambda v: v / (1 + np.exp(-v)))),
 }
 for _name, (_lower, _ref) in _UNARY.items():
     register(
@@ -113,3 +114,17 @@ for _kind, _fn in _NP_LOGIC.items():
         lambda a, at, k=_kind: M.logical(a[0], a[1], k),
         lambda a, at, f=_fn: np.asarray(f(a[0], a[1])),
     )
+
+
+def _mod_ref(a, at):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = (np.fmod if at.get("fmod", False) else np.mod)(a[0], a[1])
+    return np.asarray(out).astype(np.result_type(a[0], a[1]))
+
+
+register(
+    "mod",
+    Pattern.BROADCAST,
+    lambda a, at: M.mod(a[0], a[1], bool(at.get("fmod", False))),
+    _mod_ref,
+)

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from .patterns import silu_operand
 from .torch_convert import _CONVERTERS, _axis, _conv
-from .torch_ops import _adaptive_avg, _convolution
+from .torch_ops import _adaptive_avg, _binary, _convolution
 
 # ----------------------------------------------------------------------------- more operators
 # (activations, math, comparison and logic, upsampling, padding, log_softmax, instance
@@ -498,3 +499,27 @@ def _cumsum(c, x, dim, *, dtype=None):
 @_conv("aten.gather")
 def _gather(c, x, dim, index, *, sparse_grad=False):
     return c.call("gather_elements", [x, index], axis=_axis(dim, len(c.shape(x))))
+
+
+def _remainder(fmod: bool):
+    def f(c, a, b):
+        like = a if isinstance(a, str) else b
+        return c.call("mod", [c.operand(a, like), c.operand(b, like)], fmod=fmod)
+
+    return f
+
+
+_CONVERTERS["aten.remainder"] = _remainder(False)
+_CONVERTERS["aten.fmod"] = _remainder(True)
+
+
+@_conv("aten.mul")
+def _mul(c, a, b):
+    """``x * sigmoid(x)`` (decomposed ``silu``) as one ``silu`` call (:mod:`.patterns`)."""
+    v = silu_operand(c.b, a, b)
+    return _binary("multiply")(c, a, b) if v is None else c.call("silu", [v])
+
+
+@_conv("aten.silu")
+def _silu(c, x):
+    return c.call("silu", [x])

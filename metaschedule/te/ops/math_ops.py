@@ -190,3 +190,24 @@ def logical(a: Operand, b: Operand, kind: str, name: str | None = None) -> Tenso
 
 def logical_not(x: Tensor, name: str = "T_logical_not") -> Tensor:
     return unary(x, lambda v: ~_as_bool(v), name)
+
+
+def _remainder(a: PrimExpr, b: PrimExpr, fmod: bool) -> PrimExpr:
+    if not is_float(a.dtype):
+        return a - (a / b) * b if fmod else _op.floormod(a, b)
+    q = a / b
+    return a - (_op.trunc(q) if fmod else _op.floor(q)) * b
+
+
+def mod(a: Operand, b: Operand, fmod: bool = False, name: str = "T_mod") -> Tensor:
+    """The remainder of ``a / b`` with broadcasting: with ``fmod`` C's ``fmod`` (the sign
+    of ``a``: ONNX's ``Mod`` with ``fmod=1``, ATen's ``fmod``), else the floored one (the
+    sign of ``b``: Python's ``%``, ONNX's integer ``Mod``, ATen's ``remainder``). Floats
+    compute ``a - trunc(a / b) * b`` (``floor`` without ``fmod``), which vectorizes."""
+    return _binary(a, b, lambda x, y: _remainder(x, y, fmod), name)
+
+
+def silu(x: Tensor, name: str = "T_silu") -> Tensor:
+    """``x * sigmoid(x)`` (SiLU, swish): one element-wise block, where the two calls that
+    exporters emit would read ``x`` twice and so not fuse into its producer."""
+    return unary(x, lambda v: v * _op.sigmoid(v), name)
