@@ -19,7 +19,7 @@ import logging
 import math
 import os
 import statistics
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -50,12 +50,13 @@ from .graph.layout import default_layouts
 from .graph.lower import LoweredModel, lower_model
 from .graph.transform import bind_params
 from .measure_callback.base import MeasureCallback
+from .report.measure_log import MeasureLog
 from .runner import Runner
 from .schedule import Schedule
 from .search_strategy import SearchStrategy
 from .space_generator import SpaceGenerator
 from .target import Target
-from .task_scheduler import TaskScheduler
+from .task_scheduler import TaskScheduler, WarmStart
 from .tir.function import IRModule, PrimFunc
 from .tir.structural import structural_equal
 from .trace_apply import schedule_using_anchor_trace
@@ -215,6 +216,9 @@ def tune_relax(
     post_optimization: bool | None = False,
     final_selection_top_k: int = DEFAULT_FINAL_SELECTION_TOP_K,
     desired_layouts: Layouts = "default",
+    warm_start: bool = True,
+    early_stopping_rounds: int | None = 2,
+    early_stopping_threshold: float = 0.01,
 ) -> Database:
     """Tune the tasks of a model under one task scheduler.
 
@@ -227,7 +231,19 @@ def tune_relax(
             and commit the re-measurements (as in :func:`metaschedule.tune_tasks`; 0: off;
             an addition to TVM's signature).
         desired_layouts: as :func:`extract_tasks`.
+        warm_start: start each task from its default schedule and from the best traces of
+            sibling tasks (:class:`~metaschedule.task_scheduler.WarmStart`).
+        early_stopping_rounds, early_stopping_threshold: stop a task whose best gained
+            less than the threshold over that many of its rounds; its budget goes to the
+            others (:mod:`metaschedule.task_scheduler.early_stopping`; None: off).
         The others: as :func:`extract_tasks` and :func:`metaschedule.tune_tasks`.
+
+    The last three (additions to TVM's signature) apply to a ``task_scheduler`` given by
+    name ("gradient", the default: the budget goes where the model's time is, each task
+    weighted by its calls); a scheduler object is used as it is. ``measure_callbacks=
+    "default"`` adds a :class:`~metaschedule.report.MeasureLog` (``work_dir/logs/
+    measurements.jsonl``), from which ``metaschedule report`` draws the model's estimated
+    latency against tuning time.
 
     Before tuning, each task's default schedule (the one :func:`compile_relax` uses
     without a record) is measured once with the same ``builder`` and ``runner``, and its
@@ -255,8 +271,19 @@ def tune_relax(
                 f"{', '.join(t.task_name for t in tasks)}"
             )
         tasks = chosen
-    if task_scheduler == "gradient" and seed is not None:
-        task_scheduler = TaskScheduler.create("gradient", seed=seed)
+    if task_scheduler in ("gradient", "round-robin"):
+        task_scheduler = TaskScheduler.create(
+            task_scheduler,
+            early_stopping_rounds=early_stopping_rounds,
+            early_stopping_threshold=early_stopping_threshold,
+            warm_start=WarmStart(_default_starts(model)) if warm_start else None,
+            **({"seed": seed} if task_scheduler == "gradient" and seed is not None else {}),
+        )
+    if isinstance(measure_callbacks, str) and measure_callbacks == "default":
+        measure_callbacks = [
+            MeasureLog(work_dir, predict=False),
+            *MeasureCallback.create("default"),
+        ]
     contexts, weights = extracted_tasks_to_tune_contexts(
         tasks, work_dir, space, strategy, seed=seed
     )
@@ -288,6 +315,27 @@ def tune_relax(
     finally:
         for component in owned:
             component.close()
+
+
+def default_start(ctx: TuneContext, layout_free: Collection[int] | None = ()) -> list[Schedule]:
+    """The default schedule of a task's workload (what
+    :class:`~metaschedule.task_scheduler.WarmStart` starts ``tune_relax``'s tasks from).
+
+    ``layout_free``: the parameters that are constants of the model (``tune_relax``
+    passes them, so the schedule is the one :func:`compile_relax` builds). A matmul's
+    weight is then re-laid out by a schedule instruction (``transform_layout``), which a
+    trace holds; a convolution's weight is packed by rewriting the function before
+    scheduling, which no trace holds: the warm start skips such a schedule and logs why."""
+    return [default_schedule(ctx.mod["main"], ctx.target, layout_free)]
+
+
+def _default_starts(model: LoweredModel):
+    """:func:`default_start` with each task's constant parameters as ``layout_free``."""
+
+    def default_schedules(ctx: TuneContext) -> list[Schedule]:
+        return default_start(ctx, _constant_params(model, ctx.task_name))
+
+    return default_schedules
 
 
 def _record_default_times(

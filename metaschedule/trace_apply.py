@@ -16,6 +16,12 @@ differ. :func:`schedule_using_anchor_trace` transfers the trace:
 3. blocks that could be neither inlined nor scheduled by the trace get a default CPU
    schedule: their outer spatial loops fused and parallelized, the innermost vectorized.
 
+With ``adapt_decisions=True`` the trace may also come from an anchor of *other shapes*
+(a sibling task: the same convolution at another size): a sampling decision that does not
+fit this module is adapted instead of failing, a tile to the nearest perfect tiling of
+the loop here (:func:`fit_tile`), any other decision sampled afresh. The structure of the
+schedule (what is tiled, cached, fused, where) carries over; its sizes are fitted.
+
 The approach follows TVM's ``schedule_using_anchor_trace``; the code is our own.
 """
 
@@ -31,13 +37,15 @@ from .tir.analysis import find_anchor_block
 from .tir.functor import Visitor
 from .tir.stmt import Block, For, IterType
 
-__all__ = ["schedule_using_anchor_trace"]
+__all__ = ["fit_tile", "schedule_using_anchor_trace"]
 
 #: Most iterations a vectorized innermost loop of an uncovered block may have.
 _MAX_VECTOR_EXTENT = 64
 
 
-def schedule_using_anchor_trace(sch: Schedule, anchor_trace: Trace, target: Target) -> None:
+def schedule_using_anchor_trace(
+    sch: Schedule, anchor_trace: Trace, target: Target, *, adapt_decisions: bool = False
+) -> None:
     """Schedule ``sch`` with a trace tuned on another module that has the same anchor block.
 
     Args:
@@ -45,6 +53,8 @@ def schedule_using_anchor_trace(sch: Schedule, anchor_trace: Trace, target: Targ
         anchor_trace: the trace tuned on the other module (post-processing included).
         target: the compilation target; its core count bounds the parallel loops of
             blocks that the trace does not cover.
+        adapt_decisions: fit sampling decisions that do not fit this module (an anchor of
+            other shapes) instead of failing (module docstring); an addition to TVM's.
 
     Raises:
         ValueError: ``sch`` has no anchor block, or the trace fails on the anchor block
@@ -62,7 +72,7 @@ def schedule_using_anchor_trace(sch: Schedule, anchor_trace: Trace, target: Targ
             f"{anchor.name_hint!r} of this module; it fetches {sorted(fetched)}"
         )
     uncovered = _inline_unfetched(sch, func_name, fetched, anchor.name_hint)
-    _replay_tolerantly(sch, anchor_trace, anchor.name_hint)
+    _replay_tolerantly(sch, anchor_trace, anchor.name_hint, adapt_decisions)
     for name in uncovered:
         _parallelize_vectorize(sch, name, func_name, target)
 
@@ -92,8 +102,9 @@ def _inline_unfetched(sch: Schedule, func_name: str, fetched: set[str], anchor: 
     return uncovered
 
 
-def _replay_tolerantly(sch: Schedule, trace: Trace, anchor: str) -> None:
-    """Replay ``trace`` on ``sch``, skipping what does not apply to this module."""
+def _replay_tolerantly(sch: Schedule, trace: Trace, anchor: str, adapt: bool = False) -> None:
+    """Replay ``trace`` on ``sch``, skipping what does not apply to this module (and,
+    with ``adapt``, fitting sampling decisions that do not fit it)."""
     present = set(_block_names(sch, sch.func_working_on or "main"))
     rv_map: dict[int, Any] = {}
     missing: set[int] = set()  # ids of the trace's RVs that have no counterpart here
@@ -109,10 +120,14 @@ def _replay_tolerantly(sch: Schedule, trace: Trace, anchor: str) -> None:
             inst.kind.name == "GetBlock" and str(inst.attrs[0]) == anchor
         )
         inputs = [rv_map[id(x)] if isinstance(x, RV) else x for x in inst.inputs]
+        decision = trace.decisions.get(inst)
         try:
-            outputs = inst.kind.apply_to_schedule(
-                sch, inputs, list(inst.attrs), trace.decisions.get(inst)
-            )
+            try:
+                outputs = inst.kind.apply_to_schedule(sch, inputs, list(inst.attrs), decision)
+            except ScheduleError:
+                if not (adapt and inst.kind.has_decision and decision is not None):
+                    raise
+                outputs = _apply_adapted(sch, inst, inputs, decision)
         except ScheduleError as err:
             if touches_anchor:
                 raise ValueError(
@@ -125,6 +140,38 @@ def _replay_tolerantly(sch: Schedule, trace: Trace, anchor: str) -> None:
             rv_map[id(old)] = new
             if touches_anchor:
                 on_anchor.add(id(old))
+
+
+def _apply_adapted(sch: Schedule, inst: Any, inputs: list, decision: Any) -> list:
+    """Apply a sampling instruction whose decision does not fit: a tile fitted to the
+    loop (:func:`fit_tile`), else a fresh sample (ScheduleError when neither applies)."""
+    attrs = list(inst.attrs)
+    if inst.kind.name == "SamplePerfectTile" and isinstance(decision, (list, tuple)):
+        extent = _extent(sch, inputs[0])
+        if extent is not None:
+            limit = int(attrs[1]) if len(attrs) > 1 and int(attrs[1]) > 0 else extent
+            fitted = fit_tile([int(x) for x in decision], extent, limit)
+            try:
+                return inst.kind.apply_to_schedule(sch, inputs, attrs, fitted)
+            except ScheduleError:
+                pass
+    return inst.kind.apply_to_schedule(sch, inputs, attrs, None)
+
+
+def fit_tile(factors: list[int], extent: int, max_innermost: int | None = None) -> list[int]:
+    """The perfect tiling of ``extent`` into ``len(factors)`` factors nearest to
+    ``factors``: from the innermost out, each factor becomes the divisor of what is left
+    that is nearest to it (the smaller on a tie; the innermost at most ``max_innermost``),
+    and the outermost takes the rest. ``fit_tile([2, 1, 1, 8], 32) == [4, 1, 1, 8]``."""
+    left = extent
+    out: list[int] = []
+    for i, want in enumerate(reversed(factors[1:])):
+        cap = left if i or max_innermost is None else min(left, max_innermost)
+        divisors = [d for d in range(1, cap + 1) if left % d == 0]
+        best = min(divisors, key=lambda d: (abs(d - want), d))
+        out.append(best)
+        left //= best
+    return [left, *reversed(out)] if factors else []
 
 
 def _parallelize_vectorize(sch: Schedule, name: str, func_name: str, target: Target) -> None:

@@ -380,7 +380,9 @@ def test_tune_relax_ends_timing_each_default_against_the_best(tmp_path):
 
     runner = DummyRunner(secs)
     work = str(tmp_path / "work")
-    kw = {"max_trials_global": 4, "max_trials_per_task": 2}
+    # no warm start: these timings tell the default schedule from the tuned ones, and a
+    # warm start would measure the default's trace as a tuned schedule
+    kw = {"max_trials_global": 4, "max_trials_per_task": 2, "warm_start": False}
     db = ri.tune_relax(f, None, "llvm", work, **kw, **_quick(builder=DummyBuilder(), runner=runner))
     path = str(tmp_path / "work" / DEFAULT_SCHEDULES_FILE)
     times, versus = load_default_times(path), load_default_versus(path)
@@ -427,7 +429,9 @@ def test_timing_the_defaults_leaves_the_final_selection_standing(tmp_path):
 
     runner = DummyRunner(secs)
     work = str(tmp_path / "work")
-    kw = {"max_trials_global": 4, "max_trials_per_task": 2}
+    # no warm start: these timings tell the default schedule from the tuned ones, and a
+    # warm start would measure the default's trace as a tuned schedule
+    kw = {"max_trials_global": 4, "max_trials_per_task": 2, "warm_start": False}
     db = ri.tune_relax(f, None, "llvm", work, **kw, **_quick(builder=DummyBuilder(), runner=runner))
     pairs = load_default_versus_secs(str(tmp_path / "work" / DEFAULT_SCHEDULES_FILE))
     target = ms.Target("llvm")

@@ -19,6 +19,7 @@ from ..database import JSONDatabase, SQLiteDatabase
 from ..database.base import measurement_key
 from ..database.json_database import TUNING_RECORD_FILE, WORKLOAD_FILE
 from ..flop_count import estimate_flops
+from ..graph.default_times import DEFAULT_SCHEDULES_FILE, load_default_times
 from ..tir.functor import post_order_visit
 from ..tir.stmt import Block
 from .measure_log import measure_log_path, read_measure_log
@@ -110,6 +111,7 @@ class RunData:
     log: list[dict[str, Any]]
     profiles: list[dict[str, float]]
     notes: list[str] = field(default_factory=list)
+    default_times: dict[str, float] = field(default_factory=dict)  # shash -> seconds
 
 
 def describe_workload(mod) -> str:
@@ -199,7 +201,19 @@ def load_run(work_dir: str) -> RunData:
             "cost model's predictions and the trial allocation need a run started "
             "with 'metaschedule tune' (or the MeasureLog callback)"
         )
-    return RunData(work_dir, workloads, log, _profiles(work_dir, log), notes)
+    return RunData(
+        work_dir, workloads, log, _profiles(work_dir, log), notes, _default_times(work_dir)
+    )
+
+
+def _default_times(work_dir: str) -> dict[str, float]:
+    """The default schedules' seconds by workload hash (``tune_relax`` writes them)."""
+    path = os.path.join(work_dir, DEFAULT_SCHEDULES_FILE)
+    if not os.path.isfile(path):
+        return {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a malformed file: no defaults
+        return {shash: sec for (shash, _target), sec in load_default_times(path).items()}
 
 
 def _describe(mod) -> str:

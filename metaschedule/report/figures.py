@@ -9,12 +9,14 @@ from typing import Any
 import numpy as np
 
 from .data import RunData, WorkloadData
+from .model_latency import model_latency_series
 
 __all__ = [
     "allocation_figure",
     "curve_figure",
     "distribution_figure",
     "import_pyplot",
+    "model_latency_figure",
     "prediction_figure",
     "profile_figure",
     "spearman",
@@ -250,5 +252,26 @@ def allocation_figure(data: RunData, path: str) -> str | None:
     ax.set_ylabel("trials per task (stacked)")
     ax.set_title(f"task scheduler: trials per task ({len(keys)} task(s))")
     ax.legend(loc="upper left", fontsize="small")
+    ax.grid(alpha=0.3)
+    return _save(fig, path)
+
+
+def model_latency_figure(data: RunData, path: str) -> str | None:
+    """The model's estimated latency (sum of best x calls) against tuning wall time
+    (:mod:`.model_latency`); None without a point."""
+    points = model_latency_series(data.log, data.default_times)
+    if not points:
+        return None
+    plt = import_pyplot()
+    fig, ax = plt.subplots(figsize=(10, 3.2))
+    minutes = [p.wall_sec / 60 for p in points]
+    ax.step(minutes, [p.latency_sec * 1e3 for p in points], where="post", marker=".")
+    ax.set_xlabel("tuning wall time (min)")
+    ax.set_ylabel("estimated latency (ms)")
+    ax.set_title(
+        f"model: sum over tasks of best latency x calls, {points[0].latency_sec * 1e3:.4g} "
+        f"-> {points[-1].latency_sec * 1e3:.4g} ms in {points[-1].trials} trials"
+    )
+    ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     return _save(fig, path)

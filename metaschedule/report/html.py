@@ -12,6 +12,7 @@ import re
 
 from . import figures
 from .data import RunData, load_run
+from .model_latency import model_latency_series, model_latency_table, num_tasks
 
 __all__ = ["render_html", "write_report"]
 
@@ -88,6 +89,8 @@ def render_html(data: RunData, images: list[tuple[str, str, str]], command: str)
             section = name
         if path.startswith("note:"):
             parts.append(f'<p class="note">{html.escape(path[5:])}</p>')
+        elif path.startswith("html:"):  # a table made here
+            parts.append(path[5:])
         else:
             parts.append(_img(path, alt))
     parts.append("</body></html>")
@@ -112,6 +115,15 @@ def write_report(work_dir: str, output: str, command: str | None = None) -> list
             images.append((section, alt, path))
             pngs.append(path)
 
+    points = model_latency_series(data.log, data.default_times)
+    if points and num_tasks(data.log) > 1:  # one task: its own curve says it all
+        add(
+            "The model",
+            "estimated latency",
+            figures.model_latency_figure(data, f"{stem}_model.png"),
+            "",
+        )
+        images.append(("The model", "latency table", "html:" + model_latency_table(points)))
     for i, wl in enumerate(data.workloads):
         section = f"Workload {i}: {wl.name}"
         base = f"{stem}_{i}_{_slug(wl.name)}"

@@ -4,6 +4,7 @@ from .base import PyTaskScheduler, TaskScheduler, create
 from .gradient_based import GradientBased
 from .round_robin import RoundRobin
 from .task_record import TaskRecord
+from .warm_start import WarmStart
 
 __all__ = [
     "GradientBased",
@@ -11,5 +12,6 @@ __all__ = [
     "RoundRobin",
     "TaskRecord",
     "TaskScheduler",
+    "WarmStart",
     "create",
 ]

@@ -25,19 +25,17 @@ or Ctrl-C, the results that arrived are committed, the artifacts of candidates s
 flight are removed, and the exception propagates.
 
 A task stops (``terminate_task``) when its strategy has nothing more to give, when it
-reached ``max_trials_per_task``, or after ``max_fail_count`` measured batches in a row in
-which every candidate failed to build or run; the other tasks go on.
+reached ``max_trials_per_task``, after ``max_fail_count`` measured batches in a row in
+which every candidate failed to build or run, or when its last rounds gained too little
+(:mod:`.early_stopping`); the other tasks go on.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import signal
-import threading
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal, Union
 
 from .. import registry
@@ -49,6 +47,8 @@ from ..measure_callback.base import MeasureCallback
 from ..measure_callback.task_view import TaskView
 from ..profiler import Profiler
 from ..runner import Runner, RunnerFuture, RunnerInput, RunnerResult
+from .early_stopping import check_early_stopping, stop_if_stalled
+from .interrupt import deferred_interrupt
 from .task_record import TaskRecord, statistics_table
 
 if TYPE_CHECKING:
@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from ..database import Database
     from ..measure_candidate import MeasureCandidate
     from ..tune_context import TuneContext
+    from .warm_start import WarmStart
 
 __all__ = ["PyTaskScheduler", "TaskScheduler", "create"]
 
@@ -69,6 +70,10 @@ class TaskScheduler(ABC):
     Args:
         max_fail_count: measured batches in a row whose candidates all failed (to build
             or to run) before a task is terminated.
+        early_stopping_rounds, early_stopping_threshold: stop a task whose best gained
+            less than the threshold (a share) over that many rounds; None: never
+            (:mod:`.early_stopping`; not in TVM).
+        warm_start: schedules measured first (:class:`~.warm_start.WarmStart`; not in TVM).
 
     While :meth:`tune` runs, measure callbacks and policies read ``tasks`` (one
     :class:`TaskRecord` per task), ``database``, ``cost_model``, ``builder``, ``runner``
@@ -90,11 +95,25 @@ class TaskScheduler(ABC):
     max_trials_global: int = 0
     max_trials_per_task: int = 0
     num_trials_per_iter: int = 0
+    early_stopping_rounds: int | None = None
+    early_stopping_threshold: float = 0.01
+    warm_start: WarmStart | None = None
 
-    def __init__(self, *, max_fail_count: int = 3) -> None:
+    def __init__(
+        self,
+        *,
+        max_fail_count: int = 3,
+        early_stopping_rounds: int | None = None,
+        early_stopping_threshold: float = 0.01,
+        warm_start: WarmStart | None = None,
+    ) -> None:
         if not isinstance(max_fail_count, int) or max_fail_count < 1:
             raise ValueError(f"max_fail_count must be a positive int, got {max_fail_count!r}")
+        check_early_stopping(early_stopping_rounds, early_stopping_threshold)
         self.max_fail_count = max_fail_count
+        self.early_stopping_rounds = early_stopping_rounds
+        self.early_stopping_threshold = float(early_stopping_threshold)
+        self.warm_start = warm_start
         self.tasks = []
         self.measure_callbacks = []
 
@@ -169,6 +188,8 @@ class TaskScheduler(ABC):
                     left, self.num_trials_per_iter, spaces, self.database, self.cost_model
                 )
             task.pre_tuned = True
+        if self.warm_start is not None:
+            self.warm_start.start(self)
         self._start_tuning()
         self._progress("on_start")  # progress hook
         while num_sent < self.max_trials_global:
@@ -286,6 +307,8 @@ class TaskScheduler(ABC):
             task.ctx.logger.info("The search strategy has no more candidates")
             self.terminate_task(task_id)
             return 0
+        if self.warm_start is not None:
+            candidates = self.warm_start.batch(self, task_id, list(candidates))
         candidates = list(candidates)[:budget]
         if not candidates:
             task.ctx.notify_runner_results([], [])
@@ -367,10 +390,8 @@ class TaskScheduler(ABC):
             task.ctx.notify_runner_results(candidates, results)
         task.record_results(builder_results, results)
         self._progress("on_batch", task_id)  # progress hook
-        for callback in self.measure_callbacks:
-            if not getattr(
-                callback, "incremental", False
-            ):  # the incremental ones saw each result already
+        for callback in self.measure_callbacks:  # the incremental ones saw each result
+            if not getattr(callback, "incremental", False):
                 with Profiler.timeit(f"MeasureCallback/{type(callback).__name__}"):
                     callback.apply(self, task_id, candidates, builder_results, results)
         self._log_batch(task_id, builder_results, results)
@@ -387,6 +408,7 @@ class TaskScheduler(ABC):
             task.ctx.logger.warning("%s", msg)
             self.logger.warning("Task #%d %r: %s", task_id, task.name, msg.splitlines()[0])
             self.terminate_task(task_id)
+        stop_if_stalled(self, task_id)
         return results
 
     def task_view(self, task_id: int) -> TaskView:
@@ -448,7 +470,7 @@ class TaskScheduler(ABC):
         cands = [task.measure_candidates[i] for i in indices]
         built = [task.builder_results[i] for i in indices]
         ran = [task.runner_results[i] for i in indices]
-        with _deferred_interrupt():  # a commit is not cut in half by Ctrl-C
+        with deferred_interrupt():  # a commit is not cut in half by Ctrl-C
             for callback in self.measure_callbacks:
                 if getattr(callback, "incremental", False):
                     with Profiler.timeit(f"MeasureCallback/{type(callback).__name__}"):
@@ -581,28 +603,6 @@ class PyTaskScheduler(TaskScheduler):
 
 
 create = TaskScheduler.create
-
-
-@contextmanager
-def _deferred_interrupt():
-    """Hold a Ctrl-C (SIGINT) until the block ends, then raise it; main thread only."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    caught: list = []
-    try:
-        previous = signal.signal(signal.SIGINT, lambda *args: caught.append(args))
-    except (ValueError, TypeError):  # no signal support here
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        if caught and callable(previous):
-            previous(*caught[0])
-        elif caught and previous == signal.SIG_DFL:
-            raise KeyboardInterrupt
 
 
 def _latency(result: RunnerResult) -> float | None:

@@ -17,11 +17,15 @@ placeholder, which would keep choosing a task that merely started to work.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..registry import register
 from .base import TaskScheduler
+
+if TYPE_CHECKING:
+    from .warm_start import WarmStart
 
 __all__ = ["GradientBased"]
 
@@ -37,13 +41,27 @@ class GradientBased(TaskScheduler):
         alpha: the weight of the recent improvement ``g1`` against ``g2``, in [0, 1].
         window_size: ``w``, the batches over which the recent improvement is measured.
         seed: the seed for breaking ties; -1 draws one from the OS.
-        max_fail_count: as :class:`TaskScheduler`.
+        max_fail_count, early_stopping_rounds, early_stopping_threshold, warm_start: as
+            :class:`TaskScheduler`.
     """
 
     def __init__(
-        self, *, alpha: float = 0.2, window_size: int = 3, seed: int = -1, max_fail_count: int = 3
+        self,
+        *,
+        alpha: float = 0.2,
+        window_size: int = 3,
+        seed: int = -1,
+        max_fail_count: int = 3,
+        early_stopping_rounds: int | None = None,
+        early_stopping_threshold: float = 0.01,
+        warm_start: WarmStart | None = None,
     ) -> None:
-        super().__init__(max_fail_count=max_fail_count)
+        super().__init__(
+            max_fail_count=max_fail_count,
+            early_stopping_rounds=early_stopping_rounds,
+            early_stopping_threshold=early_stopping_threshold,
+            warm_start=warm_start,
+        )
         if not 0.0 <= float(alpha) <= 1.0:
             raise ValueError(f"GradientBased: alpha must be in [0, 1], got {alpha!r}")
         if isinstance(window_size, bool) or not isinstance(window_size, int) or window_size < 1:
@@ -101,6 +119,10 @@ class GradientBased(TaskScheduler):
         return task_id
 
     def __str__(self) -> str:
+        stop = self.early_stopping_rounds
+        extra = f", early_stopping_rounds={stop}" if stop is not None else ""
+        extra += ", warm_start" if self.warm_start is not None else ""
         return (
-            f"GradientBased(alpha={self.alpha}, window_size={self.window_size}, seed={self.seed})"
+            f"GradientBased(alpha={self.alpha}, window_size={self.window_size}, "
+            f"seed={self.seed}{extra})"
         )

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..registry import register
 from .base import TaskScheduler
+
+if TYPE_CHECKING:
+    from .warm_start import WarmStart
 
 __all__ = ["RoundRobin"]
 
@@ -17,11 +22,24 @@ class RoundRobin(TaskScheduler):
     measured while the next ones are generated and built.
 
     Args:
-        max_fail_count: as :class:`TaskScheduler`.
+        max_fail_count, early_stopping_rounds, early_stopping_threshold, warm_start: as
+            :class:`TaskScheduler`.
     """
 
-    def __init__(self, *, max_fail_count: int = 3) -> None:
-        super().__init__(max_fail_count=max_fail_count)
+    def __init__(
+        self,
+        *,
+        max_fail_count: int = 3,
+        early_stopping_rounds: int | None = None,
+        early_stopping_threshold: float = 0.01,
+        warm_start: WarmStart | None = None,
+    ) -> None:
+        super().__init__(
+            max_fail_count=max_fail_count,
+            early_stopping_rounds=early_stopping_rounds,
+            early_stopping_threshold=early_stopping_threshold,
+            warm_start=warm_start,
+        )
         self._cursor = -1
 
     def _start_tuning(self) -> None:
