@@ -76,7 +76,7 @@ from ..tir.stmt import BufferStore, For, ForKind, IfThenElse, SeqStmt, Stmt
 from ..tir.transform.affine import affine
 from . import c_ir
 from .c_expr import linear_index
-from .c_ir import access_key, affine_key, chunks, form_key, unfuse, value_key
+from .c_ir import access_key, affine_key, chunks, form_key, int_value, unfuse, value_key
 from .c_limits import PlanTarget, TileLimits
 
 #: Whether a reduction loop among the tile loops joins the region (see plan_accumulators).
@@ -259,7 +259,7 @@ def _lanes(fw: PlanTarget, vec: For, dtype: str) -> int | None:
     becomes narrower accumulators, see :func:`.c_ir.chunks`: 28 floats are 16 + 8 + 4, as
     LLVM legalizes such a vector; 12 are 8 + 4); None for a loop of one lane."""
     native = fw.isa.vector_bytes // max(1, nbytes(dtype))
-    ext = vec.extent.value
+    ext = int_value(vec.extent)
     if native < 2 or ext < 2:
         return None
     return native if ext >= native else 1 << (ext.bit_length() - 1)
@@ -267,7 +267,7 @@ def _lanes(fw: PlanTarget, vec: For, dtype: str) -> int | None:
 
 def point_width(point: Stmt) -> int:
     """Lanes of a planned point: its vector loop's extent, 1 for a scalar point."""
-    return point.extent.value if isinstance(point, For) else 1
+    return int_value(point.extent) if isinstance(point, For) else 1
 
 
 def loop_points(loops: list[For], base: dict[E.Var, E.PrimExpr]) -> list[dict]:
@@ -275,10 +275,8 @@ def loop_points(loops: list[For], base: dict[E.Var, E.PrimExpr]) -> list[dict]:
     loop outermost), each on top of ``base``."""
     combos: list[dict[E.Var, E.PrimExpr]] = [base]
     for lp in loops:
-        lo, dt = lp.min.value, lp.loop_var.dtype
-        combos = [
-            {**c, lp.loop_var: E.const(lo + k, dt)} for c in combos for k in range(lp.extent.value)
-        ]
+        lo, ext, dt = int_value(lp.min), int_value(lp.extent), lp.loop_var.dtype
+        combos = [{**c, lp.loop_var: E.const(lo + k, dt)} for c in combos for k in range(ext)]
     return combos
 
 
@@ -362,8 +360,8 @@ def plan_accumulators(fw: PlanTarget, loop: For, split: bool = True) -> Accumula
     scalar_loops = [lp for lp in tile if lp is not vec]
     n_points = 1
     for lp in scalar_loops:
-        n_points *= lp.extent.value
-    pieces = chunks(vec.extent.value, lanes) if vec is not None else [(0, 1)]
+        n_points *= int_value(lp.extent)
+    pieces = chunks(int_value(vec.extent), lanes) if vec is not None else [(0, 1)]
     n_chunks = len(pieces)
     outer: list[For] = []
     if jam and (lanes == 1 or not _worth_jamming(fw, chain, n_points * n_chunks)):
@@ -374,7 +372,7 @@ def plan_accumulators(fw: PlanTarget, loop: For, split: bool = True) -> Accumula
             return None
         while scalar_loops and n_points * n_chunks > limits.max_accumulators:
             outer.append(scalar_loops.pop(0))
-            n_points //= outer[-1].extent.value
+            n_points //= int_value(outer[-1].extent)
         fewest = limits.min_split_accumulators
         if not fewest <= n_points * n_chunks <= limits.max_accumulators:
             return None
@@ -391,7 +389,7 @@ def plan_accumulators(fw: PlanTarget, loop: For, split: bool = True) -> Accumula
             continue
         w, dt = vec.loop_var, vec.loop_var.dtype
         for first, width in pieces:
-            start = vec.min.value + first
+            start = int_value(vec.min) + first
             if width == 1:  # the last element of a remainder: a scalar accumulator
                 points.append(substitute(body, {**combo, w: E.const(start, dt)}))
             else:
@@ -411,7 +409,7 @@ def merge_contiguous(tile: list[For], vec: For, body: Stmt) -> tuple[list[For], 
     ``j_2`` (5) around ``j_3`` (51): one 255-lane loop, kept in 15 vectors of 16 lanes
     and a tail of 8, 4, 2, 1 instead of 5 x (16, 16, 16, 2, 1). Returns the tile without
     ``L``, the merged loop and the body indexed by it; None if no tile loop merges."""
-    ext_v, mv = vec.extent.value, vec.min.value
+    ext_v, mv = int_value(vec.extent), int_value(vec.min)
     for lp in tile:
         ext_l = const_extent(lp)
         if lp is vec or ext_l is None or ext_l == 1:

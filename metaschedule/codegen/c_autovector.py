@@ -48,6 +48,7 @@ widens TVM's: on TVM's second-best ``dw2`` record our C ran 0.25x TVM's kernel.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 from ..tir import expr as E
 from ..tir.arith.analyzer import Analyzer
@@ -151,7 +152,7 @@ class _Sink(Mutator):
             nests = _nests(loops[k + 1 :], inner)
             if nests is not None and _lanes_fit(loops[k], nests):
                 return _rebuilt(loops[:k], _moved(loops[k], nests))
-        return self.generic_visit(loop)
+        return cast(Stmt, self.generic_visit(loop))  # a mutated For
 
 
 def _rebuilt(loops: list[For], body: Stmt) -> Stmt:
@@ -168,7 +169,7 @@ def _moved(lane: For, nests: list[_Nest]) -> Stmt:
         store = nest.store if var is lane.loop_var else substitute(nest.store, {lane.loop_var: var})
         vec = For(var, lane.min, lane.extent, ForKind.VECTORIZED, store)
         out.append(_rebuilt(nest.loops, vec))
-    return out[0] if len(out) == 1 else SeqStmt(out)
+    return out[0] if len(out) == 1 else SeqStmt(tuple(out))
 
 
 def _lanes_fit(lane: For, nests: list[_Nest]) -> bool:
@@ -252,7 +253,7 @@ class _Widen(Mutator):
     def visit_For(self, loop: For) -> Stmt:
         loops, inner = _chain(loop)
         if not isinstance(inner, BufferStore):
-            return self.generic_visit(loop)
+            return cast(Stmt, self.generic_visit(loop))  # a mutated For
         widened = self._widened(loops, inner)
         return loop if widened is None else widened
 
@@ -291,7 +292,8 @@ class _Widen(Mutator):
         analyzer.bind(fused, Range(E.const(0, fused.dtype), E.const(e_o * e_v, fused.dtype)))
         vmap = {outer.loop_var: E.FloorDiv(fused, step), vec.loop_var: E.FloorMod(fused, step)}
         new_store = _Simplified(analyzer).visit(substitute(store, vmap))
-        body: Stmt = For(fused, 0, e_o * e_v, ForKind.VECTORIZED, new_store)
+        dt = fused.dtype
+        body = For(fused, E.const(0, dt), E.const(e_o * e_v, dt), ForKind.VECTORIZED, new_store)
         return _rebuilt([lp for lp in loops[:-1] if lp is not outer], body)
 
 
@@ -318,7 +320,7 @@ class _Simplified(Mutator):
         self.analyzer = analyzer
 
     def visit_BufferLoad(self, load: E.BufferLoad) -> E.PrimExpr:
-        load = self.generic_visit(load)
+        load = cast(E.BufferLoad, self.generic_visit(load))  # a mutated BufferLoad
         return E.BufferLoad(load.buffer, tuple(self.analyzer.simplify(i) for i in load.indices))
 
     def visit_BufferStore(self, store: BufferStore) -> Stmt:

@@ -462,7 +462,7 @@ class FunctionWriter(CWriter):
                 return
             mode = self._unroll_mode(loop)
             if mode == "explicit":
-                for k in range(loop.extent.value):
+                for k in range(c_ir.int_value(loop.extent)):
                     value = affine_add(loop.min, E.const(k, var.dtype))
                     self.line(f"{{ const {c_type(var.dtype)} {name} = {self.expr(value)};")
                     self.known[var] = value
@@ -491,9 +491,9 @@ class FunctionWriter(CWriter):
                 if emit_lane_sums(self, loop, name, accs):  # see c_accumulate
                     return
                 if mode == "pragma":
-                    self.line(f"#pragma GCC unroll {min(loop.extent.value, 65534)}")
+                    self.line(f"#pragma GCC unroll {min(c_ir.int_value(loop.extent), 65534)}")
             elif mode == "pragma":
-                self.line(f"#pragma GCC unroll {min(loop.extent.value, 65534)}")
+                self.line(f"#pragma GCC unroll {min(c_ir.int_value(loop.extent), 65534)}")
             elif loop.kind is ForKind.PARALLEL:
                 self.line("// parallel loop nested in a parallel region: runs serially")
             scope = None

@@ -25,7 +25,7 @@ from .c_accumulate import (
     plan_accumulators,
     point_width,
 )
-from .c_ir import access_key, has_load
+from .c_ir import access_key, has_load, int_value
 
 __all__ = ["InitFusion", "plan_init_fusion"]
 
@@ -106,7 +106,7 @@ def _fused_roots(
         if k == len(ichain):
             return None
         ilp = ichain[k]
-        same = const_extent(ilp) == ext and ilp.min.value == cur.min.value
+        same = const_extent(ilp) == ext and int_value(ilp.min) == int_value(cur.min)
         if not same or ilp.kind is ForKind.VECTORIZED:
             return None
         subst[ilp.loop_var] = cur.loop_var
@@ -127,12 +127,12 @@ def _covers(
         return False
     n = 1
     for lp in rest:
-        n *= lp.extent.value
+        n *= int_value(lp.extent)
     if n > acc.MAX_INIT_ELEMENTS:
         return False
     combos = loop_points(rest, subst)
     init_keys = {access_key(buf, [substitute(i, c) for i in ibody.indices]) for c in combos}
-    tile_keys = set()
+    tile_keys: set[tuple] = set()
     for point in plan.points:
         bid, terms, const = access_key(buf, [substitute(i, red_consts) for i in first_lane(point)])
         tile_keys.update((bid, terms, const + lane) for lane in range(point_width(point)))

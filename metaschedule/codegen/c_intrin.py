@@ -68,7 +68,8 @@ def usable_tensor_intrins(target: Target | str) -> list[str]:
     isa = isa_of(target if isinstance(target, Target) else Target(target))
     out = []
     for name in TensorIntrin.names():
-        calls = TensorIntrin.get(name).calls
+        intrin = TensorIntrin.get(name)  # registered: not None
+        calls = intrin.calls if intrin is not None else ()
         if calls and all(c in C_INTRINSICS and C_INTRINSICS[c].missing(isa) is None for c in calls):
             out.append(name)
     return out
@@ -93,6 +94,7 @@ def intrinsic_call(writer, e: E.Call, error: type[Exception]) -> str:
 def _argument(writer, a: E.PrimExpr, error: type[Exception]) -> str:
     if isinstance(a, E.Call) and a.op == ADDRESS_OF:
         load = a.args[0]
+        assert isinstance(load, E.BufferLoad), f"address_of takes a load, got {load}"
         if writer.accumulator(load.buffer, load.indices) is not None:
             raise error(
                 f"{writer.name}: the address of {load} is taken, but the code generator keeps "

@@ -31,6 +31,7 @@ __all__ = [
     "fused_divisor",
     "has_load",
     "heap_allocations",
+    "int_value",
     "numel_checked",
     "steps",
     "stores_contiguous",
@@ -39,6 +40,16 @@ __all__ = [
     "value_key",
     "written_buffers",
 ]
+
+
+# ----------------------------------------------------------------------------- constants
+
+
+def int_value(e: E.PrimExpr) -> int:
+    """The value of ``e``, an integer constant by the caller's check (a loop's extent or
+    start that a plan or an earlier test found to be an :class:`IntImm`)."""
+    assert isinstance(e, E.IntImm), f"expected an integer constant, got {e}"
+    return e.value
 
 
 # ----------------------------------------------------------------------------- keys
@@ -155,7 +166,7 @@ def unfuse(loop: For, unroll_up_to: int) -> For | None:
     u, w = E.Var(v.name + "_o", dt), E.Var(v.name + "_i", dt)
     body = substitute(loop.body, {v: u * E.const(c, dt) + w})
     inner = For(w, E.const(0, dt), E.const(c, dt), ForKind.VECTORIZED, body)
-    n_outer = loop.extent.value // c
+    n_outer = int_value(loop.extent) // c
     outer_kind = ForKind.UNROLLED if n_outer <= unroll_up_to else ForKind.SERIAL
     simp = _Simplify()
     simp.analyzer.bind(u, Range(E.const(0, dt), E.const(n_outer, dt)))

@@ -35,13 +35,13 @@ from ..tir.stmt import BufferStore, Evaluate, For, ForKind, IfThenElse, SeqStmt,
 from ..tir.transform.affine import Affine, affine
 from .c_expr import linear_index, strip_parens
 from .c_helpers import Helpers, c_comment_text
-from .c_ir import access_key, chunks
+from .c_ir import access_key, chunks, int_value
 from .c_vector_body import NotVectorizable, VectorBody
 from .c_writer import CWriter
 
 if TYPE_CHECKING:
     from .c_limits import PlanTarget
-    from .c_writer import CpuEmitter
+    from .c_writer import CpuEmitter, VectorEmitter
 
 #: Up to this many full-width chunks are emitted one after the other instead of as a loop.
 EXPLICIT_CHUNKS = 4
@@ -74,6 +74,7 @@ def emit_vectorized(fw: CpuEmitter, loop: For, name: str) -> None:
     split = fw.unfused(loop)
     if split is not None:
         # v = u * c + w: a serial loop over u around a vectorized loop over w
+        assert isinstance(split.body, For)  # unfuse: the inner, vectorized loop
         fw.line(
             f"// {name}: a fused loop, vectorized over its inner {split.body.extent} iterations"
         )
@@ -94,7 +95,7 @@ def emit_vectorized(fw: CpuEmitter, loop: For, name: str) -> None:
     fw.line("}")
 
 
-def vector_code_fails(fw: CpuEmitter, loop: For) -> str | None:
+def vector_code_fails(fw: VectorEmitter, loop: For) -> str | None:
     """Why the vectorized ``loop`` cannot be written as vector code, None if it can: the
     checks of writing it, made by writing it to a writer that keeps nothing
     (:class:`DryWriter`)."""
@@ -141,9 +142,9 @@ def emit_lane_sums(fw: CpuEmitter, loop: For, name: str, accs: tuple[str, ...]) 
     return True
 
 
-def _lane_sums(fw: CpuEmitter, loop: For, name: str, accs: tuple[str, ...], lanes: int) -> None:
+def _lane_sums(fw: VectorEmitter, loop: For, name: str, accs: tuple[str, ...], lanes: int) -> None:
     """Write :func:`emit_lane_sums`'s code (raises NotVectorizable where it cannot)."""
-    extent = loop.extent.value
+    extent = int_value(loop.extent)
     full = extent // lanes
     dtype = fw.accumulated.dtype if fw.accumulated is not None else "float32"
     vt, zero = fw.helpers.vtype(dtype, lanes), fw.helpers.vbroadcast(dtype, lanes)
@@ -184,7 +185,7 @@ class DryWriter(CWriter):
     shared loads: they change the text, not whether it can be written). Writing a loop
     on it is the check that the loop can be written (:func:`vector_code_fails`)."""
 
-    def __init__(self, fw: CpuEmitter, tile: tuple[Buffer, set[tuple]] | None = None) -> None:
+    def __init__(self, fw: VectorEmitter, tile: tuple[Buffer, set[tuple]] | None = None) -> None:
         super().__init__(fw.name, Helpers())
         self.fw, self.target = fw, fw.target
         self.var_names, self.buf_names = dict(fw.var_names), fw.buf_names
@@ -277,7 +278,7 @@ def _check_loads(w: DryWriter, e: E.PrimExpr) -> None:
 
 
 def _end(loop: For) -> E.PrimExpr:
-    return affine(loop.min).offset(loop.extent.value).to_expr(loop.loop_var.dtype)
+    return affine(loop.min).offset(int_value(loop.extent)).to_expr(loop.loop_var.dtype)
 
 
 # ----------------------------------------------------------------------------- analysis
@@ -324,10 +325,10 @@ def vectorize_outputs(fw: PlanTarget, loop: For) -> For | None:
     reduction = False
     for lp in chain:
         if store.uses(lp.loop_var):
-            if lp.extent.value != 1:
+            if int_value(lp.extent) != 1:
                 return None  # a spatial loop below: j is not the innermost
         else:
-            reduction = reduction or lp.extent.value > 1
+            reduction = reduction or int_value(lp.extent) > 1
     if not reduction:
         return None
     key = _form_key(store)
@@ -337,7 +338,7 @@ def vectorize_outputs(fw: PlanTarget, loop: For) -> For | None:
                 return None  # another element of C is read
         elif a.form.coef(v) not in (0, 1) or a.form.without(v).uses(v):
             return None
-    out: Stmt = For(v, loop.min, loop.extent, ForKind.VECTORIZED, body)
+    out: For = For(v, loop.min, loop.extent, ForKind.VECTORIZED, body)
     for lp in reversed(chain):
         out = For(lp.loop_var, lp.min, lp.extent, lp.kind, out, lp.thread_binding, lp.annotations)
     return out
@@ -389,7 +390,7 @@ def _check_dependences(loop: For) -> bool:
     return True
 
 
-def _native_lanes(fw: CpuEmitter, loop: For) -> int:
+def _native_lanes(fw: VectorEmitter, loop: For) -> int:
     widths: list[int] = []
     uses_var_as_value = False
 
@@ -422,7 +423,7 @@ def _native_lanes(fw: CpuEmitter, loop: For) -> int:
 
 
 def _strided_loop(
-    fw: CpuEmitter, loop: For, name: str, full: int, lanes: int, body: VectorBody
+    fw: VectorEmitter, loop: For, name: str, full: int, lanes: int, body: VectorBody
 ) -> None:
     """A C loop over the ``full`` chunks of ``lanes`` iterations, one vector body each."""
     stop = affine(loop.min).offset(full * lanes).to_expr(loop.loop_var.dtype)
@@ -433,9 +434,9 @@ def _strided_loop(
     fw.line("}")
 
 
-def _emit_chunks(fw: CpuEmitter, loop: For, name: str, lanes: int) -> None:
+def _emit_chunks(fw: VectorEmitter, loop: For, name: str, lanes: int) -> None:
     t = c_type(loop.loop_var.dtype)
-    extent = loop.extent.value
+    extent = int_value(loop.extent)
     full, tail = divmod(extent, lanes)
     body = VectorBody(fw, loop)
     if 2 <= full <= EXPLICIT_CHUNKS:

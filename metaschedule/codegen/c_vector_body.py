@@ -18,7 +18,7 @@ from .c_expr import linear_index, strip_parens
 from .c_ir import access_key, has_load, value_key
 
 if TYPE_CHECKING:
-    from .c_writer import CpuEmitter
+    from .c_writer import VectorEmitter
 
 __all__ = ["NotVectorizable", "VectorBody"]
 
@@ -42,7 +42,7 @@ class VectorBody:
     """The body of a vectorized loop written with vector values, one chunk of lanes at a
     time (:meth:`emit`); raises :class:`NotVectorizable` where it cannot be."""
 
-    def __init__(self, fw: CpuEmitter, loop: For) -> None:
+    def __init__(self, fw: VectorEmitter, loop: For) -> None:
         self.fw, self.h, self.v, self.body = fw, fw.helpers, loop.loop_var, loop.body
         self._dep: dict[int, bool] = {}
         self.lanes = 0
@@ -176,16 +176,16 @@ class VectorBody:
         if isinstance(e, (E.And, E.Or)):
             if self._unsafe_loads(e.b):
                 raise NotVectorizable("a lazily evaluated and/or operand loads from memory")
-            a, b = self.expr(e.a), self.expr(e.b)
-            bits = a.bits or b.bits or 32
+            va, vb = self.expr(e.a), self.expr(e.b)
+            bits = va.bits or vb.bits or 32
             op = "&" if isinstance(e, E.And) else "|"
             return _Val(
-                f"({self.as_mask(a, bits)} {op} {self.as_mask(b, bits)})", "mask", bits=bits
+                f"({self.as_mask(va, bits)} {op} {self.as_mask(vb, bits)})", "mask", bits=bits
             )
         if isinstance(e, E.Not):
-            a = self.expr(e.a)
-            bits = a.bits or 32
-            return _Val(f"(~{self.as_mask(a, bits)})", "mask", bits=bits)
+            va = self.expr(e.a)
+            bits = va.bits or 32
+            return _Val(f"(~{self.as_mask(va, bits)})", "mask", bits=bits)
         if isinstance(e, E.Select):
             return self._select(e)
         if isinstance(e, (E.Min, E.Max)):
@@ -260,9 +260,14 @@ class VectorBody:
         vt = self.h.vtype(e.dtype, self.lanes)
         if x.kind == "mask":  # true lanes are -1: negate to get 1
             return _Val(f"__builtin_convertvector(-{x.code}, {vt})", "vec", e.dtype)
-        return _Val(
-            f"__builtin_convertvector({self.as_vec(x, e.value.dtype)}, {vt})", "vec", e.dtype
-        )
+        code = self.as_vec(x, e.value.dtype)
+        src = e.value.dtype
+        if is_int(src) and nbytes(src) == 1 and is_int(e.dtype) and nbytes(e.dtype) >= 4:
+            # 8 -> 32 bits through 16: GCC 12 writes a one-step widening lane by lane
+            # (a scalar sign extension per lane), the two steps as vpmovsxbw + vpmovsxwd
+            mid = self.h.vtype("int16", self.lanes)  # holds every u8 and s8 value
+            code = f"__builtin_convertvector({code}, {mid})"
+        return _Val(f"__builtin_convertvector({code}, {vt})", "vec", e.dtype)
 
     def _select(self, e: E.Select) -> _Val:
         if is_bool(e.dtype):

@@ -63,6 +63,7 @@ Where the test goes, and the bounds on code growth:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal, cast
 
 import numpy as np
 
@@ -73,6 +74,7 @@ from ..tir.functor import Mutator, Visitor, collect_vars, has_loop_kind
 from ..tir.stmt import Allocate, BufferStore, For, ForKind, IfThenElse, SeqStmt, Stmt
 from ..tir.transform.affine import Affine, Ranges, bounds
 from .c_expr import conjuncts, nonneg_form
+from .c_ir import int_value
 
 __all__ = [
     "MAX_BODY_NODES",
@@ -243,12 +245,12 @@ def _index_of(e: E.PrimExpr, outer: set[E.Var]) -> bool:
     return True
 
 
-def _prove(atom: E.PrimExpr, inner: Ranges, outer: set[E.Var]) -> bool | Affine | None:
+def _prove(atom: E.PrimExpr, inner: Ranges, outer: set[E.Var]) -> Literal[True] | Affine | None:
     """When ``atom`` holds for every value of the ``inner`` loop variables: always (True),
     when ``lo >= 0`` holds for the returned form ``lo`` of the ``outer`` loop variables, or
     unknown (None)."""
     form = nonneg_form(atom)
-    if form is None:
+    if form is None or not isinstance(atom, E.CmpOp):  # nonneg_form: comparisons only
         return None
     iv = bounds(form.to_expr(atom.a.dtype), inner)
     if iv is None:
@@ -313,7 +315,7 @@ class _Unguard(Mutator):
             proof = _prove(atom, self.inner, self.outer)
             if proof is None:
                 kept.append(atom)
-            elif proof is not True:
+            elif proof is not True and isinstance(atom, E.CmpOp):  # only comparisons are proved
                 self.proofs.add(proof, atom.a.dtype)
         changed = len(kept) < len(conjuncts(cond))
         if changed and all(nonneg_form(a) is None for a in kept):
@@ -329,7 +331,7 @@ class _Unguard(Mutator):
             self.trips *= _trips(loop)
         self.inner[loop.loop_var] = (loop.min, loop.extent)
         try:
-            return self.generic_visit(loop)
+            return cast(Stmt, self.generic_visit(loop))  # a mutated For
         finally:
             del self.inner[loop.loop_var]
             self.trips = saved
@@ -339,7 +341,7 @@ class _Unguard(Mutator):
         saved = self.in_update
         self.in_update = _reads(s.value, s.buffer)
         try:
-            return self.generic_visit(s)
+            return cast(Stmt, self.generic_visit(s))  # a mutated BufferStore
         finally:
             self.in_update = saved
 
@@ -594,7 +596,7 @@ def interior_share(test: E.PrimExpr, loops: list[For]) -> float | None:
     else:
         rng = np.random.default_rng(0)
         points = [rng.integers(0, n, SHARE_POINTS, dtype=np.int64) for n in sizes]
-    env = {f.loop_var: p + f.min.value for f, p in zip(loops, points)}
+    env = {f.loop_var: p + int_value(f.min) for f, p in zip(loops, points)}
     try:
         held = _evaluate(test, env)
     except _Opaque:
@@ -630,19 +632,12 @@ def _evaluate(e: E.PrimExpr, env: dict) -> np.ndarray:
         E.GE: np.greater_equal,
         E.And: np.logical_and,
     }
-    fn = ops.get(type(e))
-    if fn is None:
+    if not isinstance(e, E.BinaryOp) or (fn := ops.get(type(e))) is None:
         raise _Opaque(type(e).__name__)
     return fn(_evaluate(e.a, env), _evaluate(e.b, env))
 
 
 def _with_body(loop: For, body: Stmt) -> For:
     return For(
-        loop.loop_var,
-        loop.min,
-        loop.extent,
-        loop.kind,
-        body,
-        loop.thread_binding,
-        loop.annotations,
+        loop.loop_var, loop.min, loop.extent, loop.kind, body, loop.thread_binding, loop.annotations
     )

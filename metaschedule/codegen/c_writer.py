@@ -5,7 +5,8 @@ C names of variables and buffers, the ranges of the loops around) and writes
 expressions (:class:`.c_expr.ExprWriter`); the CPU writer (:mod:`.c_codegen`) and the
 CUDA kernel writer (:mod:`.cuda_codegen`) each extend it with their statements.
 :class:`CpuEmitter` names what the CPU stages (:mod:`.c_vector`, :mod:`.c_accumulate_emit`,
-:mod:`.c_invariant`, :mod:`.c_parallel`) read and write of the CPU writer.
+:mod:`.c_invariant`, :mod:`.c_parallel`) read and write of the CPU writer, and
+:class:`VectorEmitter` the part of it vector code uses.
 """
 
 from __future__ import annotations
@@ -31,7 +32,15 @@ if TYPE_CHECKING:
     from .c_init_fusion import InitFusion
     from .isa import CpuIsa
 
-__all__ = ["C_RESERVED", "CWriter", "CpuEmitter", "NameTable", "ParamInfo", "param_infos"]
+__all__ = [
+    "C_RESERVED",
+    "CWriter",
+    "CpuEmitter",
+    "NameTable",
+    "ParamInfo",
+    "VectorEmitter",
+    "param_infos",
+]
 
 C_RESERVED = {
     "auto",
@@ -193,9 +202,10 @@ class CWriter(ExprWriter):
         self.line(f"for ({t} {name} = {strip_parens(lo)}; {name} < {end}; {inc}) {{")
 
 
-class CpuEmitter(Protocol):
-    """The CPU writer (:class:`.c_codegen.FunctionWriter`) as its stages use it: the
-    text and names of :class:`CWriter`, and the state of the code being written."""
+class VectorEmitter(Protocol):
+    """The CPU writer as vector code (:mod:`.c_vector`, :mod:`.c_vector_body`) uses it:
+    what :class:`.c_vector.DryWriter`, which checks vector code by writing it nowhere,
+    provides too."""
 
     # text and names (CWriter)
     name: str
@@ -209,31 +219,14 @@ class CpuEmitter(Protocol):
     target: Target
     # a register tile being written (c_accumulate_emit) and its shared loads
     accumulated: Buffer | None
-    accumulators: dict[tuple, str]
-    simd_reduction: tuple[E.Var, tuple[str, ...]] | None
     lane_sums: dict[str, str]
     shared_loads: dict[tuple, str] | None
     shared_decls: list[tuple[str, str]]
     shared_broadcasts: bool
-    pending_init: InitFusion | None
-    init_uses: set[int]
-    # loops: unrolling, parallel regions, constants of written-out code
-    auto_unroll: int | None
-    explicit_unroll: bool
-    in_parallel: bool
-    omp_region: Any
-    hoisted: set[Buffer]
-    # heap buffers from the workspace (c_workspace): the function's symbol, its slots
-    symbol: str
-    workspace: list[tuple[str, int]]
     known: dict[E.Var, E.PrimExpr]
-    scopes: list[Any]
 
     @property
     def isa(self) -> CpuIsa: ...
-
-    @property
-    def limits(self) -> TileLimits: ...
 
     def line(self, text: str) -> None: ...
 
@@ -262,6 +255,30 @@ class CpuEmitter(Protocol):
     def pin(self, name: str, dtype: str, lanes: int) -> str: ...
 
     def unfused(self, loop: For) -> For | None: ...
+
+
+class CpuEmitter(VectorEmitter, Protocol):
+    """The CPU writer (:class:`.c_codegen.FunctionWriter`) as its stages use it: the
+    text and names of :class:`CWriter`, and the state of the code being written."""
+
+    # a register tile being written (c_accumulate_emit)
+    accumulators: dict[tuple, str]
+    simd_reduction: tuple[E.Var, tuple[str, ...]] | None
+    pending_init: InitFusion | None
+    init_uses: set[int]
+    # loops: unrolling, parallel regions, constants of written-out code
+    auto_unroll: int | None
+    explicit_unroll: bool
+    in_parallel: bool
+    omp_region: Any
+    hoisted: set[Buffer]
+    # heap buffers from the workspace (c_workspace): the function's symbol, its slots
+    symbol: str
+    workspace: list[tuple[str, int]]
+    scopes: list[Any]
+
+    @property
+    def limits(self) -> TileLimits: ...
 
     def tile_at(self, loop: For) -> Any: ...
 

@@ -46,7 +46,7 @@ from ..tir.transform.warp_reduction import is_warp_shuffle
 from . import c_codegen
 from .c_expr import CodegenError, strip_parens
 from .c_helpers import CUDA_DIALECT, Helpers, c_comment_text
-from .c_ir import numel_checked, steps
+from .c_ir import int_value, numel_checked, steps
 from .c_writer import CWriter, NameTable, ParamInfo, param_infos
 from .cuda_vector import emit_cuda_vectorized
 
@@ -193,8 +193,8 @@ class _Extents(Visitor):
         self.extents: dict[str, int] = {}
 
     def visit_For(self, loop: For) -> None:
-        tag = loop.thread_binding
-        if loop.kind is ForKind.THREAD_BINDING and not tag.startswith("vthread"):
+        tag = loop.thread_binding  # set exactly when kind is THREAD_BINDING
+        if tag is not None and not tag.startswith("vthread"):
             if not isinstance(loop.extent, E.IntImm):
                 raise CodegenError(f"the extent of the loop bound to {tag} must be a constant")
             self.extents[tag] = max(self.extents.get(tag, 1), loop.extent.value)
@@ -261,9 +261,13 @@ class _KernelWriter(CWriter):
             f"{symbol}({', '.join(sig)}) {{"
         )
         code = "\n".join([head, *self.lines, "}", ""])
-        grid = tuple(self.extents.get(f"blockIdx.{a}", 1) for a in _AXES)
-        block = tuple(self.extents.get(f"threadIdx.{a}", 1) for a in _AXES)
+        grid, block = self._dims("blockIdx"), self._dims("threadIdx")
         return code, CudaKernel(symbol, grid, block, tuple(b.name for b in args), self.shared_bytes)
+
+    def _dims(self, kind: str) -> tuple[int, int, int]:
+        """The extents of axes x, y, z of ``kind`` ("blockIdx", "threadIdx"); 1 if unbound."""
+        x, y, z = (self.extents.get(f"{kind}.{a}", 1) for a in _AXES)
+        return x, y, z
 
     def _threads(self) -> int:
         return (
@@ -360,17 +364,17 @@ class _KernelWriter(CWriter):
         var = loop.loop_var
         name = self.var_names.get(var) or self.names.fresh(var.name)
         self.var_names[var] = name
-        if loop.kind is ForKind.THREAD_BINDING and not loop.thread_binding.startswith("vthread"):
-            tag = loop.thread_binding
+        tag = loop.thread_binding  # set exactly when kind is THREAD_BINDING
+        if tag is not None and not tag.startswith("vthread"):
             self.ranges[var] = (loop.min, loop.extent)
             try:
                 self.line("{")
                 self.indent += 1
                 t = self.helpers.ctype(var.dtype)
                 self.line(f"const {t} {name} = ({t}){tag};")
-                guarded = loop.extent.value < self.extents[tag]
+                guarded = int_value(loop.extent) < self.extents[tag]  # see _Extents
                 if guarded:
-                    self.line(f"if ({name} < {loop.extent.value}) {{")
+                    self.line(f"if ({name} < {int_value(loop.extent)}) {{")
                     self.block(loop.body)
                     self.line("}")
                 else:

@@ -89,7 +89,7 @@ def _with_lane(e: E.PrimExpr, v: E.Var, lanes: int) -> _Lane | None:
         if a is None or b is None:
             return None
         sign = 1 if isinstance(e, E.Add) else -1
-        rest = type(e)(a.rest, b.rest)
+        rest: E.PrimExpr = type(e)(a.rest, b.rest)
         return _known(rest, a.coef + sign * b.coef, math.gcd(a.q, b.q), a.r + sign * b.r)
     if isinstance(e, E.Mul):
         a, b = split_lane(e.a, v, lanes), split_lane(e.b, v, lanes)

@@ -334,9 +334,13 @@ def _unknown(mcpu: str, arch: str, target: Target) -> CpuIsa:
     """A CPU the table does not know: the x86-64 level of the target's vector width (the
     compiler decides whether the name exists), or generic NEON on aarch64."""
     if arch == "aarch64":
-        return named_isa("generic-aarch64")  # type: ignore[return-value]
+        rec = named_isa("generic-aarch64")
+        assert rec is not None  # in the table
+        return rec
     level = {64: "x86-64-v4", 32: "x86-64-v3"}.get(int(target.vector_width), "x86-64")
-    return replace(named_isa(level), cpu=mcpu)  # type: ignore[arg-type]
+    rec = named_isa(level)
+    assert rec is not None  # the x86-64 levels are in the table
+    return replace(rec, cpu=mcpu)
 
 
 def _record(

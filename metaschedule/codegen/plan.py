@@ -24,6 +24,7 @@ reads the same plan::
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from ..target import Target
 from ..tir.buffer import Buffer
@@ -89,23 +90,23 @@ class FunctionPlan:
         default_factory=dict, repr=False
     )
 
-    def tile_at(self, loop: For) -> AccumulatorPlan | None | bool:
+    def tile_at(self, loop: For) -> AccumulatorPlan | None | Literal[False]:
         """The tile planned at ``loop``, None if none; False if ``loop`` was not planned
         (a loop made while writing)."""
         hit = self._tiles.get(id(loop))
         return False if hit is None else hit[1]
 
-    def row_at(self, loop: For) -> For | None | bool:
+    def row_at(self, loop: For) -> For | None | Literal[False]:
         """``loop`` vectorized over its outputs, None if not; False if not planned."""
         hit = self._rows.get(id(loop))
         return False if hit is None else hit[1]
 
-    def unfused_at(self, loop: For) -> For | None | bool:
+    def unfused_at(self, loop: For) -> For | None | Literal[False]:
         """The fused vectorized ``loop`` split in two, None if not; False if not planned."""
         hit = self._unfused.get(id(loop))
         return False if hit is None else hit[1]
 
-    def init_at(self, init: Stmt, red: Stmt) -> InitFusion | None | bool:
+    def init_at(self, init: Stmt, red: Stmt) -> InitFusion | None | Literal[False]:
         """The fusion of ``init`` into ``red``, None if none; False if not planned."""
         hit = self._inits.get((id(init), id(red)))
         return False if hit is None else hit[2]

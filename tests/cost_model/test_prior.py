@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from metaschedule import te
+from metaschedule.codegen import c_accumulate, c_invariant, c_vector
 from metaschedule.cost_model.prior import AnalyticPrior, Machine
 from metaschedule.schedule import Schedule
 from metaschedule.te.ops.conv import conv2d_nhwc
@@ -268,15 +269,12 @@ def test_merged_register_tiles_are_the_code_generators(monkeypatch):
     over a reduction made vector code (c_vector.vectorize_outputs) included."""
     import re
 
-    from metaschedule.codegen import c_accumulate, c_vector
     from metaschedule.codegen.c_codegen import codegen_c
     from metaschedule.cost_model.prior import register_tiles
-    from metaschedule.cost_model.prior import tiles as prior_tiles
     from metaschedule.tir.function import IRModule
     from metaschedule.tir.transform import lower
 
-    assert c_accumulate.MERGE_CONTIGUOUS and prior_tiles.MERGE_CONTIGUOUS
-    assert c_vector.VECTORIZE_OUTPUTS and prior_tiles.VECTORIZE_OUTPUTS
+    assert c_accumulate.MERGE_CONTIGUOUS and c_vector.VECTORIZE_OUTPUTS  # (the prior reads them)
     target = AVX512  # the code generator's and the prior's ISA, whatever the host's
     machine = Machine.of_target(target)
     merged = 0
@@ -286,9 +284,9 @@ def test_merged_register_tiles_are_the_code_generators(monkeypatch):
         emitted = sorted(int(x) for x in re.findall(r"kept in (\d+) accumulator", code))
         tiles = sorted(register_tiles(sch.mod, machine))
         assert tiles == emitted, str(sch.trace)
-        monkeypatch.setattr(prior_tiles, "MERGE_CONTIGUOUS", False)
+        monkeypatch.setattr(c_accumulate, "MERGE_CONTIGUOUS", False)
         merged += sorted(register_tiles(sch.mod, machine)) != tiles
-        monkeypatch.setattr(prior_tiles, "MERGE_CONTIGUOUS", True)
+        monkeypatch.setattr(c_accumulate, "MERGE_CONTIGUOUS", True)
     assert merged  # some tiles are merged
 
 
@@ -329,7 +327,6 @@ def test_a_serial_row_over_a_reduction_is_a_tile_of_vectors(monkeypatch):
     import re
 
     from metaschedule.cost_model.prior import register_tiles
-    from metaschedule.cost_model.prior import tiles as prior_tiles
     from metaschedule.target import Target
 
     target = Target("llvm -mcpu=x86-64-v4 -num-cores=2")
@@ -339,7 +336,7 @@ def test_a_serial_row_over_a_reduction_is_a_tile_of_vectors(monkeypatch):
     assert re.findall(r"kept in (\d+) accumulators of 16/1 lanes", code) == ["2"]
     assert register_tiles(sch.mod, machine) == [2]
     vector = AnalyticPrior().estimate_cycles(sch.mod, machine)
-    monkeypatch.setattr(prior_tiles, "VECTORIZE_OUTPUTS", False)  # the prior as it was
+    monkeypatch.setattr(c_vector, "VECTORIZE_OUTPUTS", False)  # the prior as it was
     assert register_tiles(sch.mod, machine) == [1]
     assert AnalyticPrior().estimate_cycles(sch.mod, machine) > 1.5 * vector
 
@@ -350,7 +347,6 @@ def test_loads_invariant_in_the_row_loop_are_counted_once_per_entry(monkeypatch)
     7 scalars) once before ``i`` (c_invariant). The prior counts those 14 loads saved on
     each of the other 8 rows, for each of the 2 x 3 entries into ``i``; not when ``k1``
     stays a C loop (no unrolling), where ``B`` moves with it."""
-    from metaschedule.cost_model.prior import loads as prior_loads
     from metaschedule.cost_model.prior import stores as prior_stores
     from metaschedule.target import Target
 
@@ -365,11 +361,11 @@ def test_loads_invariant_in_the_row_loop_are_counted_once_per_entry(monkeypatch)
     assert "14 loads invariant in loop i, in registers" in _emitted_c(sch, target)
     hoisted = AnalyticPrior().estimate_cycles(sch.mod, machine)
     assert saved == [pytest.approx(2 * 3 * 8 * 14 / machine.loads_per_cycle)]
-    monkeypatch.setattr(prior_loads, "HOIST_INVARIANT_LOADS", False)
+    monkeypatch.setattr(c_invariant, "HOIST_INVARIANT_LOADS", False)
     assert AnalyticPrior().estimate_cycles(sch.mod, machine) > hoisted
 
     saved.clear()
-    monkeypatch.setattr(prior_loads, "HOIST_INVARIANT_LOADS", True)
+    monkeypatch.setattr(c_invariant, "HOIST_INVARIANT_LOADS", True)
     sch = _serial_row_matmul(unroll=0)
     assert "invariant in loop" not in _emitted_c(sch, target)
     AnalyticPrior().estimate_cycles(sch.mod, machine)
@@ -638,12 +634,11 @@ def test_a_conv_window_keeps_its_broadcast_input_pixels_in_registers(monkeypatch
     multiply-adds). A window over 14 pixels (28 accumulators) leaves too few registers
     for the values held between steps: its estimate is the per-step one, as with the
     sharing off."""
-    from metaschedule.cost_model.prior import loads as prior_loads
 
     machine = Machine(lanes=16, cores=1)
     narrow, wide = conv_window(4).mod, conv_window(14).mod
     kept = AnalyticPrior().score_mod(narrow, machine)
     crowded = AnalyticPrior().score_mod(wide, machine)
-    monkeypatch.setattr(prior_loads, "SHARE_BROADCASTS", False)
+    monkeypatch.setattr(c_accumulate, "SHARE_BROADCASTS", False)
     assert kept > 1.01 * AnalyticPrior().score_mod(narrow, machine)
     assert crowded == pytest.approx(AnalyticPrior().score_mod(wide, machine))

@@ -107,7 +107,9 @@ class IndexForms:
         if self._analyzer is None:
             self._analyzer = Analyzer()
             for lp in self.st.loops:
-                self._analyzer.bind(lp.var, Range(0, max(1, lp.extent)), allow_override=True)
+                self._analyzer.bind(
+                    lp.var, Range(E.const(0), E.const(max(1, lp.extent))), allow_override=True
+                )
         simple = self._analyzer.simplify(index)
         if memo is not None and key is not None:
             if len(memo) >= self.MAX_MEMO:
@@ -118,16 +120,16 @@ class IndexForms:
     def _key(self, e: E.PrimExpr) -> tuple | None:
         """``e`` with its loop variables as (position, extent): what the simplified
         index depends on; None for another variable or node."""
-        t = type(e)
-        if t is E.Var:
+        t = type(e)  # tested as type(e) below where that narrows e for the type checker
+        if type(e) is E.Var:
             j = self.pos.get(e)
             return None if j is None else (j, self.st.loops[j].extent, e.dtype)
-        if t is E.IntImm:
+        if type(e) is E.IntImm:
             return (e.dtype, e.value)
-        if t in _INDEX_OPS:
+        if t in _INDEX_OPS and isinstance(e, E.BinaryOp):
             a, b = self._key(e.a), self._key(e.b)
             return None if a is None or b is None else (t, a, b)
-        if t is E.Cast:
+        if type(e) is E.Cast:
             a = self._key(e.value)
             return None if a is None else (t, e.dtype, a)
         return None
@@ -151,7 +153,7 @@ def _has_divmod(e: E.PrimExpr) -> bool:
             return True
         if isinstance(x, E.BinaryOp):
             stack += [x.a, x.b]
-        elif t is E.Cast:
+        elif type(x) is E.Cast:
             stack.append(x.value)
     return False
 

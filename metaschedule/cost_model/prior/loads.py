@@ -16,6 +16,7 @@ from ...codegen.c_invariant import InvariantScope
 from ...codegen.c_ir import chunks
 from ...feature_extractor.features.linear import LinearForm
 from ...feature_extractor.features.loop_nest import Store, const_int
+from ...tir.buffer import Buffer
 from ...tir.dtype import is_bool
 from ...tir.stmt import ForKind
 from .access import buffer_stats, first_strides, flat_strides
@@ -211,7 +212,7 @@ def invariant_loads(
         around -= 1
     if around < 0 or loops[around].kind not in (ForKind.SERIAL, ForKind.UNROLLED):
         return 0.0
-    invariant = {}  # buffer -> whether every access of it is invariant in L
+    invariant: dict[Buffer, bool] = {}  # buffer -> whether every access of it is invariant in L
     for buf, lin in accesses:
         if buf is st.store.buffer:
             continue

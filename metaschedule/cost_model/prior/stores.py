@@ -205,8 +205,8 @@ def store_cycles(
         )
     else:
         l1 = 0.0
-        for s in strides:
-            l1 += chunks / m.loads_per_cycle if s in (0.0, 1.0) else total / m.loads_per_cycle
+        for stride in strides:
+            l1 += chunks / m.loads_per_cycle if stride in (0.0, 1.0) else total / m.loads_per_cycle
         l1 += chunks / m.stores_per_cycle
         if is_update and inner >= 0 and inner not in store_loops:
             # the innermost loop updates one element: a memory round trip per update
@@ -214,7 +214,7 @@ def store_cycles(
 
     resident = (st.store.buffer, plan[0]) if plan is not None else None
     split = [j for j in range(plan[0], n) if j in store_loops and j not in plan[1]] if plan else []
-    if split:
+    if split and plan is not None:  # a split tile has a plan
         # a split tile's outer loops run around its region (c_accumulate emits them
         # outside the reduction loops): the caches see the loops in that order, and an
         # operand panel the region sweeps is swept again for each of their iterations
