@@ -1,15 +1,21 @@
 """int8 kernels against onnxruntime's and against our own float32 on the same shape.
 
 Workloads: ``dense`` (u8 ``X[1024, 1024]`` x s8 ``W[1024, 1024]`` -> s32, ``X @ W.T``) and
-``conv2d`` (u8 1x56x56x64 NHWC, s8 3x3x64x64 HWIO, pad 1 -> s32). For each: our untuned
-function (the graph's default schedule), our tuned one (``ms.tune_tir``, ``--trials``),
+``conv2d`` (u8 1x56x56x64 NHWC, s8 3x3x64x64 HWIO, pad 1 -> s32). For each target of
+``--targets`` (``host``: the host's ISA; ``haswell``: ``-mcpu=haswell``, AVX2; any other
+``-mcpu`` name): our untuned function (the graph's default schedule: the tensorized dot
+product where the target has an exact one), our tuned one (``ms.tune_tir``, ``--trials``)
+and our float32 kernel of the same shape, untuned and tuned (for ``dense`` the float32
+``X @ W`` with ``W`` as ``[K, N]``, the layout the graph's default schedule packs);
 onnxruntime's ``MatMulInteger`` / ``QLinearConv`` (its NCHW int8 kernels; QLinearConv
-includes its requantize), and our float32 kernel of the same shape, untuned and tuned.
-Each result is checked against numpy (integers equal). Prints a table and writes
-``benchmarks/results/int8.json``::
+includes its requantize) once. The untuned kernels are timed in interleaved rounds (best of
+``--rounds``), so that their ratios hold on a shared machine; the load average before and
+after is recorded. Each result is checked against numpy (integers equal). Prints a table
+and writes ``benchmarks/results/int8.json``::
 
     python benchmarks/int8.py --trials 64
     python benchmarks/int8.py --workloads dense --trials 0     # untuned only
+    python benchmarks/int8.py --trials 0 --targets host,haswell
 
 A benchmark, not a test: no number here is asserted.
 """
@@ -17,6 +23,7 @@ A benchmark, not a test: no number here is asserted.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import tempfile
@@ -39,12 +46,12 @@ def _workload(name: str, dtype: str):
     if name == "dense":
         x = te.placeholder((1024, 1024), "uint8" if int8 else "float32", name="X")
         w = te.placeholder((1024, 1024), "int8" if int8 else "float32", name="W")
-        out = ops.quantized_dense(x, w) if int8 else ops.dense(x, w)
+        # float32: X @ W with W [K, N] (an ONNX MatMul; the form the default schedule packs)
+        out = ops.quantized_dense(x, w) if int8 else ops.matmul(x, w)
         xv = RNG.integers(0, 256, x.shape).astype(x.dtype)
         wv = RNG.integers(-128, 128, w.shape).astype(w.dtype)
-        ref = xv.astype(np.int64 if int8 else np.float64) @ wv.T.astype(
-            np.float64 if not int8 else np.int64
-        )
+        big = np.int64 if int8 else np.float64
+        ref = xv.astype(big) @ (wv.T if int8 else wv).astype(big)
         flops = 2 * 1024**3
     else:
         x = te.placeholder((1, 56, 56, 64), "uint8" if int8 else "float32", name="X")
@@ -74,30 +81,51 @@ def _time_lib(lib, args, out) -> float:
         return min(ev(*args, out).results)
 
 
-def _ours(func, args, ref, out_t, target: str, trials: int) -> dict[str, Any]:
-    """Untuned (default schedule) and tuned seconds, each checked against numpy."""
-    import metaschedule as ms
+def _built(sch, args, ref, out_t, target: str):
+    """(timer, ok) of a schedule: a callable timing one run, and whether it equals numpy."""
     from metaschedule.codegen import build
 
-    res: dict[str, Any] = {}
-    out = np.zeros(out_t.shape, out_t.dtype)
-    sch = ms.graph.default_schedule(func, target)
     lib = build(sch.mod, target)
+    out = np.zeros(out_t.shape, out_t.dtype)
     packed = list(lib.pack_weights(*args, out)[:-1])
     lib(*packed, out)
-    res["untuned_ok"] = bool(np.allclose(out, ref, rtol=1e-3, atol=1e-2))
-    res["untuned_secs"] = _time_lib(lib, packed, out)
-    if trials:
-        with tempfile.TemporaryDirectory() as work:
-            db = ms.tune_tir(func, target, work, trials, num_trials_per_iter=min(trials, 32))
-            sch = ms.tir_integration.compile_tir(db, func, target)
-        lib = build(sch.mod, target)
-        out = np.zeros(out_t.shape, out_t.dtype)
-        packed = list(lib.pack_weights(*args, out)[:-1])
-        lib(*packed, out)
-        res["tuned_ok"] = bool(np.allclose(out, ref, rtol=1e-3, atol=1e-2))
-        res["tuned_secs"] = _time_lib(lib, packed, out)
-    return res
+    ok = bool(np.allclose(out, ref, rtol=1e-3, atol=1e-2))
+    return (lambda: _time_lib(lib, packed, out)), ok
+
+
+def _untuned(func, args, ref, out_t, target: str) -> tuple[Any, bool, str]:
+    """Our default schedule: (timer, ok, the tensor intrinsic it calls or "")."""
+    import metaschedule as ms
+
+    sch = ms.graph.default_schedule(func, target)
+    timer, ok = _built(sch, args, ref, out_t, target)
+    text = str(sch.mod["main"])
+    intrin = next((n for n in ms.tir.TensorIntrin.names() if f"ms_{n}(" in text), "")
+    return timer, ok, intrin
+
+
+def _tuned(func, args, ref, out_t, target: str, trials: int) -> dict[str, Any]:
+    import metaschedule as ms
+
+    with tempfile.TemporaryDirectory() as work:
+        db = ms.tune_tir(func, target, work, trials, num_trials_per_iter=min(trials, 32))
+        sch = ms.tir_integration.compile_tir(db, func, target)
+    timer, ok = _built(sch, args, ref, out_t, target)
+    return {"tuned_ok": ok, "tuned_secs": timer()}
+
+
+def _target(name: str, cores: int) -> str:
+    base = f"llvm -num-cores={cores}"
+    return base if name == "host" else f"{base} -mcpu={name}"
+
+
+def _isa(target: str) -> str:
+    from metaschedule.codegen import isa_of
+    from metaschedule.target import Target
+
+    isa = isa_of(Target(target))
+    dots = [x for x in ("avx512vnni", "avxvnni", "avx512bw", "avx2", "dotprod") if isa.has(x)]
+    return f"{isa.cpu} ({isa.name}: {'+'.join(dots)})"
 
 
 def _onnxruntime(name: str, args, threads: int) -> float | None:
@@ -144,33 +172,82 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--workloads", default="dense,conv2d")
     p.add_argument("--trials", type=int, default=64)
-    p.add_argument("--target", default=None, help="default: llvm with the host's cores")
+    p.add_argument("--targets", default="host,haswell", help="host and/or -mcpu names")
+    p.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds")
+    p.add_argument("--cores", type=int, default=None, help="threads (default: all cores)")
     p.add_argument("--json", default=None)
     a = p.parse_args()
     info = common.machine_info()
-    cores = int(info.get("cores") or os.cpu_count() or 1)
-    target = a.target or f"llvm -num-cores={cores}"
-    rows, payload = [], {"machine": info, "target": target, "trials": a.trials, "results": {}}
+    cores = a.cores or int(info.get("physical_cores") or os.cpu_count() or 1)
+    targets = [_target(t, cores) for t in a.targets.split(",")]
+    payload: dict[str, Any] = {
+        "machine": info,
+        "targets": {t: _isa(t) for t in targets},
+        "cores": cores,
+        "trials": a.trials,
+        "results": {},
+    }
+    rows = []
     for name in a.workloads.split(","):
+        timers: dict[str, Any] = {}
         entry: dict[str, Any] = {}
-        for dtype in ("int8", "float32"):
-            func, args, ref, flops, out_t = _workload(name, dtype)
-            entry[dtype] = _ours(func, args, ref, out_t, target, a.trials)
-            if dtype == "int8":
-                entry["onnxruntime_secs"] = _onnxruntime(name, args, cores)
+        cases = {dtype: _workload(name, dtype) for dtype in ("int8", "float32")}
+        for target in targets:
+            for dtype, (func, args, ref, _, out_t) in cases.items():
+                timer, ok, intrin = _untuned(func, args, ref, out_t, target)
+                key = f"{target} {dtype}"
+                timers[key] = timer
+                entry[key] = {"untuned_ok": ok, "intrin": intrin, "isa": _isa(target)}
+        ort_args = cases["int8"][1]
+        timers["onnxruntime"] = functools.partial(_onnxruntime, name, ort_args, cores)
+        load_before = os.getloadavg()
+        best: dict[str, float] = {}
+        for _ in range(a.rounds):  # interleaved: each kernel once per round
+            for key, timer in timers.items():
+                secs = timer()
+                if secs is not None:
+                    best[key] = min(best.get(key, secs), secs)
+        entry["loadavg"] = [list(load_before), list(os.getloadavg())]
+        entry["onnxruntime_secs"] = best.get("onnxruntime")
+        for key in timers:
+            if key != "onnxruntime":
+                entry[key]["untuned_secs"] = best.get(key)
+        if a.trials:
+            for target in targets:
+                for dtype, (func, args, ref, _, out_t) in cases.items():
+                    entry[f"{target} {dtype}"].update(
+                        _tuned(func, args, ref, out_t, target, a.trials)
+                    )
+        flops = cases["int8"][3]
         entry["ops"] = flops
         payload["results"][name] = entry
-        for label, secs in (
-            ("ours int8 untuned", entry["int8"].get("untuned_secs")),
-            ("ours int8 tuned", entry["int8"].get("tuned_secs")),
-            ("onnxruntime int8", entry.get("onnxruntime_secs")),
-            ("ours fp32 untuned", entry["float32"].get("untuned_secs")),
-            ("ours fp32 tuned", entry["float32"].get("tuned_secs")),
-        ):
-            gops = flops / secs / 1e9 if secs else None
-            rows.append([name, label, None if secs is None else secs * 1e3, gops])
-    common.print_table("int8 kernels", ["workload", "kernel", "ms", "GOPS"], rows)
+        ort = entry["onnxruntime_secs"]
+        for target in targets:
+            i8, f32 = entry[f"{target} int8"], entry[f"{target} float32"]
+            for label, secs, extra in (
+                ("int8 untuned", i8["untuned_secs"], i8["intrin"] or "vector"),
+                ("int8 tuned", i8.get("tuned_secs"), ""),
+                ("fp32 untuned", f32["untuned_secs"], ""),
+                ("fp32 tuned", f32.get("tuned_secs"), ""),
+            ):
+                ratio = f32["untuned_secs"] / secs if secs and "int8" in label else None
+                rows.append(_row(name, _isa(target), label, extra, secs, flops, ratio, ort))
+        rows.append(_row(name, "onnxruntime (host)", "int8", "", ort, flops, None, ort))
+    load = [round(x, 2) for x in os.getloadavg()]
+    print(f"{info['cpu_model']}, {cores} threads, load average {load}")
+    common.print_table(
+        "int8 kernels",
+        ["workload", "ISA", "kernel", "how", "ms", "GOPS", "vs fp32", "vs ort"],
+        rows,
+    )
     print("wrote", common.write_json("int8", payload, a.json))
+
+
+def _row(name, isa, label, extra, secs, flops, ratio, ort) -> list:
+    gops = flops / secs / 1e9 if secs else None
+    vs_ort = ort / secs if secs and ort else None
+    ms_ = None if secs is None else secs * 1e3
+    return [name, isa, label, extra, ms_, gops, ratio, vs_ort]
 
 
 if __name__ == "__main__":

@@ -172,6 +172,25 @@ for _name, _feat, _ext, _lanes, _update in (
     )
 
 
+# exact u8 x s8 on AVX2 / AVX512-BW: the bytes split into even and odd int16 halves (u8
+# zero-extended, s8 sign-extended), two vpmaddwd of exact int16 products, no saturation
+_EXACT_PAIRS = """const {vt} lo = {mm}_set1_epi16(0xFF);
+  {vt} ae = {mm}_and_si{bits}(va, lo), ao = {mm}_srli_epi16(va, 8);
+  {vt} be = {mm}_srai_epi16({mm}_slli_epi16(vb, 8), 8), bo = {mm}_srai_epi16(vb, 8);
+  vc = {mm}_add_epi32(vc, {mm}_add_epi32({mm}_madd_epi16(ae, be), {mm}_madd_epi16(ao, bo)));"""
+for _name, _feat, _ext, _lanes, _mm in (
+    ("ms_dot_16x4_avx512_exact", "avx512f,avx512bw", ("avx512f", "avx512bw"), 16, "_mm512"),
+    ("ms_dot_8x4_avx2_exact", "avx2", ("avx2",), 8, "_mm256"),
+):
+    _vt = "__m512i" if _lanes == 16 else "__m256i"
+    _update = _EXACT_PAIRS.format(vt=_vt, mm=_mm, bits=_lanes * 32)
+    register_c_intrinsic(
+        CIntrinsic(
+            _name, "x86_64", _ext, _x86_dot(_name, _feat, _lanes, "uint8_t", "int8_t", _update)
+        )
+    )
+
+
 # ----------------------------------------------------------------------------- aarch64
 
 _ARM_B_ROWS = """  {vb_t} vb;

@@ -4,7 +4,9 @@
    activations before the last one; padding stays a stage of its own), then try
    inlining the remaining spatial epilogues into their producers.
 2. A dense NCHW or NHWC convolution is vectorized over output channels with its weight packed
-   at compile time (:mod:`.schedule_conv`).
+   at compile time (:mod:`.schedule_conv`); so are the integer kernels (quantized conv2d,
+   dense, matmul: :mod:`.schedule_quantized`), their 4-wide reductions tensorized with
+   the target's exact dot product where it has one.
 3. A pooling window (:mod:`..schedule_rule.window_tiling`): two output rows by a channel
    vector in registers across the window, its padding inlined as guarded loads.
 4. Another reduction block: the innermost spatial loop moves inside the reduction loops
@@ -51,6 +53,7 @@ from ..tir.expr import Var
 from ..tir.function import PrimFunc
 from ..tir.functor import Visitor, collect_vars
 from .schedule_conv import pack_conv_weights, schedule_conv
+from .schedule_quantized import pack_quantized_weights, schedule_quantized
 
 
 def _divisor_at_most(n: int, limit: int) -> int:
@@ -338,6 +341,7 @@ def default_schedule(
     target = target if isinstance(target, Target) else Target(target)
     lanes = isa_of(target).lanes("float32")
     func, convs = pack_conv_weights(func, lanes, layout_free)
+    func, quantized = pack_quantized_weights(func, target, layout_free)
     cores = int(target.attrs.get("num_cores") or target.num_cores or 1)
     l2_bytes = int(target.attrs.get("l2_cache_bytes") or 1 << 20)
     sch = Schedule(func)
@@ -346,8 +350,11 @@ def default_schedule(
     for block in sch.get_child_blocks(root):
         try:
             window = plan_window(sch, block, lanes)
-            if sch.get(block).name_hint in convs:
-                schedule_conv(sch, block, convs[sch.get(block).name_hint], lanes)
+            name = sch.get(block).name_hint
+            if name in convs:
+                schedule_conv(sch, block, convs[name], lanes)
+            elif name in quantized:
+                schedule_quantized(sch, block, quantized[name])
             elif window is not None:
                 _tile_window(sch, block, window)
             else:

@@ -6,7 +6,10 @@ kernel, and the tuner's search spaces find much faster schedules there. :func:`c
 rewrites the graph so that the listed operators run channels last:
 
 * each listed convolution (``{"conv2d": "NHWC"}``) takes NHWC data and an HWIO kernel
-  (a constant kernel is transposed here, once) and produces NHWC;
+  (a constant kernel is transposed here, once) and produces NHWC; the integer
+  ``qnn_conv2d`` follows the ``conv2d`` entry unless it has one of its own (TVM's
+  ``qnn.conv2d`` key: ``{"conv2d": "NHWC", "qnn_conv2d": "NCHW"}`` converts only the
+  float convolutions);
 * pooling (max, average, global average) whose input is already NHWC follows it
   (or is listed itself), as do element-wise and broadcast calls of rank-4 values with
   an NHWC argument (constants are transposed, lower-rank constants broadcast as before)
@@ -45,7 +48,8 @@ __all__ = [
 NCHW_TO_NHWC = (0, 2, 3, 1)
 NHWC_TO_NCHW = (0, 3, 1, 2)
 #: the operators :func:`convert_layout` can convert, and the layouts it knows
-CONVERTIBLE = ("conv2d", "max_pool2d", "avg_pool2d", "global_avg_pool2d")
+CONVERTIBLE = ("conv2d", "qnn_conv2d", "max_pool2d", "avg_pool2d", "global_avg_pool2d")
+CONVS = ("conv2d", "qnn_conv2d")
 POOLS = ("max_pool2d", "avg_pool2d", "global_avg_pool2d")
 #: what the compile pipeline asks for on CPU targets
 DEFAULT_CPU_LAYOUTS: dict[str, str] = {"conv2d": "NHWC"}
@@ -72,12 +76,14 @@ def _check_layouts(desired: Mapping[str, str | list[str] | tuple[str, ...]]) -> 
         kernel = layouts[1] if len(layouts) > 1 else ("HWIO" if data == "NHWC" else "OIHW")
         if (data, kernel) == ("NCHW", "OIHW"):
             continue
-        if data != "NHWC" or (op == "conv2d" and kernel != "HWIO"):
+        if data != "NHWC" or (op in CONVS and kernel != "HWIO"):
             raise ValueError(
                 f"convert_layout: {op} to {layout!r} is not supported; use 'NHWC' "
                 "(HWIO kernels) or 'NCHW' (as imported)"
             )
         chosen.add(op)
+    if "conv2d" in chosen and "qnn_conv2d" not in desired:
+        chosen.add("qnn_conv2d")  # an integer convolution is a convolution
     return chosen
 
 
@@ -170,8 +176,9 @@ def convert_layout(
     Args:
         func: a graph with inferred types (NCHW convolutions, as imported).
         desired_layouts: operator -> layout, TVM's form: ``{"conv2d": "NHWC"}`` or
-            ``{"conv2d": ["NHWC", "HWIO"]}``; also ``max_pool2d``, ``avg_pool2d``,
-            ``global_avg_pool2d``. ``"NCHW"`` leaves an operator as imported.
+            ``{"conv2d": ["NHWC", "HWIO"]}``; also ``qnn_conv2d`` (else it follows
+            ``conv2d``), ``max_pool2d``, ``avg_pool2d``, ``global_avg_pool2d``.
+            ``"NCHW"`` leaves an operator as imported.
 
     Raises:
         ValueError: an operator or a layout that cannot be converted.
@@ -184,7 +191,7 @@ def convert_layout(
     for call in func.calls:
         at = call.attr
         nchw = at.get("data_layout", "NCHW") == "NCHW"
-        if call.op == "conv2d" and nchw and "conv2d" in chosen:
+        if call.op in CONVS and nchw and call.op in chosen:
             x = rw.channels_last(call.args[0])
             w = call.args[1]
             if w in rw.consts:
@@ -195,7 +202,9 @@ def convert_layout(
                 rw.calls.append(
                     Call(wname, "transpose", (rw.original(w),), make_attrs({"axes": (2, 3, 1, 0)}))
                 )
-            rw.emit_nhwc(call, [x, wname], {**at, "data_layout": "NHWC", "kernel_layout": "HWIO"})
+            rest = [rw.original(a) for a in call.args[2:]]  # qnn_conv2d's bias: per channel
+            attrs = {**at, "data_layout": "NHWC", "kernel_layout": "HWIO"}
+            rw.emit_nhwc(call, [x, wname, *rest], attrs)
         elif call.op in POOLS and nchw and (call.op in chosen or call.args[0] in rw.nhwc):
             rw.emit_nhwc(call, [rw.channels_last(call.args[0])], {**at, "data_layout": "NHWC"})
         elif (

@@ -2,7 +2,8 @@
 
 * ``quantize(x, scale, zero_point)`` and ``dequantize(q, scale, zero_point)`` (ONNX's
   QuantizeLinear / DequantizeLinear; the output type is ``out_dtype``);
-* ``qnn_conv2d(x, w[, bias])`` (NCHW data, OIHW kernel) and ``qnn_matmul(a, b[, bias])``
+* ``qnn_conv2d(x, w[, bias])`` (NCHW data and an OIHW kernel, or, after layout
+  conversion, ``data_layout="NHWC"`` and an HWIO kernel) and ``qnn_matmul(a, b[, bias])``
   (``b`` is ``[K, N]``): u8/s8 operands, int32 out, zero points as attributes; with
   ``weight_sums_in_bias`` the bias already holds the zero-point terms of the weights
   (see :mod:`metaschedule.te.ops.quantized_conv`);
@@ -83,9 +84,13 @@ register(
 
 
 def _qconv_lower(a, at):
-    if at.get("data_layout", "NCHW") != "NCHW":
-        raise ValueError(f"qnn_conv2d takes NCHW data, got {at['data_layout']!r}")
-    return QC.quantized_conv2d_nchw(
+    layout = at.get("data_layout", "NCHW")
+    if layout not in ("NCHW", "NHWC"):
+        raise ValueError(f"qnn_conv2d takes NCHW or NHWC data, got {layout!r}")
+    if layout == "NHWC" and at.get("kernel_layout", "HWIO") != "HWIO":
+        raise ValueError(f"NHWC qnn_conv2d needs an HWIO kernel, got {at['kernel_layout']!r}")
+    conv = QC.quantized_conv2d_nhwc if layout == "NHWC" else QC.quantized_conv2d_nchw
+    return conv(
         a[0],
         a[1],
         at.get("data_zero_point", 0),
@@ -100,6 +105,10 @@ def _qconv_lower(a, at):
 
 
 def _qconv_ref(a, at):
+    if at.get("data_layout", "NCHW") == "NHWC":  # via NCHW: data NHWC, kernel HWIO
+        nchw = [np.transpose(a[0], (0, 3, 1, 2)), np.transpose(a[1], (3, 2, 0, 1)), *a[2:]]
+        out = _qconv_ref(nchw, {**at, "data_layout": "NCHW"})
+        return np.ascontiguousarray(np.transpose(out, (0, 2, 3, 1)))
     from .ops_nn import _conv_ref  # here: importing it first would keep the others unloaded
 
     x, w = a[0], a[1]

@@ -30,6 +30,8 @@ X86_CPU = {
     "dot_16x4_avx512": "llvm -mcpu=skylake-avx512 -num-cores=2",
     "dot_8x4_avxvnni": "llvm -mcpu=alderlake -num-cores=2",
     "dot_8x4_avx2": "llvm -mcpu=haswell -num-cores=2",
+    "dot_16x4_avx512_exact": "llvm -mcpu=skylake-avx512 -num-cores=2",
+    "dot_8x4_avx2_exact": "llvm -mcpu=haswell -num-cores=2",
 }
 N1 = Target("llvm -mtriple=aarch64-linux-gnu -mcpu=neoverse-n1 -num-cores=2")
 ARM_GENERIC = Target("llvm -mtriple=aarch64-linux-gnu -num-cores=2")
@@ -173,7 +175,7 @@ def test_usable_intrinsics_follow_the_isa_record():
     }
     assert "dot_8x4_avxvnni" not in usable_tensor_intrins("llvm -mcpu=icelake-server")
     assert "dot_8x4_avxvnni" in usable_tensor_intrins("llvm -mcpu=alderlake")
-    assert usable_tensor_intrins("llvm -mcpu=haswell") == ["dot_8x4_avx2"]
+    assert usable_tensor_intrins("llvm -mcpu=haswell") == ["dot_8x4_avx2", "dot_8x4_avx2_exact"]
     assert set(usable_tensor_intrins(N1)) == set(ARM_CPU)
     assert usable_tensor_intrins(ARM_GENERIC) == ["dot_4x4_i8i8s32_neon"]
 

@@ -21,7 +21,9 @@ into int16 with *saturation*: they equal the description only while every
 ``A[2m] * B[i, 2m] + A[2m+1] * B[i, 2m+1]`` lies in [-32768, 32767], e.g. when ``A`` is
 below 128 (TVM documents the same limit of its AVX512 and AVX2 int8 schedules). The
 interpreter's reference of those calls saturates as the hardware does, so a schedule
-using them is checked against what the machine computes.
+using them is checked against what the machine computes. ``dot_16x4_avx512_exact`` and
+``dot_8x4_avx2_exact`` (not in TVM) compute the same on the same instruction sets exactly:
+even and odd bytes widened to int16 in place (mask, shifts), two ``vpmaddwd``, two adds.
 
 ``dot_4x4_u8u8u32_udot`` accumulates into int32, not TVM's uint32 (the IR has no
 uint32): the bits are the same, since 32-bit addition wraps alike.
@@ -179,6 +181,9 @@ DOT_PRODUCTS: dict[str, DotProduct] = {
         DotProduct("dot_16x4_avx512", "ms_dot_16x4_avx512", 16, 4, _U8S8, saturating_pairs=True),
         DotProduct("dot_8x4_avxvnni", "ms_dot_8x4_avxvnni", 8, 4, _U8S8),
         DotProduct("dot_8x4_avx2", "ms_dot_8x4_avx2", 8, 4, _U8S8, saturating_pairs=True),
+        # ours: the same products exact, each pair of bytes as two int16 vpmaddwd
+        DotProduct("dot_16x4_avx512_exact", "ms_dot_16x4_avx512_exact", 16, 4, _U8S8),
+        DotProduct("dot_8x4_avx2_exact", "ms_dot_8x4_avx2_exact", 8, 4, _U8S8),
         # aarch64
         DotProduct("dot_4x4_i8i8s32_sdot", "ms_dot_4x4_i8i8s32_sdot", 4, 4, _S8S8),
         DotProduct("dot_4x4_u8u8u32_udot", "ms_dot_4x4_u8u8s32_udot", 4, 4, _U8U8),
