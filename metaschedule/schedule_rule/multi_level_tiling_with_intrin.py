@@ -17,13 +17,16 @@ if TYPE_CHECKING:
 __all__ = ["INT8_DOT_PRODUCTS", "SATURATING_DOT_PRODUCTS", "MultiLevelTilingWithIntrin"]
 
 #: The int8 dot products ``ScheduleRule.create("llvm")`` tries, best first: those exact for
-#: every input (AVX512-VNNI, AVX-VNNI, ARM's sdot/udot). Scheduling never changes results,
-#: so the AVX512-BW and AVX2 sequences (:data:`SATURATING_DOT_PRODUCTS`) are left out:
+#: every input (AVX512-VNNI, AVX-VNNI, the AVX512-BW and AVX2 sequences that widen to int16
+#: first, ARM's sdot/udot). Scheduling never changes results, so TVM's AVX512-BW and AVX2
+#: sequences (:data:`SATURATING_DOT_PRODUCTS`) are left out:
 #: name one to use it (``MultiLevelTilingWithIntrin("dot_8x4_avx2")``) when activations
 #: stay below 128 or weights within [-64, 63] (onnxruntime's ``reduce_range``).
 INT8_DOT_PRODUCTS: tuple[str, ...] = (
     "dot_16x4_vnni",
     "dot_8x4_avxvnni",
+    "dot_16x4_avx512_exact",
+    "dot_8x4_avx2_exact",
     "dot_4x4_i8i8s32_sdot",
     "dot_4x4_u8u8u32_udot",
 )

@@ -51,6 +51,8 @@ def test_create_llvm_gives_tvms_default_list():
     assert with_intrin.intrin_name == [
         "dot_16x4_vnni",
         "dot_8x4_avxvnni",
+        "dot_16x4_avx512_exact",
+        "dot_8x4_avx2_exact",
         "dot_4x4_i8i8s32_sdot",
         "dot_4x4_u8u8u32_udot",
     ]
