@@ -101,8 +101,8 @@ def test_kernels_that_crash_their_worker_do_not_corrupt_the_tuner(tmp_path):
             matmul(16),
             "cpu",
             str(tmp_path),
-            4,
-            num_trials_per_iter=2,
+            8,
+            num_trials_per_iter=4,
             space=template,
             strategy="replay-trace",
             cost_model="random",
@@ -110,7 +110,7 @@ def test_kernels_that_crash_their_worker_do_not_corrupt_the_tuner(tmp_path):
             measure_callbacks="default",
         )
     records = db.get_all_tuning_records()
-    assert len(records) >= 4  # the trials, then the final selection's re-measurements
+    assert len(records) >= 8  # the trials, then the final selection's re-measurements
     assert any(r.is_valid for r in records)
     log = (tmp_path / "logs" / "task_0_main.log").read_text()
     assert "worker died: signal SIGSEGV" in log
