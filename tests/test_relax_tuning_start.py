@@ -18,33 +18,14 @@ from metaschedule.schedule import Schedule
 from metaschedule.search_strategy.base import TraceReplayer, trace_key
 from metaschedule.task_scheduler import WarmStart
 from metaschedule.testing.dummy_object import DummyBuilder, DummyRunner
+from metaschedule.testing.workloads import matmul_chain_model
 from metaschedule.tir.structural import structural_equal
 from metaschedule.trace_apply import fit_tile, schedule_using_anchor_trace
 
 
 def chain_model() -> ms.graph.Function:
-    """``x @ w0 -> relu -> x @ w1 -> relu -> x @ w2 -> relu -> @ wo``: the task
-    ``fused_matmul_relu`` (3 calls, 4x16x16) and its sibling ``matmul`` (4x16x32)."""
-    rng = np.random.default_rng(0)
-    inits, nodes, name = [], [], "x"
-    for i in range(3):
-        w = (rng.standard_normal((16, 16)) * 0.3).astype("float32")
-        inits.append(numpy_helper.from_array(w, f"w{i}"))
-        nodes += [
-            helper.make_node("MatMul", [name, f"w{i}"], [f"m{i}"]),
-            helper.make_node("Relu", [f"m{i}"], [f"r{i}"]),
-        ]
-        name = f"r{i}"
-    inits.append(numpy_helper.from_array(rng.standard_normal((16, 32)).astype("float32"), "wo"))
-    nodes.append(helper.make_node("MatMul", [name, "wo"], ["y"]))
-    graph = helper.make_graph(
-        nodes,
-        "chain",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 32])],
-        inits,
-    )
-    return ms.graph.from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
+    """The two-task matmul chain of 3 calls (``testing.workloads.matmul_chain_model``)."""
+    return matmul_chain_model(3)
 
 
 def tune(work_dir, trials=16, **kw):

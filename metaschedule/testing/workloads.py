@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -76,3 +77,33 @@ class RandomArrays:
     def __call__(self, *shape: int, dtype: str = "float32", seed: int | None = None) -> np.ndarray:
         rng = self.rng if seed is None else np.random.default_rng(seed)
         return rng.standard_normal(shape).astype(dtype)
+
+
+def matmul_chain_model(calls: int = 3) -> Any:
+    """A model of two tasks (a ``Function`` of ``ms.graph``): ``x @ w0 -> relu -> ...
+    (calls times) -> @ wout``, a task ``fused_matmul_relu`` of ``calls`` calls (4x16x16) and
+    a task ``matmul`` of one call (4x16x32); built with onnx.helper."""
+    from onnx import TensorProto, helper, numpy_helper  # local: onnx is an extra
+
+    from ..graph import from_onnx  # local: the graph layer is above the tests' workloads
+
+    rng = np.random.default_rng(0)
+    inits, nodes, name = [], [], "x"
+    for i in range(calls):
+        w = (rng.standard_normal((16, 16)) * 0.3).astype("float32")
+        inits.append(numpy_helper.from_array(w, f"w{i}"))
+        nodes += [
+            helper.make_node("MatMul", [name, f"w{i}"], [f"m{i}"]),
+            helper.make_node("Relu", [f"m{i}"], [f"r{i}"]),
+        ]
+        name = f"r{i}"
+    inits.append(numpy_helper.from_array(rng.standard_normal((16, 32)).astype("float32"), "wo"))
+    nodes.append(helper.make_node("MatMul", [name, "wo"], ["y"]))
+    graph = helper.make_graph(
+        nodes,
+        "chain",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 32])],
+        inits,
+    )
+    return from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))

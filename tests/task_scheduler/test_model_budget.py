@@ -6,9 +6,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 
-import numpy as np
 import pytest
-from onnx import TensorProto, helper, numpy_helper
 
 import metaschedule as ms
 from metaschedule import relax_integration as ri
@@ -17,32 +15,13 @@ from metaschedule.task_scheduler import GradientBased
 from metaschedule.task_scheduler.early_stopping import check_early_stopping, stalled
 from metaschedule.task_scheduler.task_record import TaskRecord
 from metaschedule.testing.dummy_object import DummyBuilder, DummyRunner
+from metaschedule.testing.workloads import matmul_chain_model
 from metaschedule.tir.structural import structural_equal
 
 
 def chain_model(calls: int = 3) -> ms.graph.Function:
-    """``x @ w0 -> relu -> ... (calls times) -> @ wout``: a task ``fused_matmul_relu`` of
-    ``calls`` calls (4x16x16) and a task ``matmul`` of one call (4x16x32)."""
-    rng = np.random.default_rng(0)
-    inits, nodes, name = [], [], "x"
-    for i in range(calls):
-        w = (rng.standard_normal((16, 16)) * 0.3).astype("float32")
-        inits.append(numpy_helper.from_array(w, f"w{i}"))
-        nodes += [
-            helper.make_node("MatMul", [name, f"w{i}"], [f"m{i}"]),
-            helper.make_node("Relu", [f"m{i}"], [f"r{i}"]),
-        ]
-        name = f"r{i}"
-    inits.append(numpy_helper.from_array(rng.standard_normal((16, 32)).astype("float32"), "wo"))
-    nodes.append(helper.make_node("MatMul", [name, "wo"], ["y"]))
-    graph = helper.make_graph(
-        nodes,
-        "chain",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 32])],
-        inits,
-    )
-    return ms.graph.from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
+    """The two-task matmul chain (:func:`metaschedule.testing.workloads.matmul_chain_model`)."""
+    return matmul_chain_model(calls)
 
 
 class TaskRunner(DummyRunner):
