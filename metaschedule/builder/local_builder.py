@@ -128,13 +128,20 @@ def _remove_dead(directory: str, pattern: re.Pattern) -> int:
 
 
 def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs. A zombie does not: a worker killed with its tuner
+    is re-parented to the init process, which may reap it only seconds later."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:  # another user's process
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rsplit(b")", 1)[1].split()[0]  # after "pid (comm)"
+    except (OSError, IndexError):
+        return True  # no /proc (not Linux): os.kill's answer stands
+    return state not in (b"Z", b"X")
 
 
 def _worker_build(

@@ -219,6 +219,29 @@ def test_stale_build_files_of_dead_processes_are_removed(tmp_path, monkeypatch):
     assert sorted(p.name for p in cache.iterdir()) == [f".ms-build-{os.getpid()}-xyz.c", "0123.so"]
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="needs Linux's /proc")
+def test_the_build_files_of_a_zombie_are_removed(tmp_path, monkeypatch):
+    """A worker killed with its tuner is a zombie until the init process reaps it, which
+    may take seconds: its files are stale already."""
+    import subprocess
+
+    from metaschedule.builder.local_builder import remove_stale_build_dirs
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    zombie = subprocess.Popen(["true"])
+    try:
+        deadline = time.monotonic() + 30
+        while b") Z" not in open(f"/proc/{zombie.pid}/stat", "rb").read():
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        os.kill(zombie.pid, 0)  # signals still reach a zombie: not enough to tell
+        (tmp_path / f"metaschedule-build-{zombie.pid}-abc").mkdir()
+        assert remove_stale_build_dirs(str(tmp_path)) == 1
+        assert not (tmp_path / f"metaschedule-build-{zombie.pid}-abc").exists()
+    finally:
+        zombie.wait()
+
+
 def test_tune_tir_with_workers_that_cannot_start_fails_fast_not_hangs(tmp_path):
     from metaschedule.tir_integration import tune_tir
 
