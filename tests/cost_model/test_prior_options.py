@@ -40,3 +40,21 @@ def test_switches_set_by_codegen_options_reach_the_prior():
         moved += off != on
     # most recorded schedules have a register tile whose plan these switches change
     assert moved >= len(rows) // 4, f"only {moved} of {len(rows)} estimates followed the switches"
+
+
+def test_the_auto_unroll_bound_in_vector_pieces_reaches_the_prior():
+    """The code generator unrolls a loop only within ``AUTO_UNROLL_PIECES`` register-sized
+    vector statements; the prior's explicit-unroll test (invariant loads hoisted around
+    written-out loops) follows it."""
+    with gzip.open(DATA, "rt") as f:
+        rows = json.load(f)
+    funcs = {name: w.func() for name, w in SUITE.items()}
+    moved = 0
+    for row in rows:
+        func = funcs[row["workload"]]
+        sch = Schedule(func)
+        Trace.from_json(row["trace"]).apply_to_schedule(sch, remove_postproc=False)
+        with CodegenOptions(auto_unroll_pieces=1).applied():
+            (bounded,) = _scores(row["target"], [sch], func)
+        moved += bounded != row["score"]
+    assert moved > 0  # a vector statement of several pieces stops some explicit unrolling

@@ -201,12 +201,14 @@ def invariant_loads(
     # written out copy by copy are constants in the code inside L)
     around = start - 1
     below = math.prod(ext[start:])  # statements of the nest below (c_codegen.steps)
+    pieces = 1  # register-sized pieces of a vector statement (c_ir.vector_pieces)
     if vec_loop >= 0 and row_at < 0:
         below //= ext[vec_loop]  # a vectorized loop counts as one
+        pieces = -(-ext[vec_loop] // m.lanes)
     while around >= 0:
         below *= ext[around]
         if ext[around] > 1 and not _unrolled_explicitly(
-            st, around, below, row_at, c_codegen.EXPLICIT_UNROLL_STEPS
+            st, around, below, row_at, c_codegen.EXPLICIT_UNROLL_STEPS, pieces
         ):
             break
         around -= 1
@@ -229,7 +231,7 @@ def invariant_loads(
     for k, j in enumerate(reversed(region)):
         steps *= ext[j]
         if k >= straight[0] and not _unrolled_explicitly(
-            st, j, steps, row_at, c_codegen.EXPLICIT_TILE_STEPS
+            st, j, steps, row_at, c_codegen.EXPLICIT_TILE_STEPS, pieces
         ):
             return 0.0
     scope = InvariantScope(loops[around].node, frozenset(), [], 0, 0)
@@ -272,12 +274,17 @@ def invariant_loads(
     return entries * (ext[around] - 1) * saved / m.loads_per_cycle
 
 
-def _unrolled_explicitly(st: Store, j: int, steps: int, row_at: int, limit: int) -> bool:
+def _unrolled_explicitly(
+    st: Store, j: int, steps: int, row_at: int, limit: int, pieces: int = 1
+) -> bool:
     """Whether the code generator writes loop ``j`` out copy by copy
-    (``c_codegen._unroll_mode``: ``explicit``) when it makes ``steps`` statements: the
-    loop unrolled (``pragma_auto_unroll_max_step`` of the innermost loop around it that
-    has one, or an unrolled loop) and ``pragma_unroll_explicit`` set, ``steps`` at most
-    ``limit``: :data:`~metaschedule.codegen.c_codegen.EXPLICIT_UNROLL_STEPS`, or
+    (``c_codegen._unroll_mode``: ``explicit``) when it makes ``steps`` statements of
+    ``pieces`` registers each: the loop unrolled (``pragma_auto_unroll_max_step`` of the
+    innermost loop around it that has one, within
+    :data:`~metaschedule.codegen.c_codegen.AUTO_UNROLL_STEPS` statements and
+    :data:`~metaschedule.codegen.c_codegen.AUTO_UNROLL_PIECES` pieces, or an unrolled
+    loop) and ``pragma_unroll_explicit`` set, ``steps`` at most ``limit``:
+    :data:`~metaschedule.codegen.c_codegen.EXPLICIT_UNROLL_STEPS`, or
     :data:`~metaschedule.codegen.c_codegen.EXPLICIT_TILE_STEPS` in a register tile whose
     written-out steps read invariant loads."""
     loops = st.loops
@@ -293,6 +300,9 @@ def _unrolled_explicitly(st: Store, j: int, steps: int, row_at: int, limit: int)
             explicit = bool(const_int(ann["pragma_unroll_explicit"], 0))
     kind = loops[j].kind
     wanted = kind is ForKind.UNROLLED or (
-        kind is ForKind.SERIAL and auto > 0 and steps <= min(auto, c_codegen.AUTO_UNROLL_STEPS)
+        kind is ForKind.SERIAL
+        and auto > 0
+        and steps <= min(auto, c_codegen.AUTO_UNROLL_STEPS)
+        and steps * pieces <= c_codegen.AUTO_UNROLL_PIECES
     )
     return wanted and explicit and steps <= limit
