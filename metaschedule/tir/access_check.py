@@ -8,11 +8,13 @@ store with the arithmetic toolkit, and reports the accesses that can leave the s
 
 Only *proved* violations are reported, never a false alarm:
 
-* an access is checked only when it runs unconditionally inside its block or loop
-  nest. A load under a ``Select`` (``te.if_then_else``, the padding idiom), the lazy
-  side of ``and``/``or``, a reduction's ``where``, an ``IfThenElse`` or in a block
-  with a predicate (whose bindings then miss part of the domain) is guarded; these
-  are left to the run-time checks (the interpreter, and the ``debug`` build mode);
+* an access under a condition (a ``Select``, ``te.if_then_else``, the lazy side of
+  ``and``/``or``, a reduction's ``where``, an ``IfThenElse``) is checked over the
+  points where the condition holds when it is a conjunction of bounds of single
+  variables by constants (``k < 8``, ``te.all(i >= 1, i < 17)``): the ranges narrowed
+  to them are exactly those points. Under any other condition, or in a block with a
+  predicate (whose bindings then miss part of the domain), it is guarded: left to the
+  run-time checks (the interpreter, and the ``debug`` build mode);
 * the interval of an index is an over-approximation when variables repeat, so a
   violation is reported only with a witness: a corner of the iteration box (each
   variable at its minimum or maximum) at which the index really is out of range;
@@ -76,32 +78,83 @@ class AccessViolation:
 # ----------------------------------------------------------------------------- expressions
 
 
-def _accesses(e: Any, guarded: bool = False) -> Iterator[tuple[E.BufferLoad, bool]]:
-    """Every BufferLoad in ``e`` with whether it runs under a condition."""
+#: variable ranges where an access runs; None: under a condition not understood
+Ranges = Mapping[E.Var, tuple[int, int]]
+
+
+def _accesses(e: Any, ranges: Ranges | None) -> Iterator[tuple[E.BufferLoad, Ranges | None]]:
+    """Every BufferLoad in ``e`` with the ranges of the points where it runs (None when
+    a condition it runs under is not a conjunction of single-variable bounds)."""
     if isinstance(e, E.BufferLoad):
-        yield e, guarded
+        yield e, ranges
         for i in e.indices:
-            yield from _accesses(i, guarded)
-    elif isinstance(e, E.Select):
-        yield from _accesses(e.condition, guarded)
-        yield from _accesses(e.true_value, True)
-        yield from _accesses(e.false_value, True)
-    elif isinstance(e, (E.And, E.Or)):
-        yield from _accesses(e.a, guarded)
-        yield from _accesses(e.b, True)
+            yield from _accesses(i, ranges)
+    elif isinstance(e, E.Select) or (isinstance(e, E.Call) and e.op == "if_then_else"):
+        cond, then, other = (
+            (e.condition, e.true_value, e.false_value) if isinstance(e, E.Select) else e.args
+        )
+        yield from _accesses(cond, ranges)
+        yield from _accesses(then, narrow(cond, ranges))
+        yield from _accesses(other, narrow(E.Not(cond), ranges))
+    elif isinstance(e, E.And):
+        yield from _accesses(e.a, ranges)
+        yield from _accesses(e.b, narrow(e.a, ranges))
+    elif isinstance(e, E.Or):
+        yield from _accesses(e.a, ranges)
+        yield from _accesses(e.b, narrow(E.Not(e.a), ranges))
     elif isinstance(e, E.Reduce):
-        trivial = isinstance(e.condition, E.IntImm) and e.condition.value == 1
-        yield from _accesses(e.condition, guarded)
+        yield from _accesses(e.condition, ranges)
+        where = narrow(e.condition, ranges)
         sources = e.source if isinstance(e.source, tuple) else (e.source,)
         for s in sources:
-            yield from _accesses(s, guarded or not trivial)
-    elif isinstance(e, E.Call) and e.op == "if_then_else":
-        yield from _accesses(e.args[0], guarded)
-        for a in e.args[1:]:
-            yield from _accesses(a, True)
+            yield from _accesses(s, where)
     elif isinstance(e, E.PrimExpr):
         for child in _children(e):
-            yield from _accesses(child, guarded)
+            yield from _accesses(child, ranges)
+
+
+_FLIP = {E.LT: E.GT, E.LE: E.GE, E.GT: E.LT, E.GE: E.LE, E.EQ: E.EQ}
+_NEGATE = {E.LT: E.GE, E.LE: E.GT, E.GT: E.LE, E.GE: E.LT}
+
+
+def _comparison(e: E.PrimExpr) -> type | None:
+    """Which of LT, LE, GT, GE, EQ ``e`` is (subclasses, e.g. of ``==``, included)."""
+    return next((op for op in _FLIP if isinstance(e, op)), None)
+
+
+def narrow(cond: E.PrimExpr, ranges: Ranges | None) -> Ranges | None:
+    """``ranges`` narrowed to the points where ``cond`` holds, when ``cond`` is a
+    conjunction of comparisons of a variable with a constant (then exactly those
+    points; an empty range where it never holds); else None."""
+    if ranges is None:
+        return None
+    if isinstance(cond, E.IntImm):
+        return ranges if cond.value else dict.fromkeys(ranges, (1, 0)) or None
+    if isinstance(cond, E.And):
+        return narrow(cond.b, narrow(cond.a, ranges))
+    if isinstance(cond, E.Not) and _comparison(cond.a) in _NEGATE:
+        cond = _NEGATE[_comparison(cond.a)](cond.a.a, cond.a.b)
+    op = _comparison(cond)
+    if op is None:
+        return None
+    a, b = cond.a, cond.b
+    if isinstance(a, E.IntImm) and isinstance(b, E.Var):
+        a, b, op = b, a, _FLIP[op]
+    if not (isinstance(a, E.Var) and isinstance(b, E.IntImm) and a in ranges):
+        return None
+    lo, hi = ranges[a]
+    c = b.value
+    if op is E.LT:
+        hi = min(hi, c - 1)
+    elif op is E.LE:
+        hi = min(hi, c)
+    elif op is E.GT:
+        lo = max(lo, c + 1)
+    elif op is E.GE:
+        lo = max(lo, c)
+    else:
+        lo, hi = max(lo, c), min(hi, c)
+    return {**ranges, a: (lo, hi)}
 
 
 def _children(e: E.PrimExpr) -> list[Any]:
@@ -116,7 +169,7 @@ def _children(e: E.PrimExpr) -> list[Any]:
 
 
 def _has_load(e: E.PrimExpr) -> bool:
-    return any(True for _ in _accesses(e))
+    return any(True for _ in _accesses(e, {}))
 
 
 def _check_index(
@@ -126,6 +179,8 @@ def _check_index(
     where: str,
     ranges: Mapping[E.Var, tuple[int, int]],
 ) -> AccessViolation | None:
+    if any(lo > hi for lo, hi in ranges.values()):
+        return None  # a condition that never holds: the access never runs
     for d, (idx, extent) in enumerate(zip(indices, buf.shape)):
         if not isinstance(extent, E.IntImm) or _has_load(idx):
             continue
@@ -165,12 +220,13 @@ def check_expr_accesses(
     ranges: Mapping[E.Var, tuple[int, int]],
     where: str,
 ) -> list[AccessViolation]:
-    """Provably out-of-bounds unguarded loads in ``exprs`` (variables over ``ranges``)."""
+    """Provably out-of-bounds loads in ``exprs`` (variables over ``ranges``; a load under
+    a condition over the points where it holds, when that is known: :func:`narrow`)."""
     out = []
     for e in exprs:
-        for load, guarded in _accesses(e):
-            if not guarded:
-                v = _check_index(load.buffer, load.indices, "reads", where, ranges)
+        for load, where_runs in _accesses(e, ranges):
+            if where_runs is not None:
+                v = _check_index(load.buffer, load.indices, "reads", where, where_runs)
                 if v is not None:
                     out.append(v)
     return out
@@ -214,9 +270,9 @@ class _Walker:
             self.block(s, guarded)
         elif isinstance(s, IfThenElse):
             self.exprs([s.condition], guarded)
-            self.stmt(s.then_case, True)
+            self.branch(s.then_case, s.condition, guarded)
             if s.else_case is not None:
-                self.stmt(s.else_case, True)
+                self.branch(s.else_case, E.Not(s.condition), guarded)
         elif isinstance(s, Allocate):
             self.stmt(s.body, guarded)
         elif isinstance(s, BufferStore):
@@ -227,6 +283,16 @@ class _Walker:
                     self.found.append(replace(v, node=self.node))
         elif isinstance(s, Evaluate) and isinstance(s.value, E.PrimExpr):
             self.exprs([s.value], guarded)
+
+    def branch(self, s: Any, cond: E.PrimExpr, guarded: bool) -> None:
+        """``s``, run where ``cond`` holds: checked over the narrowed ranges if known."""
+        narrowed = None if guarded else narrow(cond, self.ranges)
+        if narrowed is None:
+            self.stmt(s, True)
+            return
+        saved, self.ranges = self.ranges, dict(narrowed)
+        self.stmt(s, False)
+        self.ranges = saved
 
     def block(self, b: Block, guarded: bool) -> None:
         saved, where, node = self.ranges, self.where, self.node
