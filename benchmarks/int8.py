@@ -17,6 +17,16 @@ and writes ``benchmarks/results/int8.json``::
     python benchmarks/int8.py --workloads dense --trials 0     # untuned only
     python benchmarks/int8.py --trials 0 --targets host,haswell
 
+Workload ``resnet18`` is a whole model: a ResNet-18 defined in code
+(:func:`metaschedule.testing.models.resnet18`, ``--image`` pixels square), exported by
+``torch.onnx.export`` and quantized by onnxruntime's ``quantize_static`` (QDQ, per-channel
+s8 weights, u8 activations, random calibration batches). It times our compiled quantized
+model (untuned: the graph's default schedules), onnxruntime on the same quantized model,
+our compiled float32 model (untuned) and onnxruntime's float32, in interleaved rounds,
+and checks our logits against onnxruntime's (within one quantization step)::
+
+    python benchmarks/int8.py --workloads resnet18 --image 224
+
 A benchmark, not a test: no number here is asserted.
 """
 
@@ -168,6 +178,114 @@ def _onnxruntime(name: str, args, threads: int) -> float | None:
     return min(common.time_python(lambda: sess.run(None, feed)))
 
 
+def _resnet18_models(work: str, image: int) -> tuple[str, str, tuple]:
+    """(float32 path, quantized path, input shape) of ResNet-18 at ``image`` pixels."""
+    import warnings
+
+    import onnx  # noqa: F401  (torch.onnx.export needs it)
+    import torch
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
+
+    from metaschedule.testing import models
+
+    module, shape = models.resnet18(torch, image=image)
+    fp32, int8 = os.path.join(work, "resnet18.onnx"), os.path.join(work, "resnet18_int8.onnx")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            module, (torch.zeros(shape),), fp32, opset_version=17, input_names=["x"],
+            output_names=["y"], dynamo=False,
+        )  # fmt: skip
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.it = iter({"x": RNG.standard_normal(shape).astype(np.float32)} for _ in range(4))
+
+        def get_next(self):
+            return next(self.it, None)
+
+    quantize_static(
+        fp32, int8, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+    )  # fmt: skip
+    return fp32, int8, shape
+
+
+def _resnet18(image: int, rounds: int, cores: int) -> tuple[dict[str, Any], list[list]]:
+    """Ours (int8, fp32, untuned) against onnxruntime (int8, fp32) on ResNet-18."""
+    import time
+
+    import onnx
+    import onnxruntime as ort
+    from onnx import numpy_helper
+
+    import metaschedule as ms
+
+    target = _target("host", cores)
+    entry: dict[str, Any] = {"image": image, "target": target, "isa": _isa(target)}
+    with tempfile.TemporaryDirectory() as work:
+        fp32, int8, shape = _resnet18_models(work, image)
+        y_scale = float(
+            next(
+                numpy_helper.to_array(i)
+                for i in onnx.load(int8).graph.initializer
+                if i.name.startswith("y_scale")
+            )
+        )
+        runs: dict[str, Any] = {}
+        for key, path in (("ours int8", int8), ("ours fp32", fp32)):
+            start = time.perf_counter()
+            mod = ms.graph.from_onnx(path)
+            exe = ms.relax_integration.compile_relax(
+                ms.Database.create("memory"), mod, target, None
+            )
+            entry[key] = {"compile_secs": time.perf_counter() - start}
+            runs[key] = functools.partial(lambda e, x: e(x=x), exe)
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = cores
+        for key, path in (("onnxruntime int8", int8), ("onnxruntime fp32", fp32)):
+            sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+            runs[key] = functools.partial(lambda s, x: s.run(None, {"x": x})[0], sess)
+            entry[key] = {}
+    x = RNG.standard_normal(shape).astype(np.float32)
+    outs = {key: np.asarray(run(x)).reshape(-1) for key, run in runs.items()}
+    entry["ours int8"]["max_diff_steps"] = float(
+        np.abs(outs["ours int8"] - outs["onnxruntime int8"]).max() / y_scale
+    )
+    entry["ours fp32"]["max_rel_diff"] = float(
+        np.abs(outs["ours fp32"] - outs["onnxruntime fp32"]).max()
+        / np.abs(outs["onnxruntime fp32"]).max()
+    )
+    load_before = os.getloadavg()
+    best: dict[str, float] = {}
+    for _ in range(rounds):  # interleaved: each model once per round
+        for key, run in runs.items():
+            secs = min(common.time_python(functools.partial(run, x), repeat=3))
+            best[key] = min(best.get(key, secs), secs)
+    entry["loadavg"] = [list(load_before), list(os.getloadavg())]
+    for key, secs in best.items():
+        entry[key]["secs"] = secs
+    rows = []
+    for key in runs:
+        secs = best[key]
+        rows.append(
+            [
+                f"resnet18 {image}x{image}",
+                key,
+                secs * 1e3,
+                best["ours fp32"] / secs,
+                best["onnxruntime int8"] / secs,
+                best["ours int8"] / secs,
+            ]
+        )
+    return entry, rows
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--workloads", default="dense,conv2d")
@@ -176,6 +294,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds")
     p.add_argument("--cores", type=int, default=None, help="threads (default: all cores)")
     p.add_argument("--json", default=None)
+    p.add_argument("--image", type=int, default=224, help="resnet18's input size")
     a = p.parse_args()
     info = common.machine_info()
     cores = a.cores or int(info.get("physical_cores") or os.cpu_count() or 1)
@@ -188,7 +307,12 @@ def main() -> None:
         "results": {},
     }
     rows = []
-    for name in a.workloads.split(","):
+    names = a.workloads.split(",")
+    model_rows = []
+    if "resnet18" in names:
+        names.remove("resnet18")
+        payload["results"]["resnet18"], model_rows = _resnet18(a.image, a.rounds, cores)
+    for name in names:
         timers: dict[str, Any] = {}
         entry: dict[str, Any] = {}
         cases = {dtype: _workload(name, dtype) for dtype in ("int8", "float32")}
@@ -235,11 +359,21 @@ def main() -> None:
         rows.append(_row(name, "onnxruntime (host)", "int8", "", ort, flops, None, ort))
     load = [round(x, 2) for x in os.getloadavg()]
     print(f"{info['cpu_model']}, {cores} threads, load average {load}")
-    common.print_table(
-        "int8 kernels",
-        ["workload", "ISA", "kernel", "how", "ms", "GOPS", "vs fp32", "vs ort"],
-        rows,
-    )
+    if rows:
+        common.print_table(
+            "int8 kernels",
+            ["workload", "ISA", "kernel", "how", "ms", "GOPS", "vs fp32", "vs ort"],
+            rows,
+        )
+    if model_rows:
+        entry = payload["results"]["resnet18"]
+        print(f"{entry['isa']}; ours int8 vs onnxruntime int8: "
+              f"{entry['ours int8']['max_diff_steps']:.0f} quantization steps apart")  # fmt: skip
+        common.print_table(
+            "ResNet-18 (ours untuned): each row's speed-up over the column's runtime",
+            ["model", "runtime", "ms", "x ours fp32", "x ort int8", "x ours int8"],
+            model_rows,
+        )
     print("wrote", common.write_json("int8", payload, a.json))
 
 

@@ -136,13 +136,15 @@ def from_onnx(
         env[inp.name] = b.input(inp.name, tuple(dims), dtype)
     for index, node in enumerate(graph.node):
         ctx = _Ctx(b, opset, node, index)
-        if node.domain not in ("", "ai.onnx"):
+        default = node.domain in ("", "ai.onnx")
+        # other domains' operators are registered under "domain.op" (com.microsoft.QLinearAdd)
+        fn = _CONVERTERS.get(node.op_type if default else f"{node.domain}.{node.op_type}")
+        if fn is None and not default:
             raise UnsupportedOperatorError(
                 f"ONNX operator {node.domain}.{node.op_type} "
-                f"(node {ctx.label}, opset {opset}) is not "
-                "supported: only the default domain is"
+                f"(node {ctx.label}, opset {opset}) is not supported; supported operators: "
+                f"{', '.join(supported_ops())}"
             )
-        fn = _CONVERTERS.get(node.op_type)
         if fn is None:
             raise UnsupportedOperatorError(
                 f"ONNX operator {node.op_type} (node {ctx.label}, opset {opset}) is not "

@@ -10,6 +10,10 @@
   epilogue, the arithmetic of onnxruntime's QLinearConv. Other operands go to the float
   converters, which this module keeps and calls.
 
+onnxruntime's QOperator-format operators of the ``com.microsoft`` domain: QLinearAdd and
+QLinearGlobalAveragePool import as their QDQ form (``quantize(op(dequantize(..)))``), which
+:mod:`.quantize_rewrite` makes integer again, and QGemm as QLinearMatMul does.
+
 A DequantizeLinear of constants is folded to a float constant, like every weight-only
 subgraph; the builder's ``notes`` remember its integer source for the converters here.
 """
@@ -182,6 +186,7 @@ def _emit_conv(ctx: _Ctx, x: str, za: int, wq: np.ndarray, zw: int, bias, at: di
     K = int(np.prod(wq.shape[1:]))
     folded = np.zeros(wq.shape[0], np.int64) if bias is None else bias.astype(np.int64)
     folded = folded - za * wq.astype(np.int64).reshape(wq.shape[0], -1).sum(1) + K * za * zw
+    x, wq = _channels_by_four(ctx, x, za, wq, zw, int(at.get("group", 1)))
     args = [x, ctx.b.const(wq, "weight"), ctx.b.const(_wrap32(folded), "bias")]
     return ctx.call(
         "qnn_conv2d",
@@ -194,6 +199,23 @@ def _emit_conv(ctx: _Ctx, x: str, za: int, wq: np.ndarray, zw: int, bias, at: di
         kernel_zero_point=zw,
         weight_sums_in_bias=True,
     )
+
+
+def _channels_by_four(ctx: _Ctx, x: str, za: int, wq: np.ndarray, zw: int, groups: int):
+    """The data and weight of a convolution whose input channels are not a multiple of 4
+    (an RGB image's 3), padded with channels of zero weights (and data of value ``za``),
+    so that the 4-wide dot-product intrinsics apply (schedule_quantized); the sum does
+    not change. Only for one group and a zero weight zero point (onnxruntime's symmetric
+    s8 weights), where the folded bias stays as it is."""
+    c = wq.shape[1]
+    if groups != 1 or zw != 0 or c % 4 == 0:
+        return x, wq
+    extra = -c % 4
+    wq = np.pad(wq, ((0, 0), (0, extra), (0, 0), (0, 0)))
+    padded = ctx.call(
+        "pad", [x], before=(0, 0, 0, 0), after=(0, extra, 0, 0), mode="constant", value=za
+    )
+    return padded, wq
 
 
 def _emit_matmul(ctx: _Ctx, a: str, za: int, bq: np.ndarray | str, zb: int, bias) -> str:
@@ -381,3 +403,74 @@ def _dynamic_quantize(ctx, ins, at):
     zp = ctx.call("cast", [zp], dtype="uint8")
     y = ctx.call("quantize", [x, scale, zp], out_dtype="uint8")
     return [y, scale, zp]
+
+
+# ----------------------------------------------------------------------------- com.microsoft
+def _scalar_scale(ctx: _Ctx, v: str, what: str) -> str:
+    arr = _const_scale(ctx, v, what)
+    if arr.size != 1:
+        raise ctx.fail(f"a per-channel {what}")
+    return ctx.b.const(arr.reshape(()), what)
+
+
+def _dq_of(ctx: _Ctx, x: str, scale: str, zp: str | None) -> str:
+    """``dequantize(x)`` by per-tensor constant parameters (a QOperator operand)."""
+    s = _scalar_scale(ctx, scale, "scale")
+    z = _const_zp(ctx, zp, "zero_point")
+    return ctx.call("dequantize", [x, s, ctx.b.const(np.array(z, ctx.b.types[x].dtype), "zp")])
+
+
+def _q_of(ctx: _Ctx, v: str, scale: str, zp: str | None, dtype: str) -> str:
+    s = _scalar_scale(ctx, scale, "y_scale")
+    z = ctx.b.const(np.array(_const_zp(ctx, zp, "y_zero_point"), dtype), "y_zero_point")
+    return ctx.call("quantize", [v, s, z], out_dtype=dtype)
+
+
+def _arg(ins: list, i: int) -> str | None:
+    return ins[i] if len(ins) > i and ins[i] else None
+
+
+@_conv("com.microsoft.QLinearAdd")
+def _qlinear_add(ctx, ins, at):
+    a, b = ins[0], ins[3]
+    dtype = ctx.b.types[a].dtype
+    total = ctx.call(
+        "add", [_dq_of(ctx, a, ins[1], _arg(ins, 2)), _dq_of(ctx, b, ins[4], _arg(ins, 5))]
+    )
+    return _q_of(ctx, total, ins[6], _arg(ins, 7), dtype)
+
+
+@_conv("com.microsoft.QLinearGlobalAveragePool")
+def _qlinear_global_avg_pool(ctx, ins, at):
+    x = ins[0]
+    _spatial_2d(ctx, x)
+    layout = "NHWC" if int(at.get("channels_last", 0)) else "NCHW"
+    pooled = ctx.call(
+        "global_avg_pool2d", [_dq_of(ctx, x, ins[1], _arg(ins, 2))], data_layout=layout
+    )
+    return _q_of(ctx, pooled, ins[3], _arg(ins, 4), ctx.b.types[x].dtype)
+
+
+@_conv("com.microsoft.QGemm")
+def _qgemm(ctx, ins, at):
+    """``alpha * A @ B + C`` of 8-bit A and constant B, int32 C at ``a_scale * b_scale``;
+    requantized when ``y_scale`` is given, else dequantized to float32."""
+    if at.get("transA", 0) or float(at.get("alpha", 1.0)) != 1.0:
+        raise ctx.fail("transA or an alpha other than 1")
+    bq = ctx.const(ins[3], "B")
+    if bq.ndim != 2:
+        raise ctx.fail(f"a {bq.ndim}-D B (a 2-D constant is supported)")
+    bq = np.ascontiguousarray(bq.T) if at.get("transB", 0) else bq
+    sa, sb = _const_scale(ctx, ins[1], "a_scale"), _const_scale(ctx, ins[4], "b_scale")
+    za = _const_zp(ctx, _arg(ins, 2), "a_zero_point")
+    zb = _const_zp(ctx, _arg(ins, 5), "b_zero_point", True)
+    bias = ctx.const(ins[6], "C").reshape(-1) if _arg(ins, 6) else None
+    if bias is not None and bias.size not in (1, bq.shape[1]):
+        raise ctx.fail(f"a C of {bias.size} values (one, or one per column)")
+    if bias is not None:
+        bias = np.broadcast_to(bias, (bq.shape[1],)).astype(np.int64)
+    acc = _emit_matmul(ctx, ins[0], za, bq, zb, bias)
+    scale = (np.float32(sa[0]) * sb).astype(np.float32)
+    if _arg(ins, 7) is None:
+        return _dequantized(ctx, acc, scale, -1)
+    return _requantize(ctx, acc, scale, -1, ins[7], _arg(ins, 8))

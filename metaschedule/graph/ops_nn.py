@@ -146,7 +146,8 @@ def _pool_ref(a, at, kind):
         for o, s, d, kk, size, p0, p1 in zip(outs, st, dl, k, x.shape[2:], pads[:2], pads[2:])
     ]
     if kind == "max":
-        win = _windows(_pad(x, pads, -np.inf, extra), k, st, dl)
+        lowest = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min  # 8-bit too
+        win = _windows(_pad(x, pads, lowest, extra), k, st, dl)
         return np.ascontiguousarray(win.max(axis=(4, 5))).astype(x.dtype)
     win = _windows(_pad(x, pads, 0.0, extra), k, st, dl)
     total = win.sum(axis=(4, 5), dtype=np.float64)

@@ -7,7 +7,10 @@
   (``b`` is ``[K, N]``): u8/s8 operands, int32 out, zero points as attributes; with
   ``weight_sums_in_bias`` the bias already holds the zero-point terms of the weights
   (see :mod:`metaschedule.te.ops.quantized_conv`);
-* ``requantize(acc, multiplier)``: int32 back to 8 bits, onnxruntime's arithmetic.
+* ``requantize(acc, multiplier)``: int32 back to 8 bits, onnxruntime's arithmetic;
+* ``qnn_add(a, b)``: the sum of two 8-bit tensors, their scales and zero points and the
+  output's as attributes (onnxruntime's QLinearAdd; :mod:`.quantize_rewrite` makes it of
+  ``quantize(dequantize(a) + dequantize(b))``).
 
 Scales, zero points and multipliers are arguments broadcast against the data (numpy's
 rule): a per-channel constant is ``[1, C, 1, 1]``, so that layout conversion moves it
@@ -66,6 +69,37 @@ register(
     Pattern.BROADCAST,
     lambda a, at: QS.dequantize_linear(a[0], a[1], a[2], axis=-1),
     lambda a, at: dequantize_ref(a[0], a[1], a[2]),
+)
+
+
+def qnn_add_ref(a, b, at) -> np.ndarray:
+    """:func:`~metaschedule.te.ops.quantized_scale.quantized_add` in numpy: each
+    multiply-add rounded once to float32 (exact in float64 first), as an FMA does."""
+    ra, rb, offset = QS.quantized_add_constants(*_qadd_params(at))
+    f64, f32 = np.float64, np.float32
+    t = (np.asarray(b, f64) * rb + offset).astype(f32)
+    v = np.asarray(a, f64) * ra + t.astype(f64)
+    info = np.iinfo(at["out_dtype"])
+    v = np.clip(v.astype(f32), f32(info.min), f32(info.max))
+    return np.rint(v).astype(at["out_dtype"])
+
+
+def _qadd_params(at) -> tuple:
+    return (
+        at["a_scale"],
+        at["a_zero_point"],
+        at["b_scale"],
+        at["b_zero_point"],
+        at["scale"],
+        at["zero_point"],
+    )
+
+
+register(
+    "qnn_add",
+    Pattern.BROADCAST,
+    lambda a, at: QS.quantized_add(a[0], a[1], *_qadd_params(at), out_dtype=at["out_dtype"]),
+    lambda a, at: qnn_add_ref(a[0], a[1], at),
 )
 register(
     "requantize",

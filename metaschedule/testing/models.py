@@ -7,6 +7,8 @@ returns ``(module, input_shape)``: the module in eval mode with seeded random we
 non-trivial batch-norm statistics, and the shape of its one float32 input. The tests
 pass reduced widths, depths and images to keep compiles short.
 
+- :func:`resnet18`: basic-block ResNet (two 3x3 convolutions, projection shortcuts);
+  not in :data:`MODELS` (the int8 tests and ``benchmarks/int8.py`` quantize it).
 - :func:`resnet50`: bottleneck ResNet (1x1/3x3/1x1, projection shortcuts).
 - :func:`mobilenet_v3`: MobileNet-V3 Large (hard-swish, squeeze-excite with a hard
   sigmoid gate, 5x5 depthwise convolutions).
@@ -53,6 +55,53 @@ def _conv_bn(torch: Any, cin: int, cout: int, k: int = 3, s: int = 1, groups: in
     nn = torch.nn
     mods = [nn.Conv2d(cin, cout, k, s, k // 2, groups=groups, bias=False), nn.BatchNorm2d(cout)]
     return nn.Sequential(*mods, *([act] if act is not None else []))
+
+
+# ----------------------------------------------------------------------------- ResNet-18
+def resnet18(torch: Any, *, width: int = 64, blocks: Shape = (2, 2, 2, 2), image: int = 224,
+             classes: int = 1000) -> tuple[Any, Shape]:  # fmt: skip
+    """ResNet-18 (``width`` channels after the stem, ``blocks`` basic blocks per stage)."""
+    torch.manual_seed(0)
+    nn = torch.nn
+
+    class Basic(nn.Module):
+        def __init__(self, cin: int, cout: int, stride: int) -> None:
+            super().__init__()
+            self.body = nn.Sequential(
+                _conv_bn(torch, cin, cout, 3, stride, act=nn.ReLU()),
+                _conv_bn(torch, cout, cout, 3),
+            )
+            self.down = None
+            if stride != 1 or cin != cout:
+                self.down = _conv_bn(torch, cin, cout, 1, stride)
+
+        def forward(self, x):
+            short = x if self.down is None else self.down(x)
+            return torch.relu(self.body(x) + short)
+
+    class ResNet18(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.stem = nn.Sequential(
+                nn.Conv2d(3, width, 7, 2, 3, bias=False),
+                nn.BatchNorm2d(width),
+                nn.ReLU(),
+                nn.MaxPool2d(3, 2, 1),
+            )
+            layers, cin = [], width
+            for i, n in enumerate(blocks):
+                cout = width * 2**i
+                for j in range(n):
+                    layers.append(Basic(cin, cout, 2 if i and not j else 1))
+                    cin = cout
+            self.layers = nn.Sequential(*layers)
+            self.fc = nn.Linear(cin, classes)
+
+        def forward(self, x):
+            x = nn.functional.adaptive_avg_pool2d(self.layers(self.stem(x)), 1)
+            return self.fc(torch.flatten(x, 1))
+
+    return finish(torch, ResNet18()), (1, 3, image, image)
 
 
 # ----------------------------------------------------------------------------- ResNet-50

@@ -38,7 +38,7 @@ from .quantized_conv import (
     quantized_depthwise_conv2d_nchw,
     quantized_depthwise_conv2d_nhwc,
 )
-from .quantized_scale import dequantize_linear, quantize_linear
+from .quantized_scale import dequantize_linear, quantize_linear, quantized_add
 from .transform import pad, reshape, transpose
 
 __all__ = [
@@ -67,6 +67,7 @@ __all__ = [
     "multiply",
     "pad",
     "quantize_linear",
+    "quantized_add",
     "quantized_conv2d_nchw",
     "quantized_conv2d_nhwc",
     "quantized_dense",

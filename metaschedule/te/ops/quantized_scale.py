@@ -6,7 +6,8 @@ time, as ``DynamicQuantizeLinear`` makes), a 1-D tensor along ``axis`` (per chan
 a tensor of the data's rank that broadcasts against it (numpy's rule, as the graph
 passes per-channel constants: ``[1, C, 1, 1]``).
 The arithmetic is onnxruntime's: ``saturate(round_half_even(x / scale) + zero_point)``
-in float32, and ``float32(int32(q) - zero_point) * scale``.
+in float32, and ``float32(int32(q) - zero_point) * scale``; :func:`quantized_add` is its
+QLinearAdd (the sum of two 8-bit tensors of different scales, without a float tensor).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from ...tir.expr import PrimExpr, cast, const
 from ..tensor import Tensor, compute
 from ._util import check_tensor, normalize_axis
 
-__all__ = ["dequantize_linear", "quantize_linear"]
+__all__ = ["dequantize_linear", "quantize_linear", "quantized_add", "quantized_add_constants"]
 
 QUANTIZED_DTYPES = ("uint8", "int8")
 Param = float | int | Tensor
@@ -121,3 +122,64 @@ def dequantize_linear(
         return cast("float32", q) * s
 
     return compute(data.shape, body, name=name, tag="elemwise")
+
+
+def quantized_add_constants(
+    a_scale: float, a_zero_point: int, b_scale: float, b_zero_point: int, scale: float,
+    zero_point: int,
+) -> tuple[float, float, float]:  # fmt: skip
+    """(``a_ratio``, ``b_ratio``, ``offset``) of :func:`quantized_add`, in float32:
+    ``a_scale / scale``, ``b_scale / scale`` and ``zero_point - (a_ratio * a_zero_point
+    + b_ratio * b_zero_point)``."""
+    f = np.float32
+    ra, rb = f(a_scale) / f(scale), f(b_scale) / f(scale)
+    offset = f(zero_point) - (ra * f(a_zero_point) + rb * f(b_zero_point))
+    return float(ra), float(rb), float(offset)
+
+
+def quantized_add(
+    a: Tensor,
+    b: Tensor,
+    a_scale: float,
+    a_zero_point: int,
+    b_scale: float,
+    b_zero_point: int,
+    scale: float,
+    zero_point: int,
+    out_dtype: str = "uint8",
+    name: str = "T_qadd",
+) -> Tensor:
+    """``quantize(dequantize(a) + dequantize(b))`` on the 8-bit tensors (onnxruntime's
+    QLinearAdd, per-tensor parameters), ``a`` and ``b`` broadcast against each other:
+    ``saturate(round_half_even(a * a_ratio + (b * b_ratio + offset)))`` in float32 with
+    the constants of :func:`quantized_add_constants`. Both products are written to be
+    contracted into multiply-adds (``-ffp-contract=fast``), as onnxruntime's AVX2 kernel
+    computes them; a target without FMA may round a tie differently.
+
+    Raises:
+        TypeError: operands or output not 8-bit.
+        ValueError: shapes that do not broadcast (same rank, each dimension equal or 1).
+    """
+    for t, what in ((a, "a"), (b, "b")):
+        check_tensor(t, "quantized_add", what)
+        if t.dtype not in QUANTIZED_DTYPES:
+            raise TypeError(f"quantized_add: expected 8-bit {what}, got {t.dtype}")
+    if out_dtype not in QUANTIZED_DTYPES:
+        raise TypeError(f"quantized_add: expected a uint8 or int8 output, got {out_dtype}")
+    if a.ndim != b.ndim or any(x != y and 1 not in (x, y) for x, y in zip(a.shape, b.shape)):
+        raise ValueError(f"quantized_add: shapes {a.shape} and {b.shape} do not broadcast")
+    shape = tuple(max(x, y) for x, y in zip(a.shape, b.shape))
+    ra, rb, offset = quantized_add_constants(
+        a_scale, a_zero_point, b_scale, b_zero_point, scale, zero_point
+    )
+    info = np.iinfo(out_dtype)
+
+    def at(t: Tensor, idx: tuple) -> PrimExpr:
+        return cast("float32", t[tuple(0 if s == 1 else i for s, i in zip(t.shape, idx))])
+
+    def body(*idx):
+        v = at(a, idx) * const(ra) + (at(b, idx) * const(rb) + const(offset))
+        v = _op.min(_op.max(v, const(float(info.min))), const(float(info.max)))
+        return cast(out_dtype, cast("int32", _op.round(v)))
+
+    return compute(shape, body, name=name, tag="elemwise")
