@@ -21,7 +21,10 @@ And while warming up, ``prior`` (by default the analytic CPU model
 those random samples, by the policy ``warm_up`` (:class:`~.warm_up.WarmUpPolicy`): it
 samples ``oversample`` times the batch, adds mutants of the ones it ranks highest
 (``refine_rounds`` rounds, scored by the prior alone), picks the best of all and a share
-``random_share`` of the random samples at random. ``prior=None`` restores uniform random
+``random_share`` of the random samples at random. Warm-up batches have at most
+``max_batch`` schedules, and once some are measured a share ``measured_share`` of each is
+the prior's best mutants of the fastest measured ones: the warm-up learns from its own
+measurements before the cost model does. ``prior=None`` restores uniform random
 warm-up batches (TVM's behaviour). Once the cost model has trained, the prior is not used.
 
 A schedule is never picked twice, nor picked when it was measured before: picked schedules
@@ -43,10 +46,6 @@ from ..cost_model.prior import AnalyticPrior
 from ..measure_candidate import MeasureCandidate
 from ..registry import register
 from ..schedule import Schedule, Trace
-from ..tir.expr import FloatImm, IntImm
-from ..tir.function import IRModule, PrimFunc
-from ..tir.stmt import BlockRealize, For, SeqStmt, Stmt
-from ..tir.structural import structural_equal
 from .base import (
     ContextBound,
     SearchStrategy,
@@ -56,6 +55,7 @@ from .base import (
     timed,
     trace_key,
 )
+from .schedule_set import ScheduleInfo, ScheduleSet
 from .warm_up import WarmUpPolicy
 
 if TYPE_CHECKING:
@@ -67,112 +67,6 @@ if TYPE_CHECKING:
 __all__ = ["EvolutionarySearch"]
 
 
-def schedule_bucket(mod: IRModule | PrimFunc) -> int:
-    """A hash of a module's loop nest skeleton, consistent with ``structural_equal(...,
-    map_free_vars=True)`` (structurally equal modules get equal buckets): per function,
-    its statements in order with the constant loop bounds, loop kinds and threads, block
-    names and iteration counts, and the annotations' keys with their int, float or
-    string values (a value of any other kind counts as unknown). Where
-    :func:`~metaschedule.tir.structural.structural_hash` spells every expression,
-    this walks the statements only: the search buckets every schedule it makes by it
-    (schedules that differ only in their expressions share a bucket, and
-    ``structural_equal`` tells them apart). Within one process only (``hash`` of
-    strings is salted)."""
-    funcs = [mod] if isinstance(mod, PrimFunc) else list(mod.functions.values())
-    return hash(tuple(sorted(hash(_skeleton(f.body)) for f in funcs)))
-
-
-def _skeleton(body: Stmt) -> tuple:
-    out: list = []
-    stack = [body]
-    while stack:
-        s = stack.pop()
-        t = type(s)
-        if t is For:
-            out.append(
-                (_scalar(s.min), _scalar(s.extent), s.kind, s.thread_binding, _ann(s.annotations))
-            )
-            stack.append(s.body)
-        elif t is SeqStmt:
-            out.append(len(s.seq))
-            stack.extend(reversed(s.seq))
-        elif t is BlockRealize:
-            block = s.block
-            out.append((block.name_hint, len(block.iter_vars), _ann(block.annotations)))
-            stack.append(block.body)
-            if block.init is not None:
-                stack.append(block.init)
-        else:
-            out.append(t.__name__)
-    return tuple(out)
-
-
-def _scalar(x: Any) -> Any:
-    if isinstance(x, (IntImm, FloatImm)):
-        return x.value
-    if isinstance(x, (int, float, str)):
-        return x
-    return "?"
-
-
-def _ann(annotations: Any) -> tuple:
-    return tuple(sorted((k, _scalar(v)) for k, v in annotations.items())) if annotations else ()
-
-
-class _Info:
-    """A schedule with its module bucket and trace key, computed once."""
-
-    __slots__ = ("_bucket", "_tkey", "sch")
-
-    def __init__(self, sch: Schedule):
-        self.sch = sch
-        self._bucket: int | None = None
-        self._tkey: str | None = None
-
-    @property
-    def bucket(self) -> int:
-        if self._bucket is None:
-            self._bucket = schedule_bucket(self.sch.mod)
-        return self._bucket
-
-    @property
-    def tkey(self) -> str:
-        if self._tkey is None:
-            self._tkey = trace_key(self.sch.trace)
-        return self._tkey
-
-
-class _ScheduleSet:
-    """Schedules up to the structure of their module (bucketed by
-    :func:`schedule_bucket`, told apart by ``structural_equal``), and traces by key."""
-
-    def __init__(self) -> None:
-        self._mods: dict[int, list[IRModule]] = {}
-        self._trace_keys: set[str] = set()
-
-    def add(self, info: _Info) -> None:
-        if not self.contains(info, check_traces=False):
-            self._mods.setdefault(info.bucket, []).append(info.sch.mod)
-
-    def add_trace_key(self, key: str) -> None:
-        self._trace_keys.add(key)
-
-    def discard(self, info: _Info) -> None:
-        """Forget this very module (by identity)."""
-        bucket = self._mods.get(info.bucket, [])
-        bucket[:] = [m for m in bucket if m is not info.sch.mod]
-
-    def contains(self, info: _Info, check_traces: bool = True) -> bool:
-        mod = info.sch.mod
-        for other in self._mods.get(info.bucket, ()):
-            if other is mod or structural_equal(other, mod, map_free_vars=True):
-                return True
-        return check_traces and bool(self._trace_keys) and info.tkey in self._trace_keys
-
-    def __len__(self) -> int:
-        return sum(len(v) for v in self._mods.values()) + len(self._trace_keys)
-
-
 @dataclass
 class _State:
     window: TrialWindow
@@ -181,9 +75,9 @@ class _State:
     cost_model: CostModel
     workload: Workload
     replayer: TraceReplayer
-    measured: _ScheduleSet = field(default_factory=_ScheduleSet)
+    measured: ScheduleSet = field(default_factory=ScheduleSet)
     db_replays: dict[str, Schedule | None] = field(default_factory=dict)
-    picked: list[_Info] = field(default_factory=list)  # the last batch, until notified
+    picked: list[ScheduleInfo] = field(default_factory=list)  # the last batch, until notified
     num_empty_iters: int = 0
 
 
@@ -273,7 +167,7 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
 
     def _new_batch(self) -> None:
         """Forget per-batch memos (scores may change between batches as the model learns)."""
-        self._infos: dict[int, _Info] = {}  # id(sch) -> info; keeps sch alive
+        self._infos: dict[int, ScheduleInfo] = {}  # id(sch) -> info; keeps sch alive
         self._scores: dict[int, float] = {}  # id(sch) -> predicted score
         replays = getattr(self, "_replays", {})
         if len(replays) > self.replay_memo_factor * self.population_size:
@@ -330,6 +224,8 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
         warming_up = bool(getattr(state.cost_model, "warming_up", False))
         prior = self._prior()
         if warming_up:  # random scores: no evolution, random samples (module docstring)
+            if prior is not None:
+                num = min(num, self.warm_up.max_batch)  # the rest after these are measured
             measured = []
             per_pick = self.warm_up.samples_per_pick() if prior is not None else 2
             unmeasured = self._sample_init_population(
@@ -384,7 +280,7 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
                 state.measured.discard(info)
         state.picked = []
         for cand in measure_candidates:
-            state.measured.add(_Info(cand.sch))
+            state.measured.add(ScheduleInfo(cand.sch))
 
     def clone(self) -> EvolutionarySearch:
         return EvolutionarySearch(
@@ -402,10 +298,15 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
 
     # --------------------------------------------------------------------- the phases
     def _pick_best_from_database(self, num: int) -> list[Schedule]:
+        return self._best_measured(num)[0]
+
+    def _best_measured(self, num: int) -> tuple[list[Schedule], list[float]]:
+        """The ``num`` fastest measured schedules of the workload (replayed database
+        records, fastest first) and their mean measured seconds."""
         state = self._require_state()
         if num <= 0:
-            return []
-        out = []
+            return [], []
+        out, secs = [], []
         with timed("EvoSearch/PickBestFromDatabase"):
             for record in state.database.get_top_k(state.workload, num):
                 key = trace_key(record.trace)
@@ -422,8 +323,9 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
                 sch = state.db_replays[key]
                 if sch is not None:
                     out.append(sch)
+                    secs.append(float(np.mean(record.run_secs)))
                     state.measured.add(self._info(sch))
-        return out
+        return out, secs
 
     def _sample_init_population(self, num: int) -> list[Schedule]:
         state = self._require_state()
@@ -452,7 +354,7 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
 
     def _evolve(self, population: list[Schedule], num: int) -> list[Schedule]:
         state = self._require_state()
-        seen = _ScheduleSet()
+        seen = ScheduleSet()
         heap: list[tuple[float, int, Schedule]] = []  # the best `num`, a min-heap
         for it in range(self.genetic_num_iters + 1):
             with timed("EvoSearch/Evolve/PredictNormalizedScore"):
@@ -484,7 +386,7 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
     def _unique_unmeasured(self, schs: list[Schedule]) -> list[Schedule]:
         """``schs`` without repeats or measured schedules, in order."""
         state = self._require_state()
-        seen = _ScheduleSet()
+        seen = ScheduleSet()
         out = []
         for sch in schs:
             info = self._info(sch)
@@ -577,8 +479,11 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
         state = self._require_state()
         prior, policy = self.prior, self.warm_up
         assert prior is not None
-        if not samples:
-            return []
+        near = self._pick_near_measured(policy.num_near_measured(num))
+        num -= len(near)
+        samples = [s for s in samples if not state.measured.contains(self._info(s))]
+        if not samples or num <= 0:
+            return near
         try:
             scores = np.asarray(prior.predict(self.context, self._candidates(samples)), float)
         except Exception as err:  # noqa: BLE001 - a prior's bug must not end the tuning
@@ -610,12 +515,48 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
             1e3 / max(float(np.median(scores)), 1e-30),
             len(chosen) - num_best,
         )
-        out = []
+        out = near
         for i in chosen:
             info = self._info(samples[i])
             state.measured.add(info)
             state.picked.append(info)
             out.append(samples[i])
+        return out
+
+    def _pick_near_measured(self, num: int) -> list[Schedule]:
+        """The prior's best ``num`` mutants (and mutants of those, ``refine_rounds``
+        rounds) of the fastest measured schedules of the workload, the faster a parent
+        the likelier; none before anything is measured (:class:`~.warm_up.WarmUpPolicy`)."""
+        state = self._require_state()
+        mutators = [m for m, p in self.mutator_probs.items() if p > 0]
+        if num <= 0 or not mutators:
+            return []
+        parents, secs = self._best_measured(self.warm_up.measured_parents)
+        if not parents:
+            return []
+        with timed("EvoSearch/RefineNearMeasured"):
+            children = self._prior_children(parents, mutators)
+            speed = 1.0 / np.maximum(np.asarray(secs, float), 1e-12)  # 0 s: a coarse timer
+            kids = children(parents, speed / speed.sum(), 4 * num)
+            scores = self._prior_scores(kids) if kids else None
+            if scores is None:
+                return []
+            scores = np.nan_to_num(scores, nan=0.0)
+            kids, scores = self.warm_up.refine(kids, scores, num, children, self._prior_scores)
+        out = []
+        for i in np.argsort(-scores, kind="stable")[:num]:
+            info = self._info(kids[int(i)])
+            state.measured.add(info)
+            state.picked.append(info)
+            out.append(kids[int(i)])
+        self._log(
+            logging.INFO,
+            "Warm-up: %d of %d mutant(s) of the %d fastest measured schedule(s) picked by %s",
+            len(out),
+            len(kids),
+            len(parents),
+            self.prior,
+        )
         return out
 
     def _prior_children(
@@ -631,7 +572,7 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
         # the structure (compute locations, unrolling) as often as the tile sizes, where
         # the learned search changes tile sizes most (mutator_probs)
         mutator_p = np.full(len(mutators), 1.0 / len(mutators))
-        seen = _ScheduleSet()
+        seen = ScheduleSet()
         for sch in samples:
             seen.add(self._info(sch))
 
@@ -659,10 +600,10 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
             return None
 
     # --------------------------------------------------------------------- helpers
-    def _info(self, sch: Schedule) -> _Info:
+    def _info(self, sch: Schedule) -> ScheduleInfo:
         info = self._infos.get(id(sch))
         if info is None:
-            info = self._infos[id(sch)] = _Info(sch)  # keeps sch alive: ids stay unique
+            info = self._infos[id(sch)] = ScheduleInfo(sch)  # keeps sch alive: ids stay unique
         return info
 
     def _replay(self, trace: Trace) -> Schedule | None:

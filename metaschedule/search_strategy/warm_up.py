@@ -10,6 +10,15 @@ mutator alike, scored by the prior: random samples seldom hold the register tile
 compute locations it rates best), and measures the ones the prior ranks highest,
 keeping a share ``random_share`` of random picks among the random samples.
 
+The learned model uses no measurement before it has ``num_warmup_samples`` of them (100
+for XGBoost: more than a 64-trial budget), so the policy makes the warm-up learn from
+its own: a warm-up batch has at most ``max_batch`` schedules (a larger batch is measured
+in several), and once the workload has measured schedules a share ``measured_share`` of
+each batch is picked among mutants of the ``measured_parents`` fastest (the prior ranks
+them). The prior cannot tell apart the schedules it rates best (its estimates of a
+batch's top few differ by a few percent where their measured times differ by 1.5x);
+the measurements can, and the fastest one's neighbours are where the next gains are.
+
 The prior only scores; this policy is the search's. Where we differ from TVM: TVM's
 warm-up batches are uniformly random (``EvolutionarySearch(prior=None)``).
 """
@@ -42,6 +51,11 @@ class WarmUpPolicy:
             structures (padding inlined, a few pixels' tile over the 3x3 window) take two
             changes from the random samples' best (the padding's location and the
             tile), which two rounds reached for neither of two seeds, three for both.
+        max_batch: most schedules in a warm-up batch; a larger ``num_trials_per_iter``
+            is measured in several batches, each steered by the measurements before it.
+        measured_share: share of a warm-up batch picked, once the workload has measured
+            schedules, among mutants of the fastest of them (ranked by the prior).
+        measured_parents: how many of the fastest measured schedules are mutated.
 
     Raises:
         ValueError: a setting out of its range.
@@ -50,19 +64,28 @@ class WarmUpPolicy:
     oversample: int = 4
     random_share: float = 0.25
     refine_rounds: int = 3
+    max_batch: int = 16
+    measured_share: float = 0.5
+    measured_parents: int = 4
 
     def __post_init__(self) -> None:
         for name, value, low in (
             ("oversample", self.oversample, 1),
             ("refine_rounds", self.refine_rounds, 0),
+            ("max_batch", self.max_batch, 1),
+            ("measured_parents", self.measured_parents, 1),
         ):
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise ValueError(f"WarmUpPolicy: {name} must be an int >= {low}, got {value!r}")
-        if not 0.0 <= float(self.random_share) <= 1.0:
-            raise ValueError(
-                f"WarmUpPolicy: random_share must be in [0, 1], got {self.random_share!r}"
-            )
-        object.__setattr__(self, "random_share", float(self.random_share))
+        for name in ("random_share", "measured_share"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not 0.0 <= float(value) <= 1.0:
+                raise ValueError(f"WarmUpPolicy: {name} must be in [0, 1], got {value!r}")
+            object.__setattr__(self, name, float(value))
+
+    def num_near_measured(self, num: int) -> int:
+        """How many of a warm-up batch of ``num`` are picked near the measured best."""
+        return int(round(num * self.measured_share))
 
     def samples_per_pick(self) -> int:
         """Random samples drawn per schedule of a batch the prior picks from."""

@@ -439,6 +439,57 @@ def test_warm_up_refines_the_priors_best_by_mutation(tile_ij, drive, decisions):
     assert len(plain.calls) == 1  # no refinement: the random samples only
 
 
+def test_warm_up_batches_are_capped_and_then_mutate_the_fastest_measured(tile_ij, decisions):
+    """At most ``max_batch`` per warm-up batch; once some are measured, a share of the next
+    batch is the prior's best mutants of the fastest measured schedule (one tile changed)."""
+    from metaschedule.database import TuningRecord
+    from metaschedule.mutator import MutateTileSize
+    from metaschedule.runner import RunnerResult
+
+    def secs(key):  # "measured": prefers i's inner tile 4, unlike the prior's score
+        return 1e-3 * (1 + abs(key[0][1] - 4))
+
+    prior = _spy_prior(decisions)
+    policy = WarmUpPolicy(
+        oversample=2, random_share=0.0, refine_rounds=0, max_batch=4, measured_parents=1
+    )
+    ctx = TuneContext(
+        matmul(64),
+        target="cpu",
+        space_generator=ScheduleFn(
+            tile_ij, sch_rules=[], postprocs=[], mutator_probs={MutateTileSize(): 1.0}
+        ),
+        search_strategy=small_evo(population_size=16, prior=prior, warm_up=policy),
+        rand_state=3,
+    )
+    db = MemoryDatabase()
+    ctx.pre_tuning(12, 8, database=db, cost_model=_warming_up_model(decisions))
+    workload = db.commit_workload(ctx.mod)
+    batches = []
+    while (cands := ctx.generate_measure_candidates()) is not None:
+        batches.append(cands)
+        results = [RunnerResult([secs(decisions(c.sch))], None) for c in cands]
+        for c, r in zip(cands, results):
+            db.commit_tuning_record(
+                TuningRecord(c.sch.trace, workload, r.run_secs, ctx.target, c.args_info)
+            )
+        ctx.notify_runner_results(cands, results)
+    ctx.post_tuning()
+    assert [len(b) for b in batches] == [4, 4, 4]  # 12 trials, 8 a batch: 3 of at most 4
+    keys = [decisions(c.sch) for b in batches for c in b]
+    assert len(set(keys)) == 12
+    first = keys[:4]
+    assert set(first) <= set(prior.calls[0])
+    assert [score(k) for k in first] == sorted(map(score, prior.calls[0]), reverse=True)[:4]
+    for i, batch in enumerate(batches[1:], 1):
+        fastest = min(keys[: 4 * i], key=secs)
+        mutants = prior.calls[2 * i - 1]  # each batch: the mutants, then fresh samples
+        near = [decisions(c.sch) for c in batch[:2]]  # half of the batch
+        assert set(near) <= set(mutants) and len(mutants) > 2
+        assert [score(k) for k in near] == sorted(map(score, mutants), reverse=True)[:2]
+        assert all(sum(a != b for a, b in zip(m, fastest)) == 1 for m in mutants)
+
+
 def test_a_space_without_sampling_is_replayed_once_per_round(task, drive, monkeypatch):
     """A design space with no sampling instruction is one schedule: the initial sampling
     replays it once (not population_size x max_fail_count times) and stops after one

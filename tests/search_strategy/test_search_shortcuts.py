@@ -19,7 +19,7 @@ from metaschedule.schedule.analysis import data_par_loops, loop_iter_type
 from metaschedule.schedule.primitives import compute_at_plan
 from metaschedule.schedule.primitives import compute_location_candidates as cl
 from metaschedule.schedule.state import ScheduleState, child_stmts
-from metaschedule.search_strategy import evolutionary_search as es
+from metaschedule.search_strategy import schedule_set as es
 from metaschedule.search_strategy.base import TraceReplayer, trace_key
 from metaschedule.te import ops
 from metaschedule.tir import BlockRealize, For, IterType

@@ -20,6 +20,14 @@ def test_the_defaults_and_the_checks():
         WarmUpPolicy(random_share=1.5)
     with pytest.raises(ValueError, match="refine_rounds must be an int >= 0"):
         WarmUpPolicy(refine_rounds=-1)
+    assert (policy.max_batch, policy.measured_share, policy.measured_parents) == (16, 0.5, 4)
+    assert [WarmUpPolicy(measured_share=x).num_near_measured(8) for x in (0, 0.3, 1)] == [0, 2, 8]
+    with pytest.raises(ValueError, match="max_batch must be an int >= 1"):
+        WarmUpPolicy(max_batch=0)
+    with pytest.raises(ValueError, match=r"measured_share must be in \[0, 1\]"):
+        WarmUpPolicy(measured_share=-0.1)
+    with pytest.raises(ValueError, match="measured_parents must be an int >= 1"):
+        WarmUpPolicy(measured_parents=2.5)
 
 
 def test_pick_takes_the_best_then_random_samples():
