@@ -54,9 +54,13 @@ Where the test goes, and the bounds on code growth:
   copy's too) run per iteration.
 * The body holds at most :data:`MAX_BODY_NODES` statements and runs at most
   :data:`MAX_BODY_STEPS` stores (larger tiles measured slower with the copy): one copy
-  of it (or of ``L``) is added, once per nest (the copies are not versioned again). At
+  of it (or of ``L``) is added, once per nest (the copies are not versioned again). A
+  body whose only guards are the tile predicates of an accumulation (an imperfect split's
+  ``if`` around the updates, no select) has no bound on its stores: it is a register tile
+  (8 rows of a 197-row matmul by 8), whose interior copy :mod:`.c_accumulate` keeps in
+  variables (10x the guarded tile's speed). At
   least :data:`MIN_INTERIOR_SHARE` of the iterations must take the unguarded copy
-  (:func:`interior_share` evaluates the test over the loops' iteration space): a row
+  (:func:`.c_interior.interior_share` evaluates the test over the loops' iteration space): a row
   of 8 pixels tiled by 4 has no interior tile, and gets no copy.
 """
 
@@ -65,8 +69,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, cast
 
-import numpy as np
-
 from ..tir import expr as E
 from ..tir.buffer import Buffer
 from ..tir.dtype import is_int
@@ -74,7 +76,7 @@ from ..tir.functor import Mutator, Visitor, collect_vars, has_loop_kind
 from ..tir.stmt import Allocate, BufferStore, For, ForKind, IfThenElse, SeqStmt, Stmt
 from ..tir.transform.affine import Affine, Ranges, bounds
 from .c_expr import conjuncts, nonneg_form
-from .c_ir import int_value
+from .c_interior import interior_share
 
 __all__ = [
     "MAX_BODY_NODES",
@@ -84,7 +86,6 @@ __all__ = [
     "MIN_INVARIANT_GUARDS",
     "adds_tests",
     "count_ifs",
-    "interior_share",
     "version_guards",
 ]
 
@@ -104,8 +105,6 @@ MAX_BODY_NODES = 512
 MAX_BODY_STEPS = 128
 #: Smallest share of the iterations that must take the unguarded copy.
 MIN_INTERIOR_SHARE = 1 / 8
-#: Iteration points :func:`interior_share` evaluates the test at (all, or a sample).
-SHARE_POINTS = 1 << 16
 
 
 def version_guards(body: Stmt) -> Stmt:
@@ -157,6 +156,7 @@ class _Facts:
     counted: int  # guard evaluations feeding an accumulation: at least ``_Proofs.saved``
     guards: int  # guard evaluations: at least ``_Proofs.freed``
     vectorized: bool  # a vectorized loop inside
+    selects: bool = False  # a select inside (a guarded load): not a register tile
 
 
 class _FactsWalk(Visitor):
@@ -168,23 +168,28 @@ class _FactsWalk(Visitor):
         self.ifs = 0
         # of the loop body being walked, so far
         self.steps = self.counted = self.guards = 0
-        self.guarded = self.vectorized = False
+        self.guarded = self.vectorized = self.selects = False
         self.ifs_open = 0  # ``if`` statements around the node being walked
         self.update = False  # a store that reads its own buffer (under the open ``if``)
 
     def visit_For(self, loop: For) -> None:
-        outer = (self.steps, self.counted, self.guards, self.guarded, self.vectorized)
+        outer = (
+            self.steps, self.counted, self.guards, self.guarded, self.vectorized, self.selects
+        )  # fmt: skip
         self.steps = self.counted = self.guards = 0
-        self.guarded = self.vectorized = False
+        self.guarded = self.vectorized = self.selects = False
         self.generic_visit(loop)
         if self.guarded:
-            self.loops[id(loop)] = _Facts(self.steps, self.counted, self.guards, self.vectorized)
+            self.loops[id(loop)] = _Facts(
+                self.steps, self.counted, self.guards, self.vectorized, self.selects
+            )
         trips = 1 if loop.kind is ForKind.VECTORIZED else _trips(loop)
         self.steps = outer[0] + trips * self.steps
         self.counted = outer[1] + trips * self.counted
         self.guards = outer[2] + trips * self.guards
         self.guarded = outer[3] or self.guarded
         self.vectorized = outer[4] or self.vectorized or loop.kind is ForKind.VECTORIZED
+        self.selects = outer[5] or self.selects
 
     def visit_BufferStore(self, s: BufferStore) -> None:
         self.steps += 1
@@ -208,7 +213,7 @@ class _FactsWalk(Visitor):
         self.update = outer or self.update
 
     def visit_Select(self, e: E.Select) -> None:
-        self.guarded = True
+        self.guarded = self.selects = True
         self.guards += 1
         self.generic_visit(e)
 
@@ -286,6 +291,7 @@ class _Proofs:
     saved: int = 0
     freed: int = 0  # as ``saved``, counting every guard (a padding copy's too)
     steps: int = 0  # stores run per execution of the body (a vector store counts once)
+    selects: bool = False  # a select in the body (a guarded load)
 
     def add(self, lo: Affine, dtype: str) -> None:
         key = _terms_key(lo)
@@ -357,6 +363,7 @@ class _Unguard(Mutator):
         return IfThenElse(cond, then_case, else_case)
 
     def visit_Select(self, e: E.Select) -> E.PrimExpr:
+        self.proofs.selects = True
         rest, changed = self._strip(e.condition, self.in_update)
         t, f = self.visit(e.true_value), self.visit(e.false_value)
         if rest is None:
@@ -530,8 +537,11 @@ class _Versioner:
         body, changed = self.walk(loop.body, [*chain, loop], alloc_depth)
         if changed:  # versioned deeper
             return _with_body(loop, body), True
-        # the checks below, on bounds of what the proofs would count
-        if facts.steps > MAX_BODY_STEPS:
+        # the checks below, on bounds of what the proofs would count; the bound on the
+        # stores (MAX_BODY_STEPS) is for guarded loads: a body whose guards are the tile
+        # predicates of an accumulation only is versioned at any size (a register tile
+        # whose interior copy :mod:`.c_accumulate` keeps in variables)
+        if facts.steps > MAX_BODY_STEPS and (facts.selects or not facts.counted):
             return loop, False
         if facts.counted < MIN_GUARDS_PER_TEST and not _may_be_invariant(loop, facts):
             return loop, False
@@ -539,7 +549,8 @@ class _Versioner:
             return loop, False
         proofs = _Proofs()
         fast = _Unguard(proofs, {f.loop_var for f in (*chain, loop)}).visit(loop.body)
-        if fast is loop.body or proofs.steps > MAX_BODY_STEPS:
+        tiles_only = not proofs.selects and proofs.saved > 0
+        if fast is loop.body or (proofs.steps > MAX_BODY_STEPS and not tiles_only):
             return loop, False
         test = proofs.condition()
         around = _invariant(loop, test, proofs)
@@ -578,63 +589,6 @@ class _Versioner:
                 if not _unit(f) and f.loop_var not in u.index_vars:
                     return False  # the body is inside u's accumulation over f
         return True
-
-
-def interior_share(test: E.PrimExpr, loops: list[For]) -> float | None:
-    """The share of the iterations of ``loops`` (outermost first) where ``test`` holds:
-    exact over up to :data:`SHARE_POINTS` points, else estimated from as many random
-    ones; None when a loop's range is not constant."""
-    sizes = []
-    for f in loops:
-        if not (isinstance(f.min, E.IntImm) and isinstance(f.extent, E.IntImm)):
-            return None
-        sizes.append(f.extent.value)
-    total = int(np.prod(sizes, dtype=np.int64)) if sizes else 1
-    if total <= SHARE_POINTS:
-        grids = np.meshgrid(*[np.arange(n, dtype=np.int64) for n in sizes], indexing="ij")
-        points = [g.ravel() for g in grids]
-    else:
-        rng = np.random.default_rng(0)
-        points = [rng.integers(0, n, SHARE_POINTS, dtype=np.int64) for n in sizes]
-    env = {f.loop_var: p + int_value(f.min) for f, p in zip(loops, points)}
-    try:
-        held = _evaluate(test, env)
-    except _Opaque:
-        return None
-    return float(np.mean(np.broadcast_to(held, points[0].shape if points else ())))
-
-
-class _Opaque(Exception):
-    """An expression :func:`_evaluate` does not know."""
-
-
-def _evaluate(e: E.PrimExpr, env: dict) -> np.ndarray:
-    """``e`` at every point of ``env`` (variable -> values), with numpy."""
-    if isinstance(e, E.Var):
-        if e not in env:
-            raise _Opaque(e.name)
-        return env[e]
-    if isinstance(e, E.IntImm):
-        return np.int64(e.value)
-    if isinstance(e, E.Cast):
-        return _evaluate(e.value, env)
-    ops = {
-        E.Add: np.add,
-        E.Sub: np.subtract,
-        E.Mul: np.multiply,
-        E.FloorDiv: np.floor_divide,
-        E.FloorMod: np.mod,
-        E.Min: np.minimum,
-        E.Max: np.maximum,
-        E.LT: np.less,
-        E.LE: np.less_equal,
-        E.GT: np.greater,
-        E.GE: np.greater_equal,
-        E.And: np.logical_and,
-    }
-    if not isinstance(e, E.BinaryOp) or (fn := ops.get(type(e))) is None:
-        raise _Opaque(type(e).__name__)
-    return fn(_evaluate(e.a, env), _evaluate(e.b, env))
 
 
 def _with_body(loop: For, body: Stmt) -> For:

@@ -59,8 +59,8 @@ SWITCHES: dict[str, tuple[str, ...]] = {
         "MAX_BODY_NODES",
         "MAX_BODY_STEPS",
         "MIN_INTERIOR_SHARE",
-        "SHARE_POINTS",
     ),
+    "c_interior": ("SHARE_POINTS",),
 }
 #: option name (the constant's, in lower case) -> (module, constant)
 _WHERE = {name.lower(): (mod, name) for mod, names in SWITCHES.items() for name in names}

@@ -17,10 +17,15 @@
    (bias, residual, activation), and the init is hoisted out of the reduction. Matmuls
    take 8 rows, and a constant weight ``W[k, j]`` is taken in column panels
    ``[j0, k, j1]`` (packed at compile time, as ``RewriteLayout`` does for tuned
-   schedules). A reduction along its input's innermost axis (softmax, layer norm) that
-   this does not apply to gets its init hoisted, so that it runs in vector lanes.
+   schedules). An extent without small divisors (ViT's 197 tokens) is tiled anyway:
+   rows by 8 with a guarded last tile (the code generator versions it, so the other
+   tiles stay unguarded register tiles), a vector loop whole (the code generator writes
+   its remainder in narrower vectors). A reduction along its input's innermost axis
+   (softmax, layer norm) that this does not apply to gets its init hoisted, so that it
+   runs in vector lanes.
 5. An element-wise block whose inner extent the postprocessor's fuse-and-split would
-   not divide is vectorized by a divisor of that extent; one that gathers along a
+   not divide is vectorized by a divisor of that extent (or whole, when none fits a
+   vector: 197 is 12 vectors and a remainder); one that gathers along a
    loop too short for a vector (an image's 3 channels in an NCHW -> NHWC transpose)
    unrolls it, and the C compiler vectorizes the loop around it.
 6. Annotate the root with parallel/vectorize limits and let the
@@ -98,6 +103,38 @@ def _vector_factor(extent: int, lanes: int) -> int:
     while p * 2 <= 2 * lanes and extent % (p * 2) == 0:
         p *= 2
     return p if p >= 4 else _divisor_at_most(extent, 2 * lanes)
+
+
+#: the vector loop of a reduction whose extent no good vector length divides (197 tokens)
+#: is vectorized whole up to this many vectors (the code generator covers the remainder in
+#: narrower vectors: 197 = 12 x 16 + 4 + 1), else split by two vectors with a last tile
+#: in part outside the extent, guarded and versioned by the code generator
+WHOLE_VECTORS = 16
+#: ... and its register tile holds at most this many vectors (QK^T of 197 tokens: 2 rows of
+#: 14 vectors, 1.2x as fast as 1 row, 1.7x as fast as 8 rows by a guarded 16-lane tile)
+MAX_TILE_VECTORS = 28
+
+
+def _reduction_vector(extent: int, lanes: int) -> int:
+    """The vector length of a reduction's output loop: :func:`_vector_factor`, or where
+    that finds no divisor of at least 4, the whole loop up to :data:`WHOLE_VECTORS`
+    vectors, else two vectors and a tail."""
+    factor = _vector_factor(extent, lanes)
+    if factor >= 4 or extent <= 3:
+        return factor
+    return extent if extent <= WHOLE_VECTORS * lanes else 2 * lanes
+
+
+def _tile_rows(extent: int, limit: int) -> int:
+    """Rows of a register tile over a loop of ``extent``: the largest divisor up to
+    ``limit``, or ``limit`` with a last tile in part outside the extent (guarded, and
+    versioned by the code generator: the other tiles run unguarded) when the divisor is
+    under half of ``limit`` (or 1) and the extent more than twice it (197 rows: 24 tiles
+    of 8 and one of 5, not 197 of 1)."""
+    rows = _divisor_at_most(extent, limit)
+    if (2 * rows < limit or rows == 1 < limit) and extent > 2 * limit:
+        return limit
+    return rows
 
 
 def _region_vars(region) -> set:
@@ -179,7 +216,7 @@ def _reorder_reduction(sch: Schedule, block, lanes: int, cores: int, l2_bytes: i
     ):
         return
     extent = int(sch.get(loops[last]).extent.value)
-    factor = _vector_factor(extent, lanes)
+    factor = _reduction_vector(extent, lanes)
     reduce_loops = loops[last + 1 :]
     # a register tile: a spatial loop that some operand of the vector does not depend
     # on (conv: the output channel; matmul: the row) is split and unrolled inside
@@ -195,15 +232,17 @@ def _reorder_reduction(sch: Schedule, block, lanes: int, cores: int, l2_bytes: i
         reg = last - 1  # independent accumulators all the same (depthwise: output rows)
     if reg is not None:
         ext_r = int(sch.get(loops[reg]).extent.value)
-        rf = _divisor_at_most(ext_r, _register_rows(blk))
+        vectors = -(-factor // lanes)
+        limit = max(1, min(_register_rows(blk), MAX_TILE_VECTORS // vectors))
+        rf = _tile_rows(ext_r, limit)
         # keep enough parallel work outside the tile for every core
         others = 1
         for k in spatial[:-1]:
             if k != reg:
                 others *= int(sch.get(loops[k]).extent.value)
-        others *= extent // factor
-        while rf > 1 and others * (ext_r // rf) < cores:
-            rf = _divisor_at_most(ext_r, rf - 1)
+        others *= -(-extent // factor)
+        while rf > 1 and others * -(-ext_r // rf) < cores:
+            rf = _tile_rows(ext_r, rf - 1)
         r_outer, r_inner = sch.split(loops[reg], [None, rf])
         if _columns_outside(blk, reg, v, l2_bytes):
             # the column block outside the row blocks: the weight strip one column block
@@ -290,6 +329,8 @@ def _vectorize_spatial(sch: Schedule, block, lanes: int) -> None:
     if extent % (2 * lanes) == 0:
         return
     factor = _vector_factor(extent, lanes)
+    if factor < 4 and extent >= lanes:
+        factor = extent  # no divisor fits a vector (197): the code generator chunks it
     if factor < 4:
         return
     if factor < extent:

@@ -14,12 +14,8 @@ from hypothesis import strategies as st
 
 from metaschedule import te, tir
 from metaschedule.codegen import build, c_codegen
-from metaschedule.codegen.c_versioning import (
-    adds_tests,
-    count_ifs,
-    interior_share,
-    version_guards,
-)
+from metaschedule.codegen.c_interior import interior_share
+from metaschedule.codegen.c_versioning import adds_tests, count_ifs, version_guards
 from metaschedule.feature_extractor.per_store_feature import FEATURE_LOWER_PASSES
 from metaschedule.space_generator import PostOrderApply
 from metaschedule.target import Target

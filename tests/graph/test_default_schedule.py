@@ -347,3 +347,107 @@ def test_max_pool_default_schedule_tiles_rows_in_registers_with_padding_inlined(
     interpret(func, *want)
     build(sch.mod, "llvm")(*args)
     np.testing.assert_array_equal(args[-1], want[-1])
+
+
+# ----------------------------------------------------------------------------- prime extents
+#: extents without small divisors (ViT's 197 tokens, and smaller primes): the default
+#: schedule tiles them with a guarded last tile or vectorizes them whole
+PRIMES = (197, 61, 13)
+
+
+def _softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _layer_norm(x, g, be, eps=1e-5):
+    mean = x.mean(axis=-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + eps) * g + be
+
+
+def _close(got, want, rtol=1e-4):
+    scale = max(float(np.abs(want).max()), 1e-6)
+    assert float(np.abs(got - want).max()) / scale < rtol
+
+
+@pytest.mark.compiler
+@pytest.mark.parametrize("n", PRIMES)
+def test_dense_with_prime_rows_or_columns_matches_numpy(n):
+    """A constant-weight matmul with bias: ``n`` rows (a register tile of 8 rows, the last
+    one guarded) and ``n`` columns (the vector loop)."""
+    rng = np.random.default_rng(n)
+    for m, cols in ((n, 2 * LANES), (16, n)):
+        b = GraphBuilder()
+        x = b.input("x", (m, 40))
+        w = b.const(rng.standard_normal((40, cols)).astype("float32"), "w")
+        bias = b.const(rng.standard_normal((cols,)).astype("float32"), "bias")
+        func = b.finish([b.call("add", [b.call("matmul", [x, w]), bias])])
+        xv = rng.standard_normal((m, 40)).astype("float32")
+        exe = _check(func, xv)
+        _close(exe(xv), xv @ func.constants["w"] + func.constants["bias"])
+
+
+@pytest.mark.compiler
+@pytest.mark.parametrize("n", PRIMES)
+def test_batch_matmuls_with_prime_extents_match_numpy(n):
+    """Attention's two matmuls over ``n`` tokens: ``Q @ K^T`` (``n x n``, the vector loop
+    of prime extent) and ``P @ V`` (``n`` rows, ``n`` long reduction)."""
+    rng = np.random.default_rng(n + 1)
+    b = GraphBuilder()
+    q, kt = b.input("q", (2, n, 24)), b.input("kt", (2, 24, n))
+    func = b.finish([b.call("matmul", [q, kt])])
+    qv = rng.standard_normal((2, n, 24)).astype("float32")
+    kv = rng.standard_normal((2, 24, n)).astype("float32")
+    exe = _check(func, qv, kv)
+    _close(exe(qv, kv), qv @ kv)
+    b = GraphBuilder()
+    p, v = b.input("p", (2, n, n)), b.input("v", (2, n, 16))
+    func = b.finish([b.call("matmul", [p, v])])
+    pv = rng.standard_normal((2, n, n)).astype("float32")
+    vv = rng.standard_normal((2, n, 16)).astype("float32")
+    exe = _check(func, pv, vv)
+    _close(exe(pv, vv), pv @ vv)
+
+
+@pytest.mark.compiler
+@pytest.mark.parametrize("n", PRIMES)
+def test_softmax_and_layer_norm_with_prime_extents_match_numpy(n):
+    rng = np.random.default_rng(n + 2)
+    func, x = _unary_graph((2, n, n), "softmax", axis=-1)
+    exe = _check(func, x)
+    _close(exe(x), _softmax(x.astype("float64")))
+    for shape in ((n, 48), (3, n)):
+        b = GraphBuilder()
+        xi = b.input("x", shape)
+        g = b.const(rng.standard_normal((shape[-1],)).astype("float32"), "g")
+        be = b.const(rng.standard_normal((shape[-1],)).astype("float32"), "b")
+        func = b.finish([b.call("layer_norm", [xi, g, be], epsilon=1e-5)])
+        xv = rng.standard_normal(shape).astype("float32")
+        exe = _check(func, xv)
+        _close(exe(xv), _layer_norm(xv.astype("float64"), func.constants["g"], func.constants["b"]))
+
+
+@pytest.mark.compiler
+def test_prime_extents_get_register_tiles_and_vectors():
+    """197 rows: tiles of 8 rows, the interior ones unguarded in register accumulators
+    (the code generator versions the last, guarded tile); ``Q @ K^T`` with 197 columns
+    vectorizes them whole (12 vectors and a remainder), not one lane at a time."""
+    from metaschedule.codegen.build import build
+
+    rng = np.random.default_rng(9)
+    b = GraphBuilder()
+    x = b.input("x", (197, 40))
+    w = b.const(rng.standard_normal((40, 2 * LANES)).astype("float32"), "w")
+    prim = _only_func(b.finish([b.call("matmul", [x, w])]))
+    sch = graph.default_schedule(prim, "llvm")
+    loops = sch.get_loops(sch.get_block("T_matmul"))
+    assert [int(sch.get(lp).extent.value) for lp in loops[-2:]] == [8, 2 * LANES]
+    src = build(sch.mod["main"], "llvm").get_source()
+    assert "kept in 16 accumulators" in src
+    b = GraphBuilder()
+    q, kt = b.input("q", (2, 197, 24)), b.input("kt", (2, 24, 197))
+    sch = graph.default_schedule(_only_func(b.finish([b.call("matmul", [q, kt])])), "llvm")
+    loops = sch.get_loops(sch.get_block("T_matmul"))
+    assert sch.get(loops[-1]).kind == ForKind.VECTORIZED
+    assert int(sch.get(loops[-1]).extent.value) == 197
