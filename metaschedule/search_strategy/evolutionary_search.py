@@ -227,7 +227,8 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
             if prior is not None:
                 num = min(num, self.warm_up.max_batch)  # the rest after these are measured
             measured = []
-            per_pick = self.warm_up.samples_per_pick() if prior is not None else 2
+            first = len(state.measured) == 0
+            per_pick = self.warm_up.samples_per_pick(first) if prior is not None else 2
             unmeasured = self._sample_init_population(
                 min(pop, max(per_pick * num, self.init_min_unmeasured))
             )

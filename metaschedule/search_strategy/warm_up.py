@@ -51,6 +51,9 @@ class WarmUpPolicy:
             structures (padding inlined, a few pixels' tile over the 3x3 window) take two
             changes from the random samples' best (the padding's location and the
             tile), which two rounds reached for neither of two seeds, three for both.
+        first_oversample: ``oversample`` of the first batch, which has no measurement
+            to start from (the later ones mutate the fastest measured schedules): on the
+            depthwise convolution, 8 finds schedules the prior rates 12% faster than 4.
         max_batch: most schedules in a warm-up batch; a larger ``num_trials_per_iter``
             is measured in several batches, each steered by the measurements before it.
         measured_share: share of a warm-up batch picked, once the workload has measured
@@ -64,6 +67,7 @@ class WarmUpPolicy:
     oversample: int = 4
     random_share: float = 0.25
     refine_rounds: int = 3
+    first_oversample: int = 8
     max_batch: int = 16
     measured_share: float = 0.5
     measured_parents: int = 4
@@ -72,6 +76,7 @@ class WarmUpPolicy:
         for name, value, low in (
             ("oversample", self.oversample, 1),
             ("refine_rounds", self.refine_rounds, 0),
+            ("first_oversample", self.first_oversample, 1),
             ("max_batch", self.max_batch, 1),
             ("measured_parents", self.measured_parents, 1),
         ):
@@ -87,9 +92,10 @@ class WarmUpPolicy:
         """How many of a warm-up batch of ``num`` are picked near the measured best."""
         return int(round(num * self.measured_share))
 
-    def samples_per_pick(self) -> int:
-        """Random samples drawn per schedule of a batch the prior picks from."""
-        return max(2, self.oversample)
+    def samples_per_pick(self, first: bool = False) -> int:
+        """Random samples drawn per schedule of a batch the prior picks from (``first``:
+        of the first batch, nothing measured yet)."""
+        return max(2, self.first_oversample if first else self.oversample)
 
     def refine(
         self,

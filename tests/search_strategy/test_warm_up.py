@@ -11,6 +11,9 @@ def test_the_defaults_and_the_checks():
     policy = WarmUpPolicy()
     assert (policy.oversample, policy.random_share, policy.refine_rounds) == (4, 0.25, 3)
     assert WarmUpPolicy(oversample=1).samples_per_pick() == 2  # as many as without a prior
+    assert (policy.samples_per_pick(), policy.samples_per_pick(first=True)) == (4, 8)
+    with pytest.raises(ValueError, match="first_oversample must be an int >= 1"):
+        WarmUpPolicy(first_oversample=0)
     assert WarmUpPolicy(random_share=1).random_share == 1.0
     with pytest.raises(ValueError, match="oversample must be an int >= 1"):
         WarmUpPolicy(oversample=0)
