@@ -227,8 +227,7 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
             if prior is not None:
                 num = min(num, self.warm_up.max_batch)  # the rest after these are measured
             measured = []
-            first = len(state.measured) == 0
-            per_pick = self.warm_up.samples_per_pick(first) if prior is not None else 2
+            per_pick = 2 if prior is None else self.warm_up.samples_per_pick(not state.measured)
             unmeasured = self._sample_init_population(
                 min(pop, max(per_pick * num, self.init_min_unmeasured))
             )
