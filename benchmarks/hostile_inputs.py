@@ -3,6 +3,7 @@
     python benchmarks/hostile_inputs.py            # every probe, the package's bounds at 20 s
     python benchmarks/hostile_inputs.py --short    # 4 s bounds, the slow probes left out (CI)
     python benchmarks/hostile_inputs.py --probe "hung compiler" --probe "nesting bomb"
+    python benchmarks/hostile_inputs.py --short --jobs 2   # two probes at a time (the test)
 
 The probes (:mod:`metaschedule.testing.hostile`): a database whose names carry C code, a
 database replayed on the caller's module, modules planted in the current folder of the
@@ -32,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from common import print_table, write_json
 
@@ -161,6 +163,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument(
         "--probe", action="append", choices=sorted(PROBES), help="run only this probe (repeat)"
     )
+    ap.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="probes run at a time (default 1); each keeps its own process, folder and token, "
+        "so only the wall time changes",
+    )
     ap.add_argument("--out", default=None, help="JSON path (default benchmarks/results/)")
     return ap.parse_args(argv)
 
@@ -169,10 +178,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     deadline = args.deadline or (4.0 if args.short else 20.0)
     names = args.probe or [n for n in PROBES if not (args.short and n in SLOW_PROBES)]
-    rows = []
-    for name in names:
-        rows.append(run_one(name, deadline))
-        print(f"{name}: {'pass' if rows[-1]['passed'] else 'FAIL'}", file=sys.stderr, flush=True)
+
+    def one(name: str) -> dict:
+        row = run_one(name, deadline)
+        print(f"{name}: {'pass' if row['passed'] else 'FAIL'}", file=sys.stderr, flush=True)
+        return row
+
+    with ThreadPoolExecutor(max(1, args.jobs)) as pool:
+        rows = list(pool.map(one, names))  # in the order of the names
     verdict = {True: "pass", False: "FAIL"}
     print_table(
         f"Hostile inputs ({'short' if args.short else 'full'}, bounds {deadline:g} s)",

@@ -240,6 +240,29 @@ def _positive_const(e: E.PrimExpr) -> bool:
 
 def linear_index(buf: Buffer, indices: tuple[E.PrimExpr, ...]) -> E.PrimExpr:
     """The row-major element offset of ``buf[indices]`` (int64 for buffers of 2**31+ elements)."""
+    total, dtype = _offset(buf, indices)
+    if total is None:
+        return E.const(0, dtype)
+    return total.to_expr(dtype)
+
+
+def linear_form(buf: Buffer, indices: tuple[E.PrimExpr, ...]) -> Affine:
+    """``affine(linear_index(buf, indices))``, without writing the offset out and reading
+    it back (the code generator asks it of every access, often more than once): the terms
+    in the order ``to_expr`` writes them."""
+    total, dtype = _offset(buf, indices)
+    if total is None:
+        return Affine.constant(0)
+    if any(not is_int(atom.dtype) for _, atom in total.terms.values()):
+        return affine(total.to_expr(dtype))  # to_expr casts such an atom: a new atom
+    ordered = sorted(total.terms.items(), key=lambda kv: -abs(kv[1][0]))
+    pos = [kv for kv in ordered if kv[1][0] > 0]
+    return Affine(dict(pos + [kv for kv in ordered if kv[1][0] < 0]), total.const)
+
+
+def _offset(buf: Buffer, indices: tuple[E.PrimExpr, ...]) -> tuple[Affine | None, str]:
+    """The affine form of ``buf[indices]``'s row-major offset (None: no indices) and the
+    offset's dtype."""
     shape = buf.static_shape()
     wide = any(i.dtype == "int64" for i in indices) or _numel(shape) >= 2**31
     dtype = "int64" if wide else "int32"
@@ -249,9 +272,7 @@ def linear_index(buf: Buffer, indices: tuple[E.PrimExpr, ...]) -> E.PrimExpr:
         form = affine(idx).scale(stride)
         total = form if total is None else total + form
         stride *= dim
-    if total is None:
-        return E.const(0, dtype)
-    return total.to_expr(dtype)
+    return total, dtype
 
 
 def _numel(shape: tuple[int, ...]) -> int:
@@ -261,4 +282,12 @@ def _numel(shape: tuple[int, ...]) -> int:
     return n
 
 
-__all__ = ["CodegenError", "ExprWriter", "conjuncts", "linear_index", "nonneg_form", "strip_parens"]
+__all__ = [
+    "CodegenError",
+    "ExprWriter",
+    "conjuncts",
+    "linear_form",
+    "linear_index",
+    "nonneg_form",
+    "strip_parens",
+]

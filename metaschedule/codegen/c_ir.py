@@ -15,7 +15,7 @@ from ..tir.functor import Visitor, collect_vars, substitute
 from ..tir.stmt import Allocate, BufferStore, For, ForKind, IfThenElse, Range, SeqStmt, Stmt
 from ..tir.transform.affine import Affine, affine, structural_key
 from ..tir.transform.simplify import _Simplify
-from .c_expr import CodegenError, linear_index
+from .c_expr import CodegenError, linear_form, linear_index
 
 #: A fused loop split back in two (:func:`unfuse`) unrolls its outer part up to this many
 #: iterations.
@@ -67,7 +67,7 @@ def form_key(buf: Buffer, form: Affine) -> tuple:
 
 def access_key(buf: Buffer, indices) -> tuple:
     """The key of an access's element offset (equal for the same element in one scope)."""
-    return form_key(buf, affine(linear_index(buf, indices)))
+    return form_key(buf, linear_form(buf, indices))
 
 
 def value_key(e: E.PrimExpr) -> tuple:

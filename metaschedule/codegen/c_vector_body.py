@@ -13,8 +13,8 @@ from ..tir.buffer import Buffer
 from ..tir.dtype import c_type, is_bool, is_float, is_int, nbytes
 from ..tir.functor import Visitor, collect_vars
 from ..tir.stmt import BufferStore, Evaluate, For, IfThenElse, SeqStmt, Stmt
-from ..tir.transform.affine import affine, const_bounds
-from .c_expr import linear_index, strip_parens
+from ..tir.transform.affine import const_bounds
+from .c_expr import linear_form, strip_parens
 from .c_ir import access_key, has_load, value_key
 
 if TYPE_CHECKING:
@@ -113,13 +113,13 @@ class VectorBody:
 
     def _stride(self, buf: Buffer, indices) -> int:
         """The constant element stride of an access between lanes; raises if it has none."""
-        form = affine(linear_index(buf, indices))
+        form = linear_form(buf, indices)
         if form.without(self.v).uses(self.v):
             raise NotVectorizable(f"access to {buf.name} is not affine in the vector lanes")
         return form.coef(self.v)
 
     def _contiguous(self, buf: Buffer, indices) -> None:
-        form = affine(linear_index(buf, indices))
+        form = linear_form(buf, indices)
         if form.coef(self.v) != 1 or form.without(self.v).uses(self.v):
             raise NotVectorizable(f"access to {buf.name} is not unit-stride in the vector lanes")
 

@@ -1,6 +1,7 @@
 """benchmarks/hostile_inputs.py --short (the CI form of the security campaign): every probe
 ends in its clear error or warning, with no marker file, no record lost and no process
-left behind."""
+left behind. Two probes run at a time (``--jobs 2``): each still has its own process,
+folder, kernel cache and token, and its bounds are wall-clock bounds with slack."""
 
 import json
 import os
@@ -16,7 +17,7 @@ SCRIPT = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "host
 def test_the_short_campaign_passes_every_probe(tmp_path):
     out = tmp_path / "hostile_inputs.json"
     proc = subprocess.run(
-        [sys.executable, SCRIPT, "--short", "--out", str(out)],
+        [sys.executable, SCRIPT, "--short", "--jobs", "2", "--out", str(out)],
         capture_output=True,
         text=True,
         timeout=600,  # a hang is a failure, not a wait forever

@@ -130,40 +130,74 @@ def _add_const(e: E.PrimExpr, c: int, dtype: str) -> E.PrimExpr:
 
 def affine(e: E.PrimExpr) -> Affine:
     """The exact affine form of the integer expression ``e``."""
-    if type(e) is E.Var:  # the most common atom: skip the chain of tests below
-        return Affine({("Var", id(e)): (1, e)}, 0)
-    if isinstance(e, E.IntImm):
-        return Affine.constant(e.value)
-    if isinstance(e, E.Add):
-        return affine(e.a) + affine(e.b)
-    if isinstance(e, E.Sub):
-        return affine(e.a) - affine(e.b)
-    if isinstance(e, E.Mul):
-        a, b = affine(e.a), affine(e.b)
-        if b.is_const():
-            return a.scale(b.const)
-        if a.is_const():
-            return b.scale(a.const)
-    if isinstance(e, E.Cast) and is_int(e.dtype) and is_int(e.value.dtype):
-        return affine(e.value)  # assume no wrap-around in index arithmetic
-    if isinstance(e, E.FloorDiv):
-        a, b = affine(e.a), affine(e.b)
-        if b.is_const() and b.const > 0:
-            if a.is_const():
-                return Affine.constant(a.const // b.const)
+    terms, const = _form(e)
+    return Affine(terms, const)
+
+
+Terms = dict[Key, tuple[int, E.PrimExpr]]
+
+
+#: the node types :func:`_form` looks into, in the order it tests a subclass for them
+_KINDS = (E.Var, E.IntImm, E.Add, E.Sub, E.Mul, E.Cast, E.FloorDiv, E.FloorMod)
+_KIND_SET = frozenset(_KINDS)
+
+
+def _form(e: E.PrimExpr) -> tuple[Terms, int]:
+    """``affine(e)`` as (terms, const), the terms a new dict the caller owns.
+
+    The hot path of code generation (every access's offset): the forms of sub-expressions
+    are merged in place, without an :class:`Affine` or a copy per node. The merges are
+    those of ``Affine.__add__`` and ``Affine.scale`` in the same order, so the terms come
+    out in the same order (``to_expr`` breaks ties by it)."""
+    t = type(e)
+    if t is E.Var:  # the most common atom: skip the tests below
+        return {("Var", id(e)): (1, e)}, 0
+    if t not in _KIND_SET:  # an atom, or a subclass of a kind
+        t = next((k for k in _KINDS if isinstance(e, k)), None)
+    if t is E.IntImm:
+        return {}, int(e.value)
+    if t is E.Add or t is E.Sub:
+        terms, const = _form(e.a)
+        other, other_const = _form(e.b)
+        sign = 1 if t is E.Add else -1
+        for key, (coef, atom) in other.items():
+            total = terms.get(key, (0, atom))[0] + sign * coef
+            if total == 0:
+                terms.pop(key, None)
+            else:
+                terms[key] = (total, atom)
+        return terms, const + sign * other_const
+    if t is E.Mul:
+        a, b = _form(e.a), _form(e.b)
+        if not b[0]:
+            return _scale(a, b[1])
+        if not a[0]:
+            return _scale(b, a[1])
+    elif t is E.Cast:
+        if is_int(e.dtype) and is_int(e.value.dtype):
+            return _form(e.value)  # assume no wrap-around in index arithmetic
+    elif t is E.FloorDiv:
+        (terms, const), (b_terms, div) = _form(e.a), _form(e.b)
+        if not b_terms and div > 0:
+            if not terms:
+                return {}, const // div
             # floordiv(c*X + k, c) == X + floordiv(k, c) when every coefficient divides by c
-            if all(c % b.const == 0 for c, _ in a.terms.values()):
-                return Affine(
-                    {k: (c // b.const, x) for k, (c, x) in a.terms.items()}, a.const // b.const
-                )
-    if isinstance(e, E.FloorMod):
-        a, b = affine(e.a), affine(e.b)
-        if b.is_const() and b.const > 0:
-            if a.is_const():
-                return Affine.constant(a.const % b.const)
-            if all(c % b.const == 0 for c, _ in a.terms.values()):
-                return Affine.constant(a.const % b.const)
-    return Affine.atom(e)
+            if all(c % div == 0 for c, _ in terms.values()):
+                return {k: (c // div, x) for k, (c, x) in terms.items()}, const // div
+    elif t is E.FloorMod:
+        (terms, const), (b_terms, div) = _form(e.a), _form(e.b)
+        if not b_terms and div > 0:
+            if not terms or all(c % div == 0 for c, _ in terms.values()):
+                return {}, const % div
+    return {structural_key(e): (1, e)}, 0
+
+
+def _scale(form: tuple[Terms, int], factor: int) -> tuple[Terms, int]:
+    """``Affine.scale`` of a form."""
+    terms, const = form
+    if factor == 0:
+        return {}, 0
+    return {k: (c * factor, a) for k, (c, a) in terms.items()}, const * factor
 
 
 # ----------------------------------------------------------------------------- bounds
