@@ -1,8 +1,11 @@
 """The schedule a function gets when the database has none: inline, parallel, vectorize.
 
 1. Inline every spatial block that is not an output into its consumers (biases,
-   activations before the last one; padding stays a stage of its own), then try
-   inlining the remaining spatial epilogues into their producers.
+   activations before the last one), then try inlining the remaining spatial epilogues
+   into their producers. Padding stays a stage of its own, except before a window that
+   reduces across no index of its own (a pool, a depthwise convolution): a padded copy
+   would move as many bytes as the window, so the window reads the input through guarded
+   loads, which the code generator versions away in the interior.
 2. A dense NCHW or NHWC convolution is vectorized over output channels with its weight packed
    at compile time (:mod:`.schedule_conv`); so are the integer kernels (quantized conv2d,
    dense, matmul: :mod:`.schedule_quantized`), their 4-wide reductions tensorized with
@@ -15,9 +18,10 @@
    tile of a few rows (``i1``, unrolled) that keeps enough parallel work outside it;
    the tile accumulates in a local buffer whose write-back applies the epilogue
    (bias, residual, activation), and the init is hoisted out of the reduction. Matmuls
-   take 8 rows, and a constant weight ``W[k, j]`` is taken in column panels
-   ``[j0, k, j1]`` (packed at compile time, as ``RewriteLayout`` does for tuned
-   schedules). An extent without small divisors (ViT's 197 tokens) is tiled anyway:
+   take 8 rows, a depthwise convolution over NHWC channels 8 output columns (its tile
+   shares only the weight vector), and a constant weight ``W[k, j]`` is taken in
+   column panels ``[j0, k, j1]`` (packed at compile time, as ``RewriteLayout`` does for
+   tuned schedules). An extent without small divisors (ViT's 197 tokens) is tiled anyway:
    rows by 8 with a guarded last tile (the code generator versions it, so the other
    tiles stay unguarded register tiles), a vector loop whole (the code generator writes
    its remainder in narrower vectors). A reduction along its input's innermost axis
@@ -79,6 +83,13 @@ MATMUL_TAGS = ("matmul", "batch_matmul", "dense")
 #: outside the row blocks (measured on BERT: 2.4x faster at 9.4 MB with a 1 MB L2,
 #: slower at 2.4 MB)
 COLUMNS_OUTSIDE_L2 = 4
+
+
+#: output columns per register tile of a window over channels (an NHWC depthwise
+#: convolution), by the channel vector: 8, or the divisor of the width it finds (7 at
+#: 7x7, 14x14, 28x28); the columns share each tap's weight vector (one core, 960 channels
+#: at 7x7: 3x3 3.1x, 5x5 3.3x as fast as 4 columns, which fell back to 1 column at 7)
+WINDOW_COLUMNS = 8
 
 
 def _columns_outside(blk, reg: int, v: Var, l2_bytes: int) -> bool:
@@ -168,11 +179,45 @@ def _has_select(sch: Schedule, block) -> bool:
 WINDOW_ROWS = 2
 
 
+def _slides_over(consumer, buffer) -> bool:
+    """Whether every reduction iterator of ``consumer`` indexes ``buffer`` only beside a
+    spatial one (``y*s + ry``: a window), and some does: a depthwise convolution or a
+    pool, not a dense one (its input channel ``rc`` is an index of its own)."""
+    spatial = {iv.var for iv in consumer.iter_vars if iv.iter_type == IterType.DATA_PAR}
+    reduce = {iv.var for iv in consumer.iter_vars} - spatial
+    regions = [r for r in consumer.reads if r.buffer is buffer]
+    if not reduce or not regions:
+        return False
+    for r in regions:
+        for rng in r.region:
+            names = collect_vars(rng.min)
+            if names & reduce and not names & spatial:
+                return False
+    return True
+
+
+def _window_over_channels(blk, v: Var) -> bool:
+    """Whether ``blk`` slides a window over an input whose last index is the vector
+    loop ``v`` alone (an NHWC depthwise convolution's channels): the register tile's
+    outputs share no operand, so it takes :data:`WINDOW_COLUMNS` of them."""
+    for r in blk.reads:
+        if r.region and collect_vars(r.region[-1].min) == {v} and _slides_over(blk, r.buffer):
+            return True
+    return False
+
+
 def _pads_a_window(sch: Schedule, block, lanes: int) -> bool:
-    """Whether every consumer of ``block`` is a pooling window (padding read there is a
-    guarded load, which the code generator versions away in the interior)."""
+    """Whether every consumer of ``block`` slides a window over it without reducing
+    across an index of its own (a pool, a depthwise convolution): padding read there is
+    a guarded load, which the code generator versions away in the interior, and a
+    separate padding pass would move as many bytes as the window itself."""
     consumers = sch.get_consumers(block)
-    return bool(consumers) and all(plan_window(sch, c, lanes) is not None for c in consumers)
+    if not consumers:
+        return False
+    if all(plan_window(sch, c, lanes) is not None for c in consumers):
+        return True
+    buffer = realize_of(sch, block)[1].block.writes[0].buffer
+    return all(_slides_over(realize_of(sch, c)[1].block, buffer) for c in consumers)
 
 
 def _inline(sch: Schedule, root, lanes: int) -> None:
@@ -230,10 +275,11 @@ def _reorder_reduction(sch: Schedule, block, lanes: int, cores: int, l2_bytes: i
     outer, inner = sch.split(loops[last], [None, factor])
     if reg is None and last >= 1 and int(sch.get(loops[last - 1]).extent.value) > 1:
         reg = last - 1  # independent accumulators all the same (depthwise: output rows)
+    rows = WINDOW_COLUMNS if _window_over_channels(blk, v) else _register_rows(blk)
     if reg is not None:
         ext_r = int(sch.get(loops[reg]).extent.value)
         vectors = -(-factor // lanes)
-        limit = max(1, min(_register_rows(blk), MAX_TILE_VECTORS // vectors))
+        limit = max(1, min(rows, MAX_TILE_VECTORS // vectors))
         rf = _tile_rows(ext_r, limit)
         # keep enough parallel work outside the tile for every core
         others = 1
