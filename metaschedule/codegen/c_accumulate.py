@@ -48,6 +48,13 @@ tile loops just above its reduction loops (:data:`JAM_SMALL_TILES`, unroll and j
 ry, rx: 8 updates``), as LLVM gets by unrolling ``f`` for TVM: a TVM record of a grouped
 conv2d with this shape ran 150 GFLOPS here against LLVM's 231, 174 jammed (one thread).
 
+A tensorized reduction's points are calls of a dot product (:mod:`.c_intrin`) that
+update ``lanes`` int32 elements of ``C`` through a pointer: a tile of them (rows of ``A``
+by vectors of ``B``, an outer product) is kept in vector variables in the same way, each
+call written as its register form (``acc = ms_dot_16x4_vnni_acc(acc, &A[..], &B[..], 4)``)
+and the calls of a step sharing the broadcast of ``A`` and the vector of ``B`` (the
+compiler's value numbering: no store lies between them any more).
+
 A reduction block decomposed by ``RewriteReductionBlock`` leaves its init as a loop nest
 just before the reduction nest: the tile is stored (zeros) and loaded back into the
 accumulators right away. When the init nest writes exactly the tile's elements (its
@@ -72,10 +79,11 @@ from ..tir import expr as E
 from ..tir.buffer import Buffer
 from ..tir.dtype import nbytes
 from ..tir.functor import Visitor, collect_vars, substitute
-from ..tir.stmt import BufferStore, For, ForKind, IfThenElse, SeqStmt, Stmt
+from ..tir.stmt import BufferStore, Evaluate, For, ForKind, IfThenElse, SeqStmt, Stmt
 from ..tir.transform.affine import affine
 from . import c_ir
 from .c_expr import linear_index
+from .c_intrin import accumulating_call
 from .c_ir import access_key, affine_key, chunks, form_key, int_value, unfuse, value_key
 from .c_limits import PlanTarget, TileLimits
 
@@ -124,6 +132,11 @@ ORDER_UPDATES = True
 #: emitted (``tests/cost_model/test_prior.py``).
 MERGE_CONTIGUOUS = True
 
+#: Whether a tile of dot-product calls (:func:`.c_intrin.accumulating_call`) is kept in
+#: vector variables, each call written as its register form (off: the calls load and
+#: store their accumulators through a pointer).
+TENSORIZED_TILES = True
+
 #: Whether an init nest is folded into the accumulators it starts (see plan_init_fusion).
 FUSE_INIT = True
 #: Most elements of an init nest compared element by element with a tile.
@@ -160,7 +173,8 @@ class AccumulatorPlan:
             with the tile loops replaced by constants (wrapped in a vectorized loop of
             ``lanes`` iterations when ``lanes > 1``).
         buffer: the accumulated buffer.
-        lanes: lanes per accumulator (1: scalars).
+        lanes: lanes per accumulator (1: scalars; a dot product's outputs for a tile of
+            its calls).
         outer: tile loops moved outside the region (a tile too large for the register
             budget, see :data:`SPLIT_LARGE_TILES`), outermost first.
     """
@@ -189,7 +203,9 @@ class AccumulatorPlan:
 
 def body_accesses(body: Stmt) -> tuple[list[BufferStore], list[E.BufferLoad]] | None:
     """The stores and loads of a loop-free body (stores, ifs, sequences), or None when
-    it holds anything else."""
+    it holds anything else. A body that is one dot product's call
+    (:func:`.c_intrin.accumulating_call`) stores the call at its accumulators' first
+    element and loads its operands."""
     stores: list[BufferStore] = []
     loads: list[E.BufferLoad] = []
 
@@ -208,6 +224,11 @@ def body_accesses(body: Stmt) -> tuple[list[BufferStore], list[E.BufferLoad]] | 
             stores.append(s)
             for i in s.indices:
                 _V().visit(i)
+            _V().visit(s.value)
+            return True
+        call = accumulating_call(s)
+        if call is not None and isinstance(s, Evaluate) and s is body:  # the whole body
+            stores.append(BufferStore(call[1].buffer, s.value, call[1].indices))
             _V().visit(s.value)
             return True
         return False
@@ -266,8 +287,12 @@ def _lanes(fw: PlanTarget, vec: For, dtype: str) -> int | None:
 
 
 def point_width(point: Stmt) -> int:
-    """Lanes of a planned point: its vector loop's extent, 1 for a scalar point."""
-    return int_value(point.extent) if isinstance(point, For) else 1
+    """Lanes of a planned point: its vector loop's extent, a dot product's outputs, 1 for
+    a scalar point."""
+    if isinstance(point, For):
+        return int_value(point.extent)
+    call = accumulating_call(point)
+    return call[0].lanes if call is not None else 1
 
 
 def loop_points(loops: list[For], base: dict[E.Var, E.PrimExpr]) -> list[dict]:
@@ -349,7 +374,9 @@ def plan_accumulators(fw: PlanTarget, loop: For, split: bool = True) -> Accumula
         while (merged := merge_contiguous(tile, vec, body)) is not None:
             tile, vec, body = merged
         form = affine(linear_index(buf, store_of(body).indices))
-    lanes = 1
+    lanes = point_width(body)  # 1, or a dot product's outputs
+    if lanes != 1 and (vec is not None or not TENSORIZED_TILES):
+        return None  # a vectorized loop around a dot product's call, or the switch off
     if vec is not None:
         lanes_or_none = _lanes(fw, vec, buf.dtype)
         if lanes_or_none is None:
@@ -367,14 +394,18 @@ def plan_accumulators(fw: PlanTarget, loop: For, split: bool = True) -> Accumula
     if jam and (lanes == 1 or not _worth_jamming(fw, chain, n_points * n_chunks)):
         return None
     limits = fw.limits
-    if n_points * n_chunks > limits.max_accumulators:
+    # a tile of dot-product calls: at most as many accumulators as registers
+    # (TileLimits.max_call_accumulators), split into fewer rows when larger
+    calls = vec is None and lanes > 1
+    most = limits.max_call_accumulators if calls else limits.max_accumulators
+    if n_points * n_chunks > most:
         if not (split and SPLIT_LARGE_TILES) or _planned_deeper(fw, chain):
             return None
-        while scalar_loops and n_points * n_chunks > limits.max_accumulators:
+        while scalar_loops and n_points * n_chunks > most:
             outer.append(scalar_loops.pop(0))
             n_points //= int_value(outer[-1].extent)
         fewest = limits.min_split_accumulators
-        if not fewest <= n_points * n_chunks <= limits.max_accumulators:
+        if not fewest <= n_points * n_chunks <= most:
             return None
     # points: every combination of the tile's scalar loops and vector chunks
     combos = loop_points(scalar_loops, consts)
@@ -385,7 +416,7 @@ def plan_accumulators(fw: PlanTarget, loop: For, split: bool = True) -> Accumula
         base = sum(form.coef(v) * int(x.value) for v, x in combo.items() if v not in consts)
         if vec is None or lane is None:
             points.append(substitute(body, combo))
-            offsets.append((base, 1))
+            offsets.append((base, lanes))
             continue
         w, dt = vec.loop_var, vec.loop_var.dtype
         for first, width in pieces:

@@ -32,6 +32,12 @@ class TileLimits:
             holds (16; measured on random conv2d schedules, one thread: tiles of 28
             accumulators holding 16 to 55 values more ran 0.35-1.1x, GCC spilled them;
             tiles of 8 to 16 holding up to 57 more mostly 1.05-1.3x).
+        max_call_accumulators: most accumulators of a tile of dot-product calls
+            (:mod:`.c_intrin`; the registers: 32). Measured on sampled int8 dense
+            schedules, one thread, against the calls left on memory: 1 row x 32 vectors
+            1.6-2.2x, 2 x 16 0.7-0.96x (GCC kept that one's cache in registers itself),
+            2 x 32 0.86x on AVX-512; 4 x 8 0.59x on AVX2 (16 registers); larger tiles
+            split into rows 1.4-2.6x, but 2 x 16 split into rows 0.75x.
     """
 
     max_accumulators: int
@@ -40,6 +46,7 @@ class TileLimits:
     max_straight_accumulators: int
     straight_registers: int
     broadcast_accumulators: int
+    max_call_accumulators: int = 32
 
     @staticmethod
     def of(isa: CpuIsa) -> TileLimits:
@@ -51,6 +58,7 @@ class TileLimits:
             max_straight_accumulators=regs - 4,
             straight_registers=regs,
             broadcast_accumulators=regs // 2,
+            max_call_accumulators=regs,
         )
 
 

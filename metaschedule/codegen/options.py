@@ -38,6 +38,7 @@ SWITCHES: dict[str, tuple[str, ...]] = {
         "MERGE_CONTIGUOUS",
         "FUSE_INIT",
         "MAX_INIT_ELEMENTS",
+        "TENSORIZED_TILES",
     ),
     "c_autovector": ("MIN_LANES", "MAX_GATHER_BYTES", "MAX_WIDENED_VECTORS"),
     "c_codegen": (
