@@ -57,6 +57,36 @@ def _conv_bn(torch: Any, cin: int, cout: int, k: int = 3, s: int = 1, groups: in
     return nn.Sequential(*mods, *([act] if act is not None else []))
 
 
+def _resnet(torch: Any, block: Any, expansion: int, width: int, blocks: Shape, classes: int) -> Any:
+    """A ResNet: the 7x7 stem and max pool, ``blocks[i]`` of ``block(cin, width * 2**i,
+    stride)`` per stage (the first of a later stage strides by 2; each gives ``expansion``
+    times its width), global average pool and a linear classifier."""
+    nn = torch.nn
+
+    class ResNet(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.stem = nn.Sequential(
+                nn.Conv2d(3, width, 7, 2, 3, bias=False),
+                nn.BatchNorm2d(width),
+                nn.ReLU(),
+                nn.MaxPool2d(3, 2, 1),
+            )
+            layers, cin = [], width
+            for i, n in enumerate(blocks):
+                for j in range(n):
+                    layers.append(block(cin, width * 2**i, 2 if i and not j else 1))
+                    cin = width * 2**i * expansion
+            self.layers = nn.Sequential(*layers)
+            self.fc = nn.Linear(cin, classes)
+
+        def forward(self, x):
+            x = nn.functional.adaptive_avg_pool2d(self.layers(self.stem(x)), 1)
+            return self.fc(torch.flatten(x, 1))
+
+    return ResNet()
+
+
 # ----------------------------------------------------------------------------- ResNet-18
 def resnet18(torch: Any, *, width: int = 64, blocks: Shape = (2, 2, 2, 2), image: int = 224,
              classes: int = 1000) -> tuple[Any, Shape]:  # fmt: skip
@@ -79,29 +109,7 @@ def resnet18(torch: Any, *, width: int = 64, blocks: Shape = (2, 2, 2, 2), image
             short = x if self.down is None else self.down(x)
             return torch.relu(self.body(x) + short)
 
-    class ResNet18(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.stem = nn.Sequential(
-                nn.Conv2d(3, width, 7, 2, 3, bias=False),
-                nn.BatchNorm2d(width),
-                nn.ReLU(),
-                nn.MaxPool2d(3, 2, 1),
-            )
-            layers, cin = [], width
-            for i, n in enumerate(blocks):
-                cout = width * 2**i
-                for j in range(n):
-                    layers.append(Basic(cin, cout, 2 if i and not j else 1))
-                    cin = cout
-            self.layers = nn.Sequential(*layers)
-            self.fc = nn.Linear(cin, classes)
-
-        def forward(self, x):
-            x = nn.functional.adaptive_avg_pool2d(self.layers(self.stem(x)), 1)
-            return self.fc(torch.flatten(x, 1))
-
-    return finish(torch, ResNet18()), (1, 3, image, image)
+    return finish(torch, _resnet(torch, Basic, 1, width, blocks, classes)), (1, 3, image, image)
 
 
 # ----------------------------------------------------------------------------- ResNet-50
@@ -127,29 +135,8 @@ def resnet50(torch: Any, *, width: int = 64, blocks: Shape = (3, 4, 6, 3), image
             short = x if self.down is None else self.down(x)
             return torch.relu(self.body(x) + short)
 
-    class ResNet50(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.stem = nn.Sequential(
-                nn.Conv2d(3, width, 7, 2, 3, bias=False),
-                nn.BatchNorm2d(width),
-                nn.ReLU(),
-                nn.MaxPool2d(3, 2, 1),
-            )
-            layers, cin = [], width
-            for i, n in enumerate(blocks):
-                mid = width * 2**i
-                for j in range(n):
-                    layers.append(Bottleneck(cin, mid, 2 if i and not j else 1))
-                    cin = mid * 4
-            self.layers = nn.Sequential(*layers)
-            self.fc = nn.Linear(cin, classes)
-
-        def forward(self, x):
-            x = nn.functional.adaptive_avg_pool2d(self.layers(self.stem(x)), 1)
-            return self.fc(torch.flatten(x, 1))
-
-    return finish(torch, ResNet50()), (1, 3, image, image)
+    net = _resnet(torch, Bottleneck, 4, width, blocks, classes)
+    return finish(torch, net), (1, 3, image, image)
 
 
 # ----------------------------------------------------------------------------- mobile nets

@@ -24,36 +24,42 @@ OFF = {
 }
 
 
-def test_switches_set_by_codegen_options_reach_the_prior():
+def _recorded():
+    """The recorded rows with their schedules replayed, and the row count."""
     with gzip.open(DATA, "rt") as f:
         rows = json.load(f)
     funcs = {name: w.func() for name, w in SUITE.items()}
+
+    def replayed():
+        for row in rows:
+            func = funcs[row["workload"]]
+            sch = Schedule(func)
+            Trace.from_json(row["trace"]).apply_to_schedule(sch, remove_postproc=False)
+            yield row, sch, func
+
+    return replayed(), len(rows)
+
+
+def test_switches_set_by_codegen_options_reach_the_prior():
+    recorded, count = _recorded()
     moved = 0
-    for row in rows:
-        func = funcs[row["workload"]]
-        sch = Schedule(func)
-        Trace.from_json(row["trace"]).apply_to_schedule(sch, remove_postproc=False)
+    for row, sch, func in recorded:
         with CodegenOptions(**OFF).applied():
             (off,) = _scores(row["target"], [sch], func)
         (on,) = _scores(row["target"], [sch], func)
         assert on == row["score"]  # the defaults are back after the block
         moved += off != on
     # most recorded schedules have a register tile whose plan these switches change
-    assert moved >= len(rows) // 4, f"only {moved} of {len(rows)} estimates followed the switches"
+    assert moved >= count // 4, f"only {moved} of {count} estimates followed the switches"
 
 
 def test_the_auto_unroll_bound_in_vector_pieces_reaches_the_prior():
     """The code generator unrolls a loop only within ``AUTO_UNROLL_PIECES`` register-sized
     vector statements; the prior's explicit-unroll test (invariant loads hoisted around
     written-out loops) follows it."""
-    with gzip.open(DATA, "rt") as f:
-        rows = json.load(f)
-    funcs = {name: w.func() for name, w in SUITE.items()}
+    recorded, _ = _recorded()
     moved = 0
-    for row in rows:
-        func = funcs[row["workload"]]
-        sch = Schedule(func)
-        Trace.from_json(row["trace"]).apply_to_schedule(sch, remove_postproc=False)
+    for row, sch, func in recorded:
         with CodegenOptions(auto_unroll_pieces=1).applied():
             (bounded,) = _scores(row["target"], [sch], func)
         moved += bounded != row["score"]
