@@ -84,12 +84,15 @@ def sample_schedules(func, target, n: int, seed: int) -> tuple[list[Any], dict[s
     return out, {"design_spaces": len(spaces), "drawn": drawn, "distinct": len(out)}
 
 
-def measure(candidates: list[Any], target, repeat: int, batch: int = 32) -> list[Any]:
-    """One RunnerResult per candidate (build failures become error results)."""
+def measure(
+    candidates: list[Any], target, repeat: int, batch: int = 32, config: Any = None
+) -> list[Any]:
+    """One RunnerResult per candidate (build failures become error results); ``config``
+    (an ``EvaluatorConfig``) replaces the protocol below, ``repeat`` then unused."""
     from metaschedule.builder import BuilderInput, LocalBuilder
     from metaschedule.runner import EvaluatorConfig, LocalRunner, RunnerInput, RunnerResult
 
-    config = EvaluatorConfig(number=3, repeat=repeat, min_repeat_ms=50)
+    config = config or EvaluatorConfig(number=3, repeat=repeat, min_repeat_ms=50)
     results: list[Any] = []
     with LocalBuilder() as builder, LocalRunner(evaluator_config=config) as runner:
         for start in range(0, len(candidates), batch):

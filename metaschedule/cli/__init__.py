@@ -6,13 +6,14 @@ Subcommands (each has ``--help`` with examples):
     report   an HTML page of plots of a (possibly running) tuning run
     compile  compile a whole model with a tuned database (needs ms.relax_integration)
     bench    time a tuned workload or model against numpy / onnxruntime
-    db       merge, export, import and prune databases
+    db       merge, export, import and prune databases; add tuning runs to the corpus
+    corpus   train the pre-trained cost model on a corpus of measured schedules
     demo     build, check and time a hand-scheduled matmul
 
 Errors are one line on stderr (``--verbose`` adds the traceback); exit codes: 0 success,
 1 failure, 2 a usage error, 130 interrupted. Environment variables are read here and
 nowhere else in the package (besides ``CC`` and ``XDG_CACHE_HOME``, read by the compiler
-and the kernel cache).
+and the caches).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import sys
 import traceback
 
 from .. import __version__
-from . import db, demo, model, report, show, tune
+from . import corpus, db, demo, model, report, show, tune
 from .common import CLIError, Formatter, Parser
 
 __all__ = ["CLIError", "build_parser", "main"]
@@ -57,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"metaschedule {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
-    for module in (tune, show, report, model, db, demo):
+    for module in (tune, show, report, model, db, corpus, demo):
         module.register(sub, [common])
     return parser
 

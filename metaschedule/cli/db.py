@@ -1,4 +1,5 @@
-"""``metaschedule db``: move records between JSON and SQLite databases, merge runs, prune.
+"""``metaschedule db``: move records between JSON and SQLite databases, merge runs, prune;
+``db corpus add`` copies tuning runs into the corpus the cost model is pre-trained on.
 
 A database is named by a path: a folder (a JSON database: ``database_workload.json`` and
 ``database_tuning_record.json``, as ``--work-dir`` holds) or a ``.sqlite``/``.db`` file.
@@ -8,10 +9,18 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import datetime
+import hashlib
 import json
 import os
 from typing import Any
 
+from ..codegen.isa import isa_of
+from ..cost_model.corpus import MACHINE_FILE, CorpusPart, open_part, write_machine
+from ..cost_model.pretrained import NAMES_FILE, part_workload_names
+from ..database.base import latest_per_schedule
+from ..report.measure_log import measure_log_path, read_measure_log
+from ..target import host_cpu_info
 from .common import (
     SQLITE_SUFFIXES,
     CLIError,
@@ -21,6 +30,7 @@ from .common import (
     open_database,
     positive_int,
 )
+from .corpus import default_corpus
 
 EXAMPLES = """\
   metaschedule db merge all_runs runs/gmm runs/c2d        # several runs into one folder
@@ -28,10 +38,29 @@ EXAMPLES = """\
   metaschedule db import gmm.sqlite --work-dir runs/gmm2  # SQLite -> JSON
   metaschedule db prune runs/gmm --top-k 5                # keep the 5 best per workload
   metaschedule db prune gmm.sqlite --top-k 1 -o best.sqlite
+  metaschedule db corpus add runs/gmm runs/c2d    # into the pre-trained model's corpus
 
 A database is a folder (JSON, as --work-dir holds) or a .sqlite/.db file. Identical
 records (same workload, trace and run times) are copied once. Merging and pruning in
 place take the database's lock, so a tuner may be writing it meanwhile.
+"""
+
+CORPUS_ADD_DESCRIPTION = """\
+Copy the measured records of each DIR into the corpus that `metaschedule corpus train`
+pre-trains the cost model on: one part per target, CORPUS/<ISA>-<hash of the target>,
+whose machine.json records the target's ISA on this host. The runs are taken to have
+been measured on this machine: add them on the machine that measured them.
+
+Failed measurements are copied too (they teach the model what fails); of a schedule
+measured more than once, its latest valid measurement; records without a target or a run
+time are skipped. A record the part holds already is not copied again: adding a run
+twice adds nothing. Workload names come from the runs' measurement logs (for
+`metaschedule corpus train --holdout`)."""
+
+CORPUS_EXAMPLES = """\
+  metaschedule db corpus add runs/gmm runs/c2d          # into the default corpus
+  metaschedule db corpus add runs/*/ --corpus corpus     # every run, into ./corpus
+  metaschedule corpus train                              # then pre-train the cost model
 """
 
 
@@ -39,7 +68,7 @@ def register(sub, parents) -> None:
     p = add_subcommand(
         sub,
         "db",
-        help="merge, export, import and prune databases",
+        help="merge, export, import and prune databases; add runs to the corpus",
         description="Move tuning records between JSON and SQLite databases, "
         "merge runs, keep the best records.",
         examples=EXAMPLES,
@@ -109,6 +138,39 @@ def register(sub, parents) -> None:
         help="write the pruned records here instead of replacing DATABASE",
     )
     r.set_defaults(func=_prune)
+    c = actions.add_parser(
+        "corpus",
+        epilog="examples:\n" + CORPUS_EXAMPLES.rstrip(),
+        formatter_class=Formatter,
+        help="add tuning runs to the cost model's training corpus",
+        parents=parents,
+        description="Build the corpus that `metaschedule corpus train` trains the "
+        "pre-trained cost model on.",
+    )
+    corpus_actions = c.add_subparsers(dest="corpus_action", metavar="ACTION", parser_class=Parser)
+    corpus_actions.required = True
+    a = corpus_actions.add_parser(
+        "add",
+        epilog="examples:\n" + CORPUS_EXAMPLES.rstrip(),
+        formatter_class=Formatter,
+        help="copy the measured records of tuning runs into corpus parts",
+        parents=parents,
+        description=CORPUS_ADD_DESCRIPTION,
+    )
+    a.add_argument(
+        "sources",
+        metavar="DIR",
+        nargs="+",
+        help="the --work-dir of a past tuning run (a JSON database), or a .sqlite/.db file",
+    )
+    a.add_argument(
+        "--corpus",
+        metavar="PATH",
+        default=None,
+        help="the corpus folder (default: $METASCHEDULE_CORPUS, else "
+        "~/.cache/metaschedule/corpus, under $XDG_CACHE_HOME when set)",
+    )
+    a.set_defaults(func=_corpus_add)
 
 
 # ----------------------------------------------------------------------------- copying
@@ -122,26 +184,43 @@ def _key(record) -> tuple:
 def copy_records(sources, destination, top_k: int | None = None) -> tuple[int, int]:
     """Copy the records of ``sources`` into ``destination``; (added, skipped as
     duplicates). With ``top_k``, only the ``top_k`` fastest valid records per workload."""
-    seen: dict[int, set] = {}
-    for record in destination.get_all_tuning_records():
-        seen.setdefault(id(destination.commit_workload(record.workload.mod)), set()).add(
-            _key(record)
-        )
+    seen = _known(destination)
     added = skipped = 0
     for source in sources:
         records = source.get_all_tuning_records()
         if top_k is not None:
             records = _top_k(source, records, top_k)
-        for record in records:
-            workload = destination.commit_workload(record.workload.mod)
-            keys = seen.setdefault(id(workload), set())
-            key = _key(record)
-            if key in keys:
-                skipped += 1
-                continue
-            keys.add(key)
-            destination.commit_tuning_record(dataclasses.replace(record, workload=workload))
-            added += 1
+        a, s = commit_new(destination, records, seen)
+        added, skipped = added + a, skipped + s
+    return added, skipped
+
+
+def _known(destination) -> dict[int, set]:
+    """The keys of the records ``destination`` holds, per workload (by identity)."""
+    seen: dict[int, set] = {}
+    for record in destination.get_all_tuning_records():
+        seen.setdefault(id(destination.commit_workload(record.workload.mod)), set()).add(
+            _key(record)
+        )
+    return seen
+
+
+def commit_new(destination, records, seen: dict[int, set] | None = None) -> tuple[int, int]:
+    """Commit to ``destination`` those of ``records`` it does not hold yet (same
+    workload, trace and run times); (added, skipped as duplicates). ``seen`` (what
+    :func:`_known` returns, updated here) saves reading the destination again."""
+    seen = _known(destination) if seen is None else seen
+    added = skipped = 0
+    for record in records:
+        workload = destination.commit_workload(record.workload.mod)
+        keys = seen.setdefault(id(workload), set())
+        key = _key(record)
+        if key in keys:
+            skipped += 1
+            continue
+        keys.add(key)
+        destination.commit_tuning_record(dataclasses.replace(record, workload=workload))
+        added += 1
     return added, skipped
 
 
@@ -234,5 +313,139 @@ def _prune(args: argparse.Namespace) -> int:
     print(
         f"Pruned {args.database}: kept {kept} of {before} record(s) (top {args.top_k} per "
         f"workload) in {where}"
+    )
+    return 0
+
+
+# ----------------------------------------------------------------------------- corpus
+@dataclasses.dataclass
+class _Group:
+    """The records of one target, bound for one corpus part."""
+
+    target: Any
+    records: list = dataclasses.field(default_factory=list)
+    names: dict[int, str] = dataclasses.field(default_factory=dict)  # id(workload) -> name
+
+
+def _read_runs(paths: list[str], corpus: str) -> tuple[dict[str, _Group], dict[str, int]]:
+    """The records of the runs at ``paths`` worth copying, grouped by target; and the
+    counts of those skipped."""
+    inside = os.path.abspath(corpus) + os.sep
+    groups: dict[str, _Group] = {}
+    skipped = {"no target": 0, "no run time": 0}
+    for path in paths:
+        if (os.path.abspath(path) + os.sep).startswith(inside):
+            raise CLIError(
+                f"{path} is in the corpus {corpus} itself; give a tuning run", usage=True
+            )
+        db = open_database(path)
+        try:
+            records = latest_per_schedule(db.get_all_tuning_records())
+        finally:
+            _close(db)
+        names = _run_names(path)
+        for record in records:
+            if record.target is None:
+                skipped["no target"] += 1
+            elif not record.run_secs:
+                skipped["no run time"] += 1
+            else:
+                group = groups.setdefault(str(record.target), _Group(record.target))
+                group.records.append(record)
+                name = names.get(str(record.workload.shash))
+                if name is not None:
+                    group.names[id(record.workload)] = name
+    return groups, skipped
+
+
+def _run_names(path: str) -> dict[str, str]:
+    """Structural hash -> workload name, of a run's measurement log (task names) or of a
+    corpus part's workload_names.json."""
+    names = {
+        str(line["shash"]): str(line["task"])
+        for line in read_measure_log(measure_log_path(path))
+        if line.get("shash") is not None and line.get("task") not in (None, "main")
+    }
+    try:
+        with open(os.path.join(path, NAMES_FILE)) as f:
+            named = json.load(f)
+    except (OSError, ValueError):  # none there (a tuning run), or not readable
+        named = {}
+    if isinstance(named, dict):
+        names.update({str(k): str(v) for k, v in named.items()})
+    return names
+
+
+def _part_for(corpus: str, target) -> CorpusPart:
+    """The part of ``corpus`` for ``target`` (made if missing).
+
+    Raises:
+        ValueError: ``target`` is not a CPU target (no ISA record).
+    """
+    isa = isa_of(target)
+    short = hashlib.sha1(str(target).encode()).hexdigest()[:8]
+    path = os.path.join(corpus, f"{isa.name}-{short}")
+    if os.path.exists(os.path.join(path, MACHINE_FILE)):
+        try:
+            return open_part(path)
+        except ValueError as err:
+            raise CLIError(f"{err}; move the folder away to have it made again") from None
+    cpu = host_cpu_info().cpu_name
+    return write_machine(
+        path, target, isa, added_by="metaschedule db corpus add", host_cpu=cpu, date=_today()
+    )
+
+
+def _today() -> str:
+    return datetime.date.today().isoformat()
+
+
+def _add_names(part: CorpusPart, db, group: _Group) -> None:
+    """Name the part's workloads in its workload_names.json (names it has are kept)."""
+    if not group.names:
+        return
+    path = os.path.join(part.path, NAMES_FILE)
+    names = part_workload_names(part)
+    for record in group.records:
+        name = group.names.get(id(record.workload))
+        if name is not None:
+            names.setdefault(str(db.commit_workload(record.workload.mod).shash), name)
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(names, f, indent=1)
+    os.replace(tmp, path)
+
+
+def _corpus_add(args: argparse.Namespace) -> int:
+    corpus = args.corpus or default_corpus()
+    if os.path.isfile(corpus):
+        raise CLIError(f"--corpus {corpus} is a file; give a folder", usage=True)
+    groups, skipped = _read_runs(args.sources, corpus)
+    total = 0
+    for key, group in groups.items():
+        try:
+            part = _part_for(corpus, group.target)
+        except ValueError as err:
+            print(f"Skipped {len(group.records)} record(s) of target {key}: {err}")
+            continue
+        db = part.database()
+        try:
+            added, duplicates = commit_new(db, group.records)
+            _add_names(part, db, group)
+            held, workloads = len(db), len({id(r.workload) for r in db.get_all_tuning_records()})
+        finally:
+            _close(db)
+        failed = sum(not r.is_valid for r in group.records)
+        total += added
+        print(
+            f"{part.path}: read {len(group.records)} record(s) ({failed} failed "
+            f"measurement(s)), added {added}, {duplicates} there already; it holds {held} "
+            f"record(s) of {workloads} workload(s)\n  {part.isa.name} ({part.isa.cpu}): {key}"
+        )
+    notes = [f"{n} with {what}" for what, n in skipped.items() if n]
+    print(
+        f"Added {total} record(s) from {len(args.sources)} run(s) to the corpus {corpus}"
+        + (f"; skipped {', '.join(notes)}" if notes else "")
+        + ("" if total else " (nothing new)")
     )
     return 0

@@ -44,6 +44,13 @@ class CostModel(ABC):
         """
         return False
 
+    @property
+    def informed(self) -> bool:
+        """Whether the predictions carry knowledge rather than chance: not warming up, or
+        warming up with a pre-trained start (the search then lets them rank its warm-up
+        batches). Default: ``not warming_up``."""
+        return not self.warming_up
+
     @staticmethod
     def create(
         kind: Literal["xgb", "mlp", "random", "none"] | str, *args: Any, **kwargs: Any

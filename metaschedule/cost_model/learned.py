@@ -73,8 +73,9 @@ class LearnedCostModel(CostModel):
         self._train()
 
     def predict(self, context: Any, candidates: list[MeasureCandidate]) -> np.ndarray:
-        """Scores of ``candidates`` (higher is better); random during warm-up."""
-        if self.warming_up:
+        """Scores of ``candidates`` (higher is better); random during warm-up, unless
+        the model is ``informed`` (pre-trained)."""
+        if not self.informed:
             return self.rng.random(len(candidates))
         if not candidates:
             return np.zeros(0)

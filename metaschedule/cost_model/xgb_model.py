@@ -14,6 +14,13 @@ last one, which has gone on fitting the squared error in the meantime. Below
 ``num_warmup_samples`` measured candidates, :meth:`XGBModel.predict` returns random
 scores from the model's own generator (seeded by ``config.seed``), as TVM does.
 
+Pre-trained start. With ``pretrained`` (the default; see :mod:`.pretrained`) the model
+starts from a booster trained on a corpus of other workloads' measurements, with
+features of the schedule, the workload and the CPU: it ranks candidates before the task
+has measured anything (``informed``: while warming up, its predictions are the
+pre-trained booster's, not random), and once ``num_warmup_samples`` are measured,
+fine-tuning continues boosting from it on the task's own samples.
+
 ``save(path)`` writes one tar file holding ``meta.json`` (counters and the generator
 state), ``data.npz`` (all training features and costs) and, once trained,
 ``model.json`` (the booster in xgboost's JSON format).
@@ -26,10 +33,11 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
-from ..feature_extractor import FeatureExtractor
+from ..feature_extractor import FeatureExtractor, PerStoreFeature
 from ..registry import register
 from .learned import LearnedCostModel, resolve_extractor
 from .metric import TrainingData, average_peak_score, pooled
+from .pretrained import default_path, load_pretrained
 
 __all__ = ["XGBConfig", "XGBModel"]
 
@@ -82,6 +90,10 @@ class XGBModel(LearnedCostModel):
         adaptive_training: retrain only once the data has grown by a fifth.
         num_tuning_cores: threads for xgboost (overrides ``config.nthread``).
         tree_method: overrides ``config.tree_method``.
+        pretrained: start from a pre-trained booster: True (the default one, see
+            :func:`~metaschedule.cost_model.pretrained.default_path`; none there, or an
+            ``extractor`` other than its own: start empty), a path to a model file
+            (``metaschedule corpus train`` writes one), or False (start empty, as TVM).
     """
 
     def __init__(
@@ -96,6 +108,7 @@ class XGBModel(LearnedCostModel):
         adaptive_training: bool = True,
         num_tuning_cores: int | None = None,
         tree_method: Literal["auto", "exact", "approx", "hist", "gpu_hist"] | None = None,
+        pretrained: bool | str = True,
     ) -> None:
         try:  # fail here, not at the first update, when it is missing
             import xgboost  # noqa: F401
@@ -106,6 +119,9 @@ class XGBModel(LearnedCostModel):
                 "`pip install xgboost`; or tune with cost_model='mlp' or 'random'"
             ) from err
 
+        base = _resolve_pretrained(pretrained, extractor)
+        if base is not None and isinstance(extractor, str):
+            extractor = PerStoreFeature(**base.extractor_settings)
         extractor = resolve_extractor(extractor, "XGBModel")
         if num_tuning_cores is not None:
             config = config._replace(nthread=num_tuning_cores)
@@ -127,6 +143,17 @@ class XGBModel(LearnedCostModel):
         self.booster: Any = None
         self.last_train_size = 0
         self.rng = np.random.default_rng(config.seed)
+        #: boosting rounds at most (early stopping usually ends training before)
+        self.max_rounds = MAX_BOOST_ROUNDS
+        self.pretrained = base
+        if base is not None:
+            self.booster = base.booster(self._params())
+
+    @property
+    def informed(self) -> bool:
+        """True with a booster: trained on the task, or pre-trained (then also while
+        warming up: the pre-trained booster scores, not chance)."""
+        return self.booster is not None
 
     # ------------------------------------------------------------------ persistence
 
@@ -146,7 +173,7 @@ class XGBModel(LearnedCostModel):
         import xgboost as xgb
 
         _, members = self._read_archive(path, "XGBModel")
-        self.booster = None
+        self.booster = None if self.pretrained is None else self.pretrained.booster(self._params())
         if "model.json" in members:
             self.booster = xgb.Booster(params=self._params())
             self.booster.load_model(bytearray(members["model.json"]))
@@ -209,10 +236,12 @@ class XGBModel(LearnedCostModel):
             ]
 
         stop = _peak_early_stopping(peak_name, self.early_stopping_rounds, self.verbose_eval)
+        base = None if self.pretrained is None else self.pretrained.booster(self._params())
         self.booster = xgb.train(
             self._params(),
             dtrain,
-            num_boost_round=MAX_BOOST_ROUNDS,
+            num_boost_round=self.max_rounds,
+            xgb_model=base,
             obj=objective,
             evals=[(dtrain, "tr")],
             custom_metric=metric,
@@ -228,6 +257,44 @@ class XGBModel(LearnedCostModel):
             stop.best,
             stop.best_round,
         )
+
+
+def _resolve_pretrained(pretrained: bool | str, extractor: Any) -> Any:
+    """The pre-trained model ``pretrained`` names (see :class:`XGBModel`), or None.
+
+    Raises:
+        ValueError: a path that is not a pre-trained model, or whose features differ from
+            those of the given ``extractor``.
+    """
+    if pretrained is False or pretrained is None:
+        return None
+    explicit = not isinstance(pretrained, bool)
+    path = str(pretrained) if explicit else default_path()
+    if path is None:
+        return None
+    try:
+        base = load_pretrained(path)
+    except ValueError:
+        if explicit:
+            raise
+        logger.warning("XGBModel: the pre-trained model %s does not load; starting empty", path)
+        return None
+    if isinstance(extractor, str):
+        if extractor == "per-store-feature":
+            return base
+        mine = None
+    else:
+        mine = getattr(extractor, "settings", lambda: None)()
+    if mine != base.extractor_settings:
+        if explicit:
+            raise ValueError(
+                f"XGBModel: the pre-trained model {path!r} was trained with the features of "
+                f"PerStoreFeature(**{base.extractor_settings}), not those of the given "
+                f"extractor {extractor!r}; pass pretrained=False, or no extractor"
+            )
+        logger.info("XGBModel: a custom feature extractor; not using the pre-trained model")
+        return None
+    return base
 
 
 def _peak_early_stopping(metric: str, patience: int, verbose_eval: int) -> Any:

@@ -42,6 +42,13 @@ Group 4 (4): if the stored buffer is allocated inside the function: ``alloc_size
 Group 5 (3): ``outer_prod`` (total trip count), ``num_loops``, ``auto_unroll_max_step``.
 Group 6 (18, only with ``extract_workload``): op counts of the unscheduled workload
   (``context.mod``), its number of stores and parameter bytes; the same for every row.
+Group 7 (19, only with ``extract_isa``): the CPU measured on (``context.isa``, else the
+  record of ``context.target``) and its thread count (:mod:`.features.isa`); the same
+  for every row, so one model can learn from and predict for several ISAs.
+Group 8 (2, only with ``extract_prior``): the analytic prior's estimate of the candidate
+  (:class:`~metaschedule.cost_model.prior.AnalyticPrior` for ``context.target``): log2 of
+  its estimated nanoseconds and GFLOPS; the same for every row of a candidate. A learned
+  model then corrects the prior rather than starting from nothing.
 
 Footprints are exact for affine indices with constant extents and approximate
 otherwise (floordiv scales a coefficient, floormod caps a width; other non-affine
@@ -57,6 +64,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..flop_count import estimate_flops
 from ..registry import register
 from ..tir.dtype import nbytes
 from ..tir.function import IRModule, PrimFunc
@@ -66,6 +74,7 @@ from ..tir.transform.lower import LOWER_PASSES
 from ..tir.transform.simplify import simplify_indices
 from .base import FeatureExtractor
 from .features.buffers import slog
+from .features.isa import isa_vector, target_isa
 from .features.layout import OP_NAMES, Layout, feature_names, slot_table
 from .features.loop_nest import LoopNestWalker, const_int, unroll_of_blocks
 from .features.ops import count_store
@@ -92,6 +101,9 @@ class PerStoreFeature(FeatureExtractor):
         arith_intensity_curve_num_samples: samples of the arithmetic-intensity curve.
         cache_line_bytes: cache line size used for the line counts.
         extract_workload: append features of the unscheduled workload (``context.mod``).
+        extract_isa: append features of the target's CPU (vector width, registers, FMA
+            units, caches, extensions, threads).
+        extract_prior: append the analytic prior's estimate of the candidate.
     """
 
     def __init__(
@@ -100,6 +112,8 @@ class PerStoreFeature(FeatureExtractor):
         arith_intensity_curve_num_samples: int = 10,
         cache_line_bytes: int = 64,
         extract_workload: bool = False,
+        extract_isa: bool = False,
+        extract_prior: bool = False,
     ) -> None:
         for name, value, low in (
             ("buffers_per_store", buffers_per_store, 0),
@@ -112,11 +126,21 @@ class PerStoreFeature(FeatureExtractor):
         self.arith_intensity_curve_num_samples = arith_intensity_curve_num_samples
         self.cache_line_bytes = cache_line_bytes
         self.extract_workload = bool(extract_workload)
+        self.extract_isa = bool(extract_isa)
+        self.extract_prior = bool(extract_prior)
         self.layout = Layout(
-            slot_table(buffers_per_store, arith_intensity_curve_num_samples, self.extract_workload)
+            slot_table(
+                buffers_per_store,
+                arith_intensity_curve_num_samples,
+                self.extract_workload,
+                self.extract_isa,
+                self.extract_prior,
+            )
         )
+        self._prior: Any = None  # the AnalyticPrior of extract_prior, made on first use
         self.feature_names = self.layout.names
         self._workload_cache: tuple[Any, np.ndarray] | None = None
+        self._isa_cache: tuple[Any, np.ndarray] | None = None
         # id(mod) -> (mod, is_gpu, workload, features): modules are immutable, and the
         # search asks for the same schedules again (evolution rounds, then training).
         self._cache: OrderedDict[int, tuple[Any, bool, Any, np.ndarray]] = OrderedDict()
@@ -128,7 +152,21 @@ class PerStoreFeature(FeatureExtractor):
         state = dict(self.__dict__)
         state["_cache"] = OrderedDict()
         state["_workload_cache"] = None
+        state["_isa_cache"] = None
+        state["_prior"] = None
         return state
+
+    def settings(self) -> dict[str, Any]:
+        """The constructor arguments: ``PerStoreFeature(**settings())`` extracts the
+        same features (a pre-trained model records them)."""
+        return {
+            "buffers_per_store": self.buffers_per_store,
+            "arith_intensity_curve_num_samples": self.arith_intensity_curve_num_samples,
+            "cache_line_bytes": self.cache_line_bytes,
+            "extract_workload": self.extract_workload,
+            "extract_isa": self.extract_isa,
+            "extract_prior": self.extract_prior,
+        }
 
     @property
     def feature_vector_length(self) -> int:
@@ -139,22 +177,56 @@ class PerStoreFeature(FeatureExtractor):
         """One float32 array ``[num_stores, feature_vector_length]`` per candidate."""
         is_gpu = _is_gpu_target(getattr(context, "target", None))
         workload = self._workload_features(context) if self.extract_workload else None
-        return [self._extract_cached(c.sch.mod, is_gpu, workload) for c in candidates]
+        isa = self._isa_features(context) if self.extract_isa else None
+        out = [self._extract_cached(c.sch.mod, is_gpu, workload, isa) for c in candidates]
+        if self.extract_prior:
+            out = self._with_prior(context, candidates, out)
+        return out
 
-    def _extract_cached(self, mod: Any, is_gpu: bool, workload: np.ndarray | None) -> np.ndarray:
+    def _with_prior(self, context: Any, candidates: list[Any], feats: list[np.ndarray]) -> list:
+        """``feats`` with the prior's estimate of each candidate in its prior slots."""
+        from ..cost_model.prior import AnalyticPrior  # local: the prior imports this package
+
+        if self._prior is None:
+            self._prior = AnalyticPrior()
+        mod = getattr(context, "mod", None)
+        flops = float(estimate_flops(mod)) if mod is not None else 0.0
+        scores = self._prior.predict(context, candidates)  # 1 / estimated seconds
+        span, out = self.layout.span("prior"), []
+        for f, score in zip(feats, scores):
+            f = f.copy()
+            secs = 1.0 / score if score > 0 else 1.0
+            f[:, span] = (np.log2(1 + secs * 1e9), np.log2(1 + flops / secs / 1e9))
+            out.append(f)
+        return out
+
+    def _extract_cached(
+        self, mod: Any, is_gpu: bool, workload: np.ndarray | None, isa: np.ndarray | None
+    ) -> np.ndarray:
         hit = self._cache.get(id(mod))
-        if hit is not None and hit[0] is mod and hit[1] == is_gpu and hit[2] is workload:
+        if (
+            hit is not None
+            and hit[0] is mod
+            and hit[1] == is_gpu
+            and hit[2][0] is workload
+            and hit[2][1] is isa
+        ):
             self._cache.move_to_end(id(mod))
             return hit[3]
-        feats = self.extract_mod(mod, is_gpu=is_gpu, workload=workload)
+        feats = self.extract_mod(mod, is_gpu=is_gpu, workload=workload, isa=isa)
         feats.setflags(write=False)  # shared between callers
-        self._cache[id(mod)] = (mod, is_gpu, workload, feats)
+        self._cache[id(mod)] = (mod, is_gpu, (workload, isa), feats)
         if len(self._cache) > self.cache_size:
             self._cache.popitem(last=False)
         return feats
 
     def extract_mod(
-        self, mod: IRModule | PrimFunc, *, is_gpu: bool = False, workload: np.ndarray | None = None
+        self,
+        mod: IRModule | PrimFunc,
+        *,
+        is_gpu: bool = False,
+        workload: np.ndarray | None = None,
+        isa: np.ndarray | None = None,
     ) -> np.ndarray:
         """Features of every store of every function of ``mod`` (scheduled, not lowered)."""
         funcs = [mod] if isinstance(mod, PrimFunc) else list(mod.functions.values())
@@ -189,7 +261,17 @@ class PerStoreFeature(FeatureExtractor):
         )
         if workload is not None and len(out):
             out[:, self.layout.span("workload")] = workload
+        if isa is not None and len(out):
+            out[:, self.layout.span("isa")] = isa
         return out
+
+    def _isa_features(self, context: Any) -> np.ndarray:
+        isa, cores = target_isa(context)
+        if self._isa_cache is not None and self._isa_cache[0] == (isa, cores):
+            return self._isa_cache[1]
+        vec = isa_vector(isa, cores)
+        self._isa_cache = ((isa, cores), vec)
+        return vec
 
     def _workload_features(self, context: Any) -> np.ndarray:
         mod = getattr(context, "mod", None)

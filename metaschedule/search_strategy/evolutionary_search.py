@@ -56,7 +56,7 @@ from .base import (
     trace_key,
 )
 from .schedule_set import ScheduleInfo, ScheduleSet
-from .warm_up import WarmUpPolicy
+from .warm_up import InformedPrior, WarmUpPolicy
 
 if TYPE_CHECKING:
     from ..cost_model.base import CostModel
@@ -465,20 +465,20 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
                 out.append(sch)
         return out
 
-    def _prior(self) -> AnalyticPrior | None:
-        """The prior, if it models the tuning target (a CPU model: not for GPUs)."""
-        target = getattr(self.context, "target", None)
-        if self.prior is None or getattr(target, "kind", "cpu") != "cpu":
-            return None
-        return self.prior
+    def _prior(self) -> Any:
+        """The warm-up's scorer: the prior if it models the target (a CPU model: not for
+        GPUs), informed by the cost model when that is (:class:`~.warm_up.InformedPrior`)."""
+        cpu = getattr(getattr(self.context, "target", None), "kind", "cpu") == "cpu"
+        prior, model = self.prior if cpu else None, self._require_state().cost_model
+        self._scorer = InformedPrior(prior, model) if getattr(model, "informed", 0) else prior
+        return self._scorer
 
     def _pick_with_prior(self, samples: list[Schedule], num: int) -> list[Schedule]:
         """The prior's best ``num`` of distinct unmeasured ``samples`` and of their
         mutants, but a share drawn at random from the rest of the samples
         (:class:`~.warm_up.WarmUpPolicy`)."""
         state = self._require_state()
-        prior, policy = self.prior, self.warm_up
-        assert prior is not None
+        prior, policy = self._scorer, self.warm_up
         near = self._pick_near_measured(policy.num_near_measured(num))
         num -= len(near)
         samples = [s for s in samples if not state.measured.contains(self._info(s))]
@@ -555,7 +555,7 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
             len(out),
             len(kids),
             len(parents),
-            self.prior,
+            self._scorer,
         )
         return out
 
@@ -594,9 +594,9 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
     def _prior_scores(self, schs: list[Schedule]) -> np.ndarray | None:
         """The prior's scores of mutants, or None when it fails (logged)."""
         try:
-            return np.asarray(self.prior.predict(self.context, self._candidates(schs)), float)
+            return np.asarray(self._scorer.predict(self.context, self._candidates(schs)), float)
         except Exception as err:  # noqa: BLE001 - a prior's bug must not end the tuning
-            self._log(logging.WARNING, "%s failed on mutants (%s)", self.prior, err)
+            self._log(logging.WARNING, "%s failed on mutants (%s)", self._scorer, err)
             return None
 
     # --------------------------------------------------------------------- helpers

@@ -27,11 +27,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
-__all__ = ["WarmUpPolicy"]
+__all__ = ["InformedPrior", "WarmUpPolicy"]
 
 T = TypeVar("T")
 
@@ -146,3 +146,26 @@ class WarmUpPolicy:
         rest = [i for i in range(num_random) if i not in taken]
         chosen += [rest[int(i)] for i in rng.permutation(len(rest))[: num - len(chosen)]]
         return chosen, num_best
+
+
+class InformedPrior:
+    """The warm-up's scorer when the cost model is ``informed`` while warming up (it
+    arrives pre-trained): the geometric mean of the prior's estimated throughput and the
+    model's predicted normalised throughput (floored at ``floor``), each to the power of
+    its ``weight``; the model alone without a prior. Both are per-workload scales, so
+    scores of separate calls compare (the refinement compares children with parents).
+    """
+
+    def __init__(self, prior: Any, model: Any, weight: float = 0.5, floor: float = 1e-3):
+        self.prior, self.model, self.weight, self.floor = prior, model, weight, floor
+
+    def predict(self, context: Any, candidates: list[Any]) -> np.ndarray:
+        learned = np.maximum(np.asarray(self.model.predict(context, candidates), float), 0.0)
+        learned = np.maximum(learned, self.floor)
+        if self.prior is None:
+            return learned
+        estimate = np.asarray(self.prior.predict(context, candidates), float)
+        return estimate ** (1.0 - self.weight) * learned**self.weight
+
+    def __str__(self) -> str:
+        return f"{self.prior or 'no prior'} informed by {type(self.model).__name__}"

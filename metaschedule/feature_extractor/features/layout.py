@@ -75,6 +75,29 @@ BUF_NAMES = (
 )
 ALLOC_NAMES = ("alloc_size", "alloc_prod", "alloc_outer_prod", "alloc_inner_prod")
 OUTER_NAMES = ("outer_prod", "num_loops", "auto_unroll_max_step")
+#: ISA extensions named by a 0/1 slot (a dot-product instruction of either kind counts)
+ISA_FLAGS = ("fma", "avx2", "avx512f", "avx512bw", "vnni", "neon", "dotprod")
+ISA_NAMES = tuple(
+    f"isa_{n}"
+    for n in (
+        "vector_bytes",
+        "vector_registers",
+        "fma_units",
+        "fma_latency",
+        "datapath_bits",
+        "fma_chains",
+        "peak_flops_per_cycle",
+        "l1_bytes",
+        "l2_bytes",
+        "l3_bytes",
+        "num_cores",
+        "is_aarch64",
+        *ISA_FLAGS,
+    )
+)
+#: the analytic prior's estimate of the candidate: log2 of its estimated nanoseconds and
+#: of its estimated GFLOPS (the workload's float operations over that time)
+PRIOR_NAMES = ("prior_log_ns", "prior_log_gflops")
 WORKLOAD_NAMES = tuple(f"workload_{n}" for n in OP_NAMES) + (
     "workload_num_stores",
     "workload_param_bytes",
@@ -85,6 +108,8 @@ def slot_table(
     buffers_per_store: int = 5,
     arith_intensity_curve_num_samples: int = 10,
     extract_workload: bool = False,
+    extract_isa: bool = False,
+    extract_prior: bool = False,
 ) -> list[tuple[str, str, int]]:
     """Every slot as ``(group, name, width)``, in the order of the feature vector."""
     slots = [("ops", n, 1) for n in OP_NAMES]
@@ -99,6 +124,10 @@ def slot_table(
     slots += [("alloc", n, 1) for n in ALLOC_NAMES] + [("outer", n, 1) for n in OUTER_NAMES]
     if extract_workload:
         slots += [("workload", n, 1) for n in WORKLOAD_NAMES]
+    if extract_isa:
+        slots += [("isa", n, 1) for n in ISA_NAMES]
+    if extract_prior:
+        slots += [("prior", n, 1) for n in PRIOR_NAMES]
     return slots
 
 
@@ -129,8 +158,16 @@ def feature_names(
     buffers_per_store: int = 5,
     arith_intensity_curve_num_samples: int = 10,
     extract_workload: bool = False,
+    extract_isa: bool = False,
+    extract_prior: bool = False,
 ) -> list[str]:
     """The name of every slot of a feature vector, in order."""
     return Layout(
-        slot_table(buffers_per_store, arith_intensity_curve_num_samples, extract_workload)
+        slot_table(
+            buffers_per_store,
+            arith_intensity_curve_num_samples,
+            extract_workload,
+            extract_isa,
+            extract_prior,
+        )
     ).names
