@@ -179,9 +179,10 @@ def _train(args: argparse.Namespace) -> int:
         f"rounds in {summary['seconds']} s"
     )
     print(f"Wrote {summary['path']} ({_size(summary['bytes'])})")
-    scored = summary["held_out_spearman"]
+    scored, prior = summary["held_out_spearman"], summary.get("held_out_prior_spearman", {})
     for name, rho in sorted(scored.items()):
-        print(f"  held out {name}: Spearman {rho:.3f}")
+        alone = f" (the analytic prior alone: {prior[name]:.3f})" if name in prior else ""
+        print(f"  held out {name}: Spearman {rho:.3f}{alone}")
     for name in holdout:
         if not any(key.startswith(f"{name}@") for key in scored):
             print(f"  held out {name}: not scored (fewer than 3 records that ran)")

@@ -201,9 +201,12 @@ def spearman(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.corrcoef(ra, rb)[0, 1])
 
 
-def held_out_spearman(model: Any, data: TrainingData) -> dict[str, float]:
-    """Per held-out workload: Spearman of the model's scores against measured
-    throughput (``1 / cost``) over the records that ran."""
+def held_out_spearman(
+    model: Any, data: TrainingData, column: int | None = None
+) -> dict[str, float]:
+    """Per held-out workload (``name@part``): Spearman of the model's scores against
+    measured throughput (``1 / cost``) over the records that ran; with ``column``, of
+    that feature instead (negated: the prior's estimated time, for comparison)."""
     out: dict[str, float] = {}
     keys = np.array(data.keys)
     costs = np.array(data.costs)
@@ -211,7 +214,10 @@ def held_out_spearman(model: Any, data: TrainingData) -> dict[str, float]:
         idx = np.flatnonzero((keys == key) & np.isfinite(costs))
         if len(idx) < 3:
             continue
-        scores = model.predict_features([data.features[i] for i in idx])
+        if column is None:
+            scores = model.predict_features([data.features[i] for i in idx])
+        else:
+            scores = np.array([-data.features[i][0, column] for i in idx])
         out[key.rsplit(":", 1)[-1] + f"@{key.split(':')[0]}"] = spearman(scores, 1 / costs[idx])
     return out
 
@@ -224,7 +230,7 @@ def train_pretrained(
     max_depth: int = 8,
     eta: float = 0.1,
     max_rounds: int = 400,
-    patience: int = 400,
+    patience: int = 50,
     progress: Any = None,
 ) -> dict[str, Any]:
     """Train a pre-trained model on the corpora at ``corpus`` and write it to ``out``
@@ -270,6 +276,9 @@ def train_pretrained(
         **info,
     }
     summary["held_out_spearman"] = held_out_spearman(model, test) if len(test) else {}
+    if len(test) and extractor.extract_prior:  # the analytic prior alone, to compare with
+        column = extractor.feature_names.index("prior_log_ns")
+        summary["held_out_prior_spearman"] = held_out_spearman(model, test, column)
     tmp = f"{out}.tmp{os.getpid()}"
     write_archive(
         tmp,

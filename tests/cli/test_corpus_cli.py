@@ -160,7 +160,10 @@ def test_corpus_train_writes_a_model_and_prints_the_held_out_spearman(
     assert "Trained on 24 sample(s) of 1 part(s) (12 held out)" in printed.out
     assert f"Wrote {out} (" in printed.out
     line = next(ln for ln in printed.out.splitlines() if "Spearman" in ln)
-    assert f"held out {HELD_OUT}@" in line and -1 <= float(line.split()[-1]) <= 1
+    assert f"held out {HELD_OUT}@" in line
+    model_rho = float(line.split("Spearman ")[1].split()[0])
+    prior_rho = float(line.split("the analytic prior alone: ")[1].rstrip(")"))
+    assert -1 <= model_rho <= 1 and -1 <= prior_rho <= 1
     assert f"XGBModel(pretrained={os.path.abspath(out)!r})" in printed.out
     assert "12 records" in printed.err  # the progress, per workload
     assert load_pretrained(out).meta["held_out"] == [HELD_OUT]

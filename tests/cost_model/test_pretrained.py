@@ -83,6 +83,9 @@ def test_training_holds_out_a_workload_and_ranks_it(trained):
     ((name, rho),) = summary["held_out_spearman"].items()
     assert name == f"{HELD_OUT}@{trained.part.path}"
     assert rho > 0.5
+    # the analytic prior's own ranking of the same records, from its feature column
+    ((prior_name, prior_rho),) = summary["held_out_prior_spearman"].items()
+    assert prior_name == name and -1 <= prior_rho <= 1 and prior_rho != rho
     meta = load_pretrained(trained.path)
     assert meta.extractor_settings == PerStoreFeature(**EXTRACTOR_SETTINGS).settings()
     assert meta.meta["parts"][0]["held_out"] == PER_WORKLOAD
@@ -179,3 +182,40 @@ def test_a_corpus_without_training_samples_is_a_value_error(tmp_path):
     part = synthetic_corpus(str(tmp_path / "part"), {"mm": lambda: matmul(8)}, n=4)
     with pytest.raises(ValueError, match="no training sample"):
         train_pretrained([part.path], str(tmp_path / "m.tar"), holdout=["mm"])
+
+
+def test_the_shipped_model_loads_is_small_and_ranks_a_tiled_kernel_first(tmp_path, monkeypatch):
+    """The package ships a model (trained by benchmarks/corpus.py data on two ISAs), which
+    ``pretrained=True`` loads when the user has none, under the wheel's 5 MB budget; it
+    ranks a tiled, vectorized and parallel matmul above the naive loop nest."""
+    import metaschedule as ms
+    from metaschedule.arg_info import ArgInfo
+    from metaschedule.search_strategy import MeasureCandidate
+    from metaschedule.target import Target
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # no user model
+    path = pretrained_mod.shipped_path()
+    assert os.path.isfile(path) and os.path.getsize(path) < 5 * 2**20
+    base = load_pretrained(path)
+    assert base.extractor_settings == PerStoreFeature(**EXTRACTOR_SETTINGS).settings()
+    assert base.meta["held_out"] and {p["isa"]["name"] for p in base.meta["parts"]} >= {
+        "avx2",
+        "avx512",
+    }
+    model = XGBModel()
+    assert model.pretrained is not None and model.pretrained.path == path
+
+    func = matmul(128, 128, 128)
+    naive = ms.tir.Schedule(func, seed=0)
+    tiled = ms.tir.Schedule(func, seed=0)
+    i, j, k = tiled.get_loops(tiled.get_block("C"))
+    i0, i1 = tiled.split(i, [None, 4])
+    j0, j1 = tiled.split(j, [None, 16])
+    tiled.reorder(i0, j0, k, i1, j1)
+    tiled.parallel(i0)
+    tiled.vectorize(j1)
+    ctx = types.SimpleNamespace(mod=func, target=Target("llvm -mcpu=haswell -num-cores 2"))
+    scores = model.predict(
+        ctx, [MeasureCandidate(s, ArgInfo.from_entry_func(s.mod)) for s in (naive, tiled)]
+    )
+    assert scores[1] > scores[0]
