@@ -1,5 +1,7 @@
 """AnalyticPrior: hand-written schedules ranked as a CPU runs them, no data needed."""
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -262,6 +264,16 @@ def test_the_register_tiles_are_the_code_generators():
     assert hoisted  # some tiles span two reduction loops
 
 
+@functools.cache
+def _wide_matmul_samples() -> tuple:
+    """40 random schedules of a 127 x 511 x 255 matmul's default AVX-512 space, each with
+    the C the code generator emits for it (its default switches): sampled and emitted once,
+    for the two tests below that hold the prior to that C."""
+    target = AVX512  # the code generator's and the prior's ISA, whatever the host's
+    samples = _space_samples(matmul(127, 255, 511), 40, seed=1, target=target)
+    return tuple((sch, _emitted_c(sch, target)) for sch in samples)
+
+
 def test_merged_register_tiles_are_the_code_generators(monkeypatch):
     """Tile loops whose points lie side by side along the vector loop are merged into it
     (c_accumulate.MERGE_CONTIGUOUS): a 127 x 511 x 255 matmul's rows of 5 x 51 lanes are
@@ -269,18 +281,12 @@ def test_merged_register_tiles_are_the_code_generators(monkeypatch):
     over a reduction made vector code (c_vector.vectorize_outputs) included."""
     import re
 
-    from metaschedule.codegen.c_codegen import codegen_c
     from metaschedule.cost_model.prior import register_tiles
-    from metaschedule.tir.function import IRModule
-    from metaschedule.tir.transform import lower
 
     assert c_accumulate.MERGE_CONTIGUOUS and c_vector.VECTORIZE_OUTPUTS  # (the prior reads them)
-    target = AVX512  # the code generator's and the prior's ISA, whatever the host's
-    machine = Machine.of_target(target)
+    machine = Machine.of_target(AVX512)
     merged = 0
-    for sch in _space_samples(matmul(127, 255, 511), 40, seed=1, target=target):
-        lowered = IRModule({name: lower(f) for name, f in sch.mod.items()})
-        code = codegen_c(lowered, target).code
+    for sch, code in _wide_matmul_samples():
         emitted = sorted(int(x) for x in re.findall(r"kept in (\d+) accumulator", code))
         tiles = sorted(register_tiles(sch.mod, machine))
         assert tiles == emitted, str(sch.trace)
@@ -379,18 +385,17 @@ def test_the_prior_hoists_invariant_loads_where_the_code_generator_does(monkeypa
     from metaschedule.cost_model.prior import register_tiles
     from metaschedule.cost_model.prior import stores as prior_stores
 
-    target = AVX512  # the code generator's and the prior's ISA, whatever the host's
-    machine = Machine.of_target(target)
+    machine = Machine.of_target(AVX512)
     saved = []
     count = prior_stores.invariant_loads
     monkeypatch.setattr(
         prior_stores, "invariant_loads", lambda *a: saved.append(count(*a)) or saved[-1]
     )
     hoisted = 0
-    for sch in _space_samples(matmul(127, 255, 511), 40, seed=1, target=target):
+    for sch, code in _wide_matmul_samples():
         saved.clear()
         register_tiles(sch.mod, machine)
-        emitted = "loads invariant in loop" in _emitted_c(sch, target)
+        emitted = "loads invariant in loop" in code
         assert any(x > 0 for x in saved) == emitted, str(sch.trace)
         hoisted += emitted
     assert hoisted >= 3

@@ -5,7 +5,9 @@ and a seeded evolutionary search picks the same traces with and without them."""
 
 from __future__ import annotations
 
+import functools
 import sys
+import tempfile
 from pathlib import Path
 from unittest import mock
 
@@ -164,9 +166,17 @@ def _tune(tmp_path, name):
     return [str(r.trace) for r in db.get_all_tuning_records()]
 
 
+@functools.cache
+def fast_traces() -> tuple[str, ...]:
+    """The traces the seeded search picks with every shortcut on: tuned once, for both
+    tests that tune again with shortcuts off (here and in test_search_shortcuts.py)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        return tuple(_tune(Path(tmp), "fast"))
+
+
 @pytest.mark.slow
 def test_a_seeded_search_picks_the_same_traces_without_the_shortcuts(tmp_path):
-    fast = _tune(tmp_path, "fast")
+    fast = list(fast_traces())
     with (
         general_paths(),
         mock.patch.object(TraceReplayer, "max_prefixes", 0),
