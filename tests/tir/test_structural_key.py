@@ -5,6 +5,8 @@ other's."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -33,6 +35,7 @@ _OTHER_DTYPE = {"int32": "int64", "int64": "int32"}
 N_VARS = 3
 
 
+@functools.cache  # one strategy, drawn from again and again (building one costs more)
 def recipes(depth: int = 3) -> st.SearchStrategy:
     leaf = st.one_of(
         st.tuples(st.just("var"), st.integers(0, N_VARS - 1)),
