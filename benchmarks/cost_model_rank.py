@@ -48,40 +48,12 @@ REMEASURED = "re-measured"
 
 # ----------------------------------------------------------------------------- sampling
 def sample_schedules(func, target, n: int, seed: int) -> tuple[list[Any], dict[str, Any]]:
-    """``n`` structurally distinct random schedules from the default design space."""
-    from metaschedule.runner import RunnerResult
-    from metaschedule.search_strategy import ReplayTrace
-    from metaschedule.space_generator import PostOrderApply
-    from metaschedule.tir.structural import structural_hash
-    from metaschedule.tune_context import TuneContext
+    """``n`` structurally distinct random schedules from the default design space, and
+    how many spaces, draws and distinct schedules it took."""
+    from metaschedule.testing.corpus import sample_schedules as sample
 
-    ctx = TuneContext(
-        func,
-        target=target,
-        space_generator=PostOrderApply(),
-        search_strategy=ReplayTrace(),
-        rand_state=seed,
-        task_name="rank",
-    )
-    spaces = ctx.generate_design_space()
-    batch = max(16, n // 2)
-    ctx.pre_tuning(max_trials=20 * n, num_trials_per_iter=batch, design_spaces=spaces)
-    seen: set[int] = set()
-    out: list[Any] = []
-    drawn = 0
-    while len(out) < n:
-        cands = ctx.generate_measure_candidates()
-        if not cands:
-            break
-        drawn += len(cands)
-        for c in cands:
-            h = structural_hash(c.sch.mod)
-            if h not in seen and len(out) < n:
-                seen.add(h)
-                out.append(c)
-        ctx.notify_runner_results(cands, [RunnerResult(None, "not measured")] * len(cands))
-    ctx.post_tuning()
-    return out, {"design_spaces": len(spaces), "drawn": drawn, "distinct": len(out)}
+    stats: dict[str, Any] = {}
+    return sample(func, target, n, seed, stats), stats
 
 
 def measure(

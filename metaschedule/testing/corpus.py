@@ -67,10 +67,13 @@ SYNTHETIC_WORKLOADS: dict[str, Callable[[], PrimFunc]] = {
 SYNTHETIC_TARGET = "llvm -mcpu=haswell -num-cores=4"
 
 
-def sample_schedules(func: PrimFunc, target: Target | str, n: int, seed: int) -> list[Any]:
+def sample_schedules(
+    func: PrimFunc, target: Target | str, n: int, seed: int, stats: dict | None = None
+) -> list[Any]:
     """Up to ``n`` structurally distinct random schedules (``MeasureCandidate``\\ s) of
     ``func`` from the default design space: each design-space trace replayed with fresh
-    decisions and post-processed (``benchmarks/cost_model_rank.py``'s sampling)."""
+    decisions and post-processed. ``stats``, when given, receives the number of design
+    spaces, of schedules drawn and of distinct ones."""
     ctx = TuneContext(
         func,
         target=Target(target),
@@ -83,10 +86,12 @@ def sample_schedules(func: PrimFunc, target: Target | str, n: int, seed: int) ->
     ctx.pre_tuning(max_trials=20 * n, num_trials_per_iter=max(16, n // 2), design_spaces=spaces)
     seen: set[int] = set()
     out: list[Any] = []
+    drawn = 0
     while len(out) < n:
         cands = ctx.generate_measure_candidates()
         if not cands:  # the budget is spent: fewer distinct schedules exist
             break
+        drawn += len(cands)
         for c in cands:
             h = structural_hash(c.sch.mod)
             if h not in seen and len(out) < n:
@@ -94,6 +99,8 @@ def sample_schedules(func: PrimFunc, target: Target | str, n: int, seed: int) ->
                 out.append(c)
         ctx.notify_runner_results(cands, [RunnerResult(None, "not measured")] * len(cands))
     ctx.post_tuning()
+    if stats is not None:
+        stats.update(design_spaces=len(spaces), drawn=drawn, distinct=len(out))
     return out
 
 
