@@ -19,9 +19,14 @@ from metaschedule.utils import derived_object
 FAULTY = "metaschedule.testing.dummy_object.fault_injecting_build"
 
 
+# long enough for a real build on a loaded machine (tests run two at a time), short
+# enough that the hanging build's wait stays cheap
+TIMEOUT_SEC = 4.0
+
+
 @pytest.fixture(scope="module")
 def builder():
-    with LocalBuilder(max_workers=2, timeout_sec=1.0, f_build=FAULTY) as b:
+    with LocalBuilder(max_workers=2, timeout_sec=TIMEOUT_SEC, f_build=FAULTY) as b:
         yield b
 
 
@@ -56,7 +61,7 @@ def test_failing_builds_are_results_and_the_next_build_succeeds(builder):
     crash, ok1, hang, bad_c, raised, ok2 = builder.build(inputs)
     assert crash.artifact_path is None
     assert "build crashed (worker died: signal SIGSEGV)" in crash.error_msg
-    assert hang.artifact_path is None and "timed out after 1.0 s" in hang.error_msg
+    assert hang.artifact_path is None and f"timed out after {TIMEOUT_SEC} s" in hang.error_msg
     assert "BuildError" in bad_c.error_msg
     assert "too few arguments to function" in bad_c.error_msg  # the compiler's own words
     assert "RuntimeError: cannot build ['main']: injected failure" in raised.error_msg
