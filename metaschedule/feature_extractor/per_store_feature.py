@@ -183,6 +183,18 @@ class PerStoreFeature(FeatureExtractor):
             out = self._with_prior(context, candidates, out)
         return out
 
+    def share_prior(self, prior: Any) -> bool:
+        """Fill the prior slots with ``prior``'s estimates from now on, so that a search
+        whose warm-up ranks by the same prior estimates each candidate once (the prior
+        remembers its estimates). Taken only when it estimates what the extractor's own
+        would (a plain ``AnalyticPrior()``): whether it was."""
+        from ..cost_model.prior import AnalyticPrior  # local: the prior imports this package
+
+        same = type(prior) is AnalyticPrior and prior.machine is None
+        if same and self.extract_prior:
+            self._prior = prior
+        return same and self.extract_prior
+
     def _with_prior(self, context: Any, candidates: list[Any], feats: list[np.ndarray]) -> list:
         """``feats`` with the prior's estimate of each candidate in its prior slots."""
         from ..cost_model.prior import AnalyticPrior  # local: the prior imports this package

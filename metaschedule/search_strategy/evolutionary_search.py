@@ -56,7 +56,7 @@ from .base import (
     trace_key,
 )
 from .schedule_set import ScheduleInfo, ScheduleSet
-from .warm_up import InformedPrior, WarmUpPolicy
+from .warm_up import InformedPrior, WarmUpPolicy, describe_scores
 
 if TYPE_CHECKING:
     from ..cost_model.base import CostModel
@@ -505,14 +505,12 @@ class EvolutionarySearch(ContextBound, SearchStrategy):
         chosen, num_best = policy.pick(scores, num, n_random, self.rng)
         self._log(
             logging.INFO,
-            "Warm-up: %d of %d sample(s) (%d of them refined) picked by %s (estimates: "
-            "best %.3g ms, median %.3g ms), %d at random",
+            "Warm-up: %d of %d sample(s) (%d of them refined) picked by %s (%s), %d at random",
             num_best,
             len(samples),
             len(samples) - n_random,
             prior,
-            1e3 / max(float(scores.max()), 1e-30),
-            1e3 / max(float(np.median(scores)), 1e-30),
+            describe_scores(prior, scores),
             len(chosen) - num_best,
         )
         out = near

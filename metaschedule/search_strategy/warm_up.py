@@ -158,6 +158,9 @@ class InformedPrior:
 
     def __init__(self, prior: Any, model: Any, weight: float = 0.5, floor: float = 1e-3):
         self.prior, self.model, self.weight, self.floor = prior, model, weight, floor
+        share = getattr(getattr(model, "extractor", None), "share_prior", None)
+        if prior is not None and share is not None:
+            share(prior)  # the model's prior features: the same estimates, computed once
 
     def predict(self, context: Any, candidates: list[Any]) -> np.ndarray:
         learned = np.maximum(np.asarray(self.model.predict(context, candidates), float), 0.0)
@@ -169,3 +172,15 @@ class InformedPrior:
 
     def __str__(self) -> str:
         return f"{self.prior or 'no prior'} informed by {type(self.model).__name__}"
+
+
+def describe_scores(scorer: Any, scores: np.ndarray) -> str:
+    """The warm-up log's summary of a batch's ``scores``: a prior's are ``1 / estimated
+    seconds`` (shown as times); an :class:`InformedPrior`'s blend the prior's estimate with
+    the model's prediction, and are not times."""
+    best, median = float(scores.max()), float(np.median(scores))
+    if isinstance(scorer, InformedPrior):
+        return f"blended scores: best {best:.3g}, median {median:.3g}"
+    return (
+        f"estimates: best {1e3 / max(best, 1e-30):.3g} ms, median {1e3 / max(median, 1e-30):.3g} ms"
+    )

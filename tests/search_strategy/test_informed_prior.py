@@ -3,9 +3,14 @@
 import numpy as np
 
 from metaschedule.cost_model.base import PyCostModel
+from metaschedule.cost_model.prior import AnalyticPrior
+from metaschedule.cost_model.prior.machine import Machine
 from metaschedule.database import MemoryDatabase
+from metaschedule.feature_extractor import PerStoreFeature
+from metaschedule.measure_candidate import MeasureCandidate
+from metaschedule.schedule import Schedule
 from metaschedule.search_strategy import EvolutionarySearch, WarmUpPolicy
-from metaschedule.search_strategy.warm_up import InformedPrior
+from metaschedule.search_strategy.warm_up import InformedPrior, describe_scores
 from metaschedule.space_generator import ScheduleFn
 from metaschedule.testing.tuning_records import matmul
 from metaschedule.tune_context import TuneContext
@@ -77,3 +82,34 @@ def test_an_informed_model_ranks_the_warm_up_batch_without_a_prior(tile_ij, driv
     ranked = sorted(set(scored), key=lambda k: k[1][1], reverse=True)
     best = [k[1][1] for k in ranked[:6]]
     assert sorted((k[1][1] for k in picks[:6]), reverse=True) == best
+
+
+def test_the_warm_up_log_calls_blended_scores_scores_and_a_priors_estimates_times():
+    scores = np.array([2e3, 1e3, 5e2])  # 1 / seconds
+    model = type("M", (), {"predict": lambda self, ctx, c: np.ones(len(c))})()
+    plain = describe_scores(ConstantPrior([1.0]), scores)
+    assert plain == "estimates: best 0.5 ms, median 1 ms"
+    blended = describe_scores(InformedPrior(ConstantPrior([1.0]), model), scores)
+    assert blended == "blended scores: best 2e+03, median 1e+03" and "ms" not in blended
+
+
+def test_the_models_prior_features_share_the_searchs_estimates():
+    """An informed model whose features include the prior's estimate takes the search's
+    prior (so each candidate is estimated once), and only a prior like its own."""
+    extractor = PerStoreFeature(extract_prior=True)
+    model = type("M", (), {"extractor": extractor})()
+    prior = AnalyticPrior()
+    InformedPrior(prior, model)
+    assert extractor._prior is prior
+    sch = Schedule(matmul(32))
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    sch.split(j, [None, 8])
+    ctx = TuneContext(matmul(32), target="llvm")
+    (feats,) = extractor.extract_from(ctx, [MeasureCandidate(sch, [])])
+    assert id(sch.mod) in prior._cache, "the search's prior made the features' estimate"
+    secs = 1.0 / prior.score_mod(sch.mod, Machine.of_target(ctx.target))
+    np.testing.assert_allclose(feats[0, extractor.layout.span("prior")][0], np.log2(1 + secs * 1e9))
+    other = PerStoreFeature(extract_prior=True)
+    assert not other.share_prior(AnalyticPrior(machine=Machine(vector_registers=16)))
+    assert other._prior is None
+    assert not PerStoreFeature().share_prior(prior)  # no prior slots: nothing to share
