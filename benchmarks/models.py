@@ -200,6 +200,26 @@ def _randomize(torch, module) -> None:
 
 
 # ----------------------------------------------------------------------------- one model
+def python_overhead(exe, x, calls: int = 2000) -> dict[str, float]:
+    """Per inference, the Python around the kernels (us): ``exe(x=x)`` (binding the input,
+    writing its address into the prepared calls, the one C call that runs every kernel,
+    copying the output) with that C call made a no-op, so the kernels' time and its noise
+    are not in it; the median of ``calls``."""
+    program = exe._program
+    if program is None:  # a library without the step runner: a Python loop
+        return {"kernels": float(len(exe._calls))}
+    real, ts = program.run, []
+    program.run = lambda: (0, -1)
+    try:
+        for _ in range(calls):
+            t0 = time.perf_counter()
+            exe(x=x)
+            ts.append(time.perf_counter() - t0)
+    finally:
+        program.run = real
+    return {"kernels": float(program.count), "call_us": float(np.median(ts)) * 1e6}
+
+
 def rel_err(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-30))
 
@@ -314,6 +334,7 @@ def run_model(name: str, args, torch, onnx, ort) -> dict[str, Any]:
     )
     runners: dict[str, Any] = {}
     row["err_untuned"] = rel_err(exe(x=x), ref)
+    row["python_overhead"] = python_overhead(exe, x)
     runners["untuned"] = lambda: exe(x=x)
     if args.nchw:  # A/B of the layout conversion: the imported NCHW layout
         nchw = ri.compile_relax(None, func, args.target, None, desired_layouts=None)
@@ -605,6 +626,13 @@ def main(argv: list[str] | None = None) -> None:
             f"compile {r['compile_s']:.2f} s; memory plan {r['planned_mib']:.1f} MiB for "
             f"{r['intermediates_mib']:.1f} MiB of intermediates"
         )
+    for r in rows:
+        o = r["python_overhead"]
+        if "call_us" in o:
+            print(
+                f"{r['model']}: Python per inference {o['call_us']:.1f} us around the one C "
+                f"call that runs its {o['kernels']:.0f} kernels"
+            )
     for r in rows:
         tasks = ", ".join(f"{t['name']} x{t['weight']}" for t in r["tasks"])
         print(f"{r['model']} tasks: {tasks}")

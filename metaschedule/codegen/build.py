@@ -8,6 +8,7 @@ from typing import Any
 from ..runtime.cross_module import CrossModule
 from ..runtime.cuda_module import CudaModule
 from ..runtime.module import METADATA_VERSION, Module, embed_c
+from ..runtime.steps import steps_c_source
 from ..runtime.timer import timer_c_source
 from ..schedule.prepacked import prepacked_args
 from ..target import Target
@@ -97,7 +98,7 @@ def build(
     }
     if sites is not None:
         metadata["debug_sites"] = sites.sites
-    source = csrc.code + timer_c_source([f.symbol for f in csrc.functions])
+    source = csrc.code + timer_c_source([f.symbol for f in csrc.functions]) + steps_c_source()
     library = source + embed_c(metadata, csrc.code)
     path = compile_shared(
         library, compiler_flags(target), cache_dir, timeout_sec=timeout_sec, target=target

@@ -149,3 +149,20 @@ def test_wrong_inputs_are_refused_before_any_kernel_runs():
         exe(x=np.zeros((4, 16), "float64"))
     x = np.asfortranarray(rng.standard_normal((4, 16)).astype("float32"))
     np.testing.assert_allclose(exe(x=x), graph.interpret(f, x)[0], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.compiler
+def test_a_run_is_one_c_call_and_a_library_without_the_step_runner_runs_the_same():
+    f, rng = _chain(4)
+    exe = ri.compile_relax(None, f, "llvm", None)
+    assert exe._program is not None and exe._program.count == 4  # the reshape: no call
+    x = rng.standard_normal((4, 16)).astype("float32")
+    got = exe(x=x)
+    np.testing.assert_allclose(got, graph.interpret(f, x)[0], rtol=1e-5, atol=1e-6)
+    calls = []
+    real = exe._program.run
+    exe._program.run = lambda: calls.append(1) or real()
+    exe(x=x)
+    assert calls == [1]  # the kernels ran from C, not from the per-kernel loop
+    exe._program = None  # a library exported before the step runner
+    np.testing.assert_array_equal(exe(x=x), got)
