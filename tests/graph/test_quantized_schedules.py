@@ -94,10 +94,33 @@ def test_only_exact_dot_products_are_chosen():
     assert exact_dot_product(Target(VNNI), "int8", "int8") is None  # all are u8 x s8
 
 
-def _qconv_nhwc(c=64, f=64, dtype="uint8"):
-    x = te.placeholder((1, 8, 8, c), dtype, name="X")
+def _qconv_nhwc(c=64, f=64, dtype="uint8", width=8):
+    x = te.placeholder((1, 8, width, c), dtype, name="X")
     w = te.placeholder((3, 3, c, f), "int8", name="W")
     return te.create_prim_func([x, w, ops.quantized_conv2d_nhwc(x, w, padding=1)])
+
+
+def test_a_vnni_tile_fills_the_register_file_and_narrower_ones_leave_room():
+    """A vpdpbusd tile takes 28 of AVX-512's 32 registers as accumulators (its data come
+    as embedded broadcasts); the two-instruction AVX512-BW sequence and AVX2 keep 16 and
+    12 (temporaries)."""
+    tiles = {}
+    for target in (VNNI, AVX512, AVX2):
+        _, plans = pack_quantized_weights(_qconv_nhwc(width=14), Target(target))
+        (plan,) = plans.values()
+        tiles[target] = (plan.rows, plan.vectors)
+    assert tiles == {VNNI: (14, 2), AVX512: (7, 2), AVX2: (7, 1)}
+
+
+@pytest.mark.compiler
+@pytest.mark.skipif(not host_runs(VNNI), reason="the host has no AVX512-VNNI")
+def test_the_28_accumulator_vnni_tile_equals_numpy():
+    x = te.placeholder((1, 14, 14, 64), "uint8", name="X")
+    w = te.placeholder((3, 3, 64, 64), "int8", name="W")
+    xv, wv = _ints(x.shape, "uint8"), _ints(w.shape, "int8")
+    out, sch = _run([x, w, ops.quantized_conv2d_nhwc(x, w, padding=1)], [xv, wv], VNNI)
+    assert "ms_dot_16x4_vnni" in _calls(sch)
+    np.testing.assert_array_equal(out, _conv_ref(xv, wv, 1))
 
 
 def test_vnni_packs_the_weight_to_the_intrinsic_layout():
