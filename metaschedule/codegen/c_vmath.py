@@ -13,7 +13,9 @@ once with GCC vector extensions (the compiler emits SIMD instructions for them):
 * ``tanh(x)``: an odd polynomial for ``|x| < 0.625`` (Cephes' ``tanhf``), else
   ``1 - 2 / (e^{2|x|} + 1)`` with the sign of ``x``: relative error near 1e-7 everywhere,
   exactly ``+-1`` for large ``|x|``, NaN for NaN.
-* ``sigmoid(x) = 1 / (1 + e^{-x})``.
+* ``sigmoid(x)``: ``1 / (1 + e^{-|x|})`` for ``x >= 0``, else ``e^{-|x|} / (1 + e^{-|x|})``,
+  with ``e^{-|x|}`` by the same polynomial but no overflow to handle (``|x|`` clamped
+  where the result leaves the normal range, ``0`` below -88, NaN stays NaN).
 
 ``tests/codegen/test_vmath.py`` checks them against numpy over the whole float range.
 """
@@ -101,11 +103,36 @@ def vtanh(h: Helpers, lanes: int) -> str:
 
 
 def vsigmoid(h: Helpers, lanes: int) -> str:
-    vt = h.vtype("float32", lanes)
+    """``1 / (1 + e^{-|x|})`` or ``e^{-|x|} / (1 + e^{-|x|})`` by the sign of ``x``: the
+    exponential of ``-|x|`` (clamped where the result leaves the normal range) never
+    overflows, so it needs none of ``exp``'s edge handling (about half its instructions)."""
+    vt, it = h.vtype("float32", lanes), _int_type(h, lanes)
     name = f"ms_vsigmoid_f32x{lanes}"
     b = h.vbroadcast("float32", lanes)
-    exp = vexp(h, lanes)
-    code = f"static inline {vt} {name}({vt} x) {{ return {b}(1.0f) / ({b}(1.0f) + {exp}(-x)); }}\n"
+    bi = h.vbroadcast("int32", lanes)
+    code = f"""static inline {vt} {name}({vt} x) {{
+  {it} neg = ({it})(x < {b}(0.0f)), nan = ({it})(x != x), tiny = ({it})(x < {b}(-88.0f));
+  {vt} ax = ({vt})(({it})x & {bi}(0x7fffffff));
+  {it} big = ({it})(ax > {b}(87.3365402f));       /* e^-|x| below FLT_MIN: clamp */
+  ax = ({vt})((big & ({it}){b}(87.3365402f)) | (~big & ({it})ax));
+  {vt} t = ax * {b}(-1.44269504088896341f) + {b}(12582912.0f);  /* rounds: 1.5 * 2^23 */
+  {it} n = ({it})t - ({it}){b}(12582912.0f);
+  {vt} fn = t - {b}(12582912.0f);
+  {vt} r = -ax - fn * {b}(0.693359375f) - fn * {b}(-2.12194440e-4f);
+  {vt} p = {b}(1.9875691500e-4f);
+  p = p * r + {b}(1.3981999507e-3f);
+  p = p * r + {b}(8.3334519073e-3f);
+  p = p * r + {b}(4.1665795894e-2f);
+  p = p * r + {b}(1.6666665459e-1f);
+  p = p * r + {b}(5.0000001201e-1f);
+  p = p * r * r + r + {b}(1.0f);
+  {vt} e = ({vt})(({it})p + ((n + {bi}(1)) << 23)) * {b}(0.5f);  /* p 2^n, n >= -126 */
+  {vt} s = {b}(1.0f) / ({b}(1.0f) + e);
+  {vt} y = ({vt})((neg & ({it})(e * s)) | (~neg & ({it})s));
+  y = ({vt})(~tiny & ({it})y);
+  return ({vt})((nan & ({it})x) | (~nan & ({it})y));
+}}
+"""
     return h.need(name, code)
 
 
