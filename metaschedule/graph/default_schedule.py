@@ -220,10 +220,39 @@ def _pads_a_window(sch: Schedule, block, lanes: int) -> bool:
     return all(_slides_over(realize_of(sch, c)[1].block, buffer) for c in consumers)
 
 
+#: a block is not inlined into a consumer that writes this many times its elements
+BROADCAST_RATIO = 4
+
+
+def _elements(blk) -> int:
+    n = 1
+    for extent in blk.writes[0].buffer.shape:
+        n *= int(extent)
+    return n
+
+
+def _broadcast_into(sch: Schedule, block) -> bool:
+    """Whether a consumer of ``block`` reads it broadcast (writes :data:`BROADCAST_RATIO`
+    times its elements or more): inlined, the block would be computed again for every
+    element of the consumer (a squeeze-excite gate's sigmoid once per pixel, not once
+    per channel); as a stage of its own it is computed once."""
+    blk = realize_of(sch, block)[1].block
+    if not blk.writes:
+        return False
+    small = _elements(blk)
+    for consumer in sch.get_consumers(block):
+        c = realize_of(sch, consumer)[1].block
+        if c.writes and _elements(c) >= BROADCAST_RATIO * small:
+            return True
+    return False
+
+
 def _inline(sch: Schedule, root, lanes: int) -> None:
     for block in reversed(sch.get_child_blocks(root)):
         if _has_select(sch, block) and not _pads_a_window(sch, block, lanes):
             continue  # padding: a conditional in the consumer's inner loop
+        if _broadcast_into(sch, block):
+            continue
         try:
             sch.compute_inline(block)
         except ScheduleError:

@@ -11,6 +11,7 @@ from metaschedule.graph import GraphBuilder
 from metaschedule.graph.schedule_conv import channel_block
 from metaschedule.target import Target
 from metaschedule.tir import ForKind
+from metaschedule.tir.functor import Visitor
 
 LANES = Target("llvm").vector_lanes("float32")
 
@@ -451,3 +452,48 @@ def test_prime_extents_get_register_tiles_and_vectors():
     loops = sch.get_loops(sch.get_block("T_matmul"))
     assert sch.get(loops[-1]).kind == ForKind.VECTORIZED
     assert int(sch.get(loops[-1]).extent.value) == 197
+
+
+def _squeeze_excite(c=32, s=4, hw=12):
+    """y * sigmoid(conv1x1(relu(conv1x1(mean(y))))) of a convolution's output y (channels
+    last, as the product): the gate has one value per channel."""
+    rng = np.random.default_rng(4)
+    b = GraphBuilder()
+    x = b.input("x", (1, c, hw, hw))
+    w = b.const(rng.standard_normal((c, c, 1, 1)).astype("float32") * 0.3, "w")
+    x = b.call("conv2d", [x, w], strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), groups=1)
+    g = b.call("global_avg_pool2d", [x])
+    for i, (cin, cout) in enumerate([(c, s), (s, c)]):
+        w = b.const(rng.standard_normal((cout, cin, 1, 1)).astype("float32") * 0.3, f"w{i}")
+        g = b.call("conv2d", [g, w], strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), groups=1)
+        g = b.call("relu" if i == 0 else "sigmoid", [g])
+    return b.finish([b.call("multiply", [x, g])]), rng
+
+
+@pytest.mark.compiler
+def test_a_broadcast_gate_is_computed_once_per_channel_not_per_pixel():
+    f, rng = _squeeze_excite()
+    x = rng.standard_normal((1, 32, 12, 12)).astype("float32")
+    _check(f, x)
+    gated = [t for t in ri.extract_tasks(f, "llvm") if "sigmoid" in t.task_name]
+    assert gated
+    for task in gated:
+        sch = graph.default_schedule(task.mod["main"], "llvm")
+        blocks = [b for b in _blocks(sch.mod["main"]) if b.writes]  # not the root
+        sigmoid = [b for b in blocks if "T.sigmoid(" in str(b.body)]
+        assert sigmoid
+        for blk in sigmoid:  # inlined into the product it would write 12 * 12 * 32
+            assert int(np.prod([int(e) for e in blk.writes[0].buffer.shape])) == 32
+
+
+def _blocks(func):
+    """Every block of ``func``."""
+    found = []
+
+    class Find(Visitor):
+        def visit_Block(self, node):
+            found.append(node)
+            self.generic_visit(node)
+
+    Find().visit(func.body)
+    return found
