@@ -5,11 +5,13 @@ inside, conv weights packed at compile time). Never timings."""
 import numpy as np
 import pytest
 
-from metaschedule import graph
+from metaschedule import graph, te
 from metaschedule import relax_integration as ri
 from metaschedule.graph import GraphBuilder
+from metaschedule.graph.default_schedule import _wide_vector
 from metaschedule.graph.schedule_conv import channel_block
 from metaschedule.target import Target
+from metaschedule.te import ops
 from metaschedule.tir import ForKind
 from metaschedule.tir.functor import Visitor
 
@@ -497,3 +499,26 @@ def _blocks(func):
 
     Find().visit(func.body)
     return found
+
+
+def test_a_global_pool_accumulates_several_vectors_and_leaves_a_chunk_per_core():
+    """No rows to tile: the channel loop takes several vectors (independent sums), as
+    many as divide the channels with a chunk left for every core."""
+    assert _wide_vector(144, 16, 16, 1, 1) == 48  # 9 vectors: 3 x 3 (at most 8)
+    assert _wide_vector(96, 16, 16, 1, 2) == 48  # 2 chunks for 2 cores
+    assert _wide_vector(96, 16, 8, 1, 2) == 48  # AVX2: 6 vectors of 8
+    assert _wide_vector(96, 16, 16, 4, 4) == 96  # the batch gives the cores their chunks
+    assert _wide_vector(16, 16, 16, 1, 1) == 16
+    x = te.placeholder((1, 14, 14, 144), "float32", "X")
+    func = te.create_prim_func([x, ops.global_avg_pool2d(x)])
+    sch = graph.default_schedule(func, "llvm -mcpu=skylake-avx512 -num-cores=1")
+    found = []
+
+    class Loops(Visitor):
+        def visit_For(self, node):
+            if node.kind == ForKind.VECTORIZED:
+                found.append(int(node.extent.value))
+            self.generic_visit(node)
+
+    Loops().visit(sch.mod["main"].body)
+    assert 48 in found  # the reduction's vector loop: 3 vectors of 16 lanes
