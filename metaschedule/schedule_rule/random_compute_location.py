@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .analysis import TILING_STRUCTURE_KEY, block_consumers, realize_of
+from .analysis import AUTO_TENSORIZE_KEY, TILING_STRUCTURE_KEY, block_consumers, realize_of
 from .base import ScheduleRule
 
 if TYPE_CHECKING:
@@ -22,7 +22,9 @@ class RandomComputeLocation(ScheduleRule):
     Applies to a block directly under the root block, inside at least one loop whose
     outermost loop holds no other block, not tiled by MultiLevelTiling, and with at least
     one consumer. The sampled location (mutated by MutateComputeLocation) is a loop above
-    the consumer, the root (the block stays) or inline.
+    the consumer, the root (the block stays) or inline. A producer of a block that
+    ``MultiLevelTilingWithIntrin`` annotated for tensorization stays where it is (the
+    intrinsic reads its buffer, not an expression of it).
 
     A block annotated ``meta_schedule.random_compute_producer`` (by AddRFactor) loses the
     annotation, and its single producer (the rfactor block) gets a sampled location too,
@@ -60,7 +62,13 @@ class RandomComputeLocation(ScheduleRule):
             return False
         if TILING_STRUCTURE_KEY in realize.block.annotations:
             return False
-        return bool(block_consumers(sch, fname, realize))
+        consumers = block_consumers(sch, fname, realize)
+        # a block whose consumer will be tensorized stays a stage of its own: inlined or
+        # computed inside the consumer's tile (a padding Select in place of the load the
+        # intrinsic reads), it would leave the consumer untensorizable
+        if any(AUTO_TENSORIZE_KEY in c.block.annotations for c in consumers):
+            return False
+        return bool(consumers)
 
     def __repr__(self) -> str:
         return "RandomComputeLocation()"
