@@ -92,6 +92,7 @@ from .c_ir import (
 )
 from .c_limits import TileLimits
 from .c_parallel import Worksharing, emit_body
+from .c_team import team
 from .c_vector import IN_REG, NotVectorizable, emit_lane_sums, emit_vectorized, vectorize_outputs
 from .c_workspace import close_heap, open_heap, workspace_globals
 from .c_writer import C_RESERVED, CWriter, NameTable, ParamInfo, param_infos
@@ -482,10 +483,7 @@ class FunctionWriter(CWriter):
                 if heap:
                     self.parallel_with_heap(loop, name, heap)
                     return
-                self.line(
-                    f"#pragma omp parallel for num_threads({self.target.num_cores}) "
-                    "schedule(static)"
-                )
+                self.line(f"#pragma omp parallel for num_threads({team(self)}) schedule(static)")
             elif self.simd_reduction is not None and self.simd_reduction[0] is var:
                 accs, self.simd_reduction = self.simd_reduction[1], None
                 if emit_lane_sums(self, loop, name, accs):  # see c_accumulate
@@ -533,7 +531,7 @@ class FunctionWriter(CWriter):
     def parallel_with_heap(self, loop: For, name: str, heap: list[Buffer]) -> None:
         """An ``omp parallel`` region whose threads each allocate ``heap`` once, around
         the ``omp for`` of ``loop``."""
-        self.line(f"#pragma omp parallel num_threads({self.target.num_cores})")
+        self.line(f"#pragma omp parallel num_threads({team(self)})")
         self.line("{")
         self.indent += 1
         ok = open_heap(self, heap)

@@ -53,6 +53,7 @@ from ..tir.stmt import Allocate, BufferStore, Evaluate, For, ForKind, SeqStmt, S
 from ..tir.transform.affine import affine, const_bounds
 from .c_expr import linear_index, strip_parens
 from .c_ir import heap_allocations
+from .c_team import team
 from .c_workspace import close_heap, open_heap
 
 if TYPE_CHECKING:
@@ -414,7 +415,7 @@ def _emit_step(fw: CpuEmitter, it: Step, sharing: Worksharing | None = None) -> 
 
 
 def _region(fw: CpuEmitter, region: Region) -> None:
-    fw.line(f"#pragma omp parallel num_threads({fw.target.num_cores})")
+    fw.line(f"#pragma omp parallel num_threads({team(fw)})")
     fw.line("{")
     fw.indent += 1
     ok = None

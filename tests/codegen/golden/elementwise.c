@@ -5,6 +5,19 @@
 #include <string.h>
 #include <math.h>
 
+/* the threads of a parallel region of about work_ns ns of serial work
+   (metaschedule/codegen/c_team.py): one when OpenMP threads sleep between regions */
+static inline int ms_team(int64_t work_ns, int cores) {
+  static int passive = -1;
+  if (passive < 0) {
+    const char* policy = getenv("OMP_WAIT_POLICY");
+    const char* spin = getenv("GOMP_SPINCOUNT");
+    passive = (policy && (policy[0] == 'p' || policy[0] == 'P'))
+              || (spin && spin[0] == '0' && spin[1] == 0);
+  }
+  return passive && work_ns < 100000 ? 1 : cores;
+}
+
 typedef float ms_f32x8 __attribute__((vector_size(32)));
 
 typedef int32_t ms_i32x8 __attribute__((vector_size(32)));
@@ -35,7 +48,7 @@ int32_t main_kernel(void** args) {
   float* restrict X = (float*)args[0];
   float* restrict Y = (float*)args[1];
   int32_t ms_status = 0;
-  #pragma omp parallel for num_threads(4) schedule(static)
+  #pragma omp parallel for num_threads(ms_team(184, 4)) schedule(static)
   for (int32_t i_0 = 0; i_0 < 16; ++i_0) {
     for (int32_t i_1 = 0; i_1 < 64; i_1 += 8) {
       ms_store_f32x8(&Y[i_0 * 64 + i_1], ms_max_f32x8(((ms_load_f32x8(&X[i_0 * 64 + i_1]) * ms_bcast_f32x8(2.0f)) + ms_bcast_f32x8(1.0f)), ms_bcast_f32x8(0.0f)));

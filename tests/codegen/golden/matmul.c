@@ -5,6 +5,19 @@
 #include <string.h>
 #include <math.h>
 
+/* the threads of a parallel region of about work_ns ns of serial work
+   (metaschedule/codegen/c_team.py): one when OpenMP threads sleep between regions */
+static inline int ms_team(int64_t work_ns, int cores) {
+  static int passive = -1;
+  if (passive < 0) {
+    const char* policy = getenv("OMP_WAIT_POLICY");
+    const char* spin = getenv("GOMP_SPINCOUNT");
+    passive = (policy && (policy[0] == 'p' || policy[0] == 'P'))
+              || (spin && spin[0] == '0' && spin[1] == 0);
+  }
+  return passive && work_ns < 100000 ? 1 : cores;
+}
+
 typedef float ms_f32x8 __attribute__((vector_size(32)));
 
 static inline ms_f32x8 ms_load_f32x8(const float* p) {
@@ -22,7 +35,7 @@ int32_t main_kernel(void** args) {
   float* restrict B = (float*)args[1];
   float* restrict T_matmul_NN = (float*)args[2];
   int32_t ms_status = 0;
-  #pragma omp parallel for num_threads(4) schedule(static)
+  #pragma omp parallel for num_threads(ms_team(6717, 4)) schedule(static)
   for (int32_t i_0_j_0_fused = 0; i_0_j_0_fused < 8; ++i_0_j_0_fused) {
     for (int32_t j_1 = 0; j_1 < 2; ++j_1) {
       {

@@ -5,11 +5,24 @@
 #include <string.h>
 #include <math.h>
 
+/* the threads of a parallel region of about work_ns ns of serial work
+   (metaschedule/codegen/c_team.py): one when OpenMP threads sleep between regions */
+static inline int ms_team(int64_t work_ns, int cores) {
+  static int passive = -1;
+  if (passive < 0) {
+    const char* policy = getenv("OMP_WAIT_POLICY");
+    const char* spin = getenv("GOMP_SPINCOUNT");
+    passive = (policy && (policy[0] == 'p' || policy[0] == 'P'))
+              || (spin && spin[0] == '0' && spin[1] == 0);
+  }
+  return passive && work_ns < 100000 ? 1 : cores;
+}
+
 int32_t main_kernel(void** args) {
   float* restrict X = (float*)args[0];
   float* restrict S = (float*)args[1];
   int32_t ms_status = 0;
-  #pragma omp parallel for num_threads(4) schedule(static)
+  #pragma omp parallel for num_threads(ms_team(1971, 4)) schedule(static)
   for (int32_t i = 0; i < 64; ++i) {
     { // S kept in 1 accumulator across loops k_0, k_1
       float S_acc = S[i];
