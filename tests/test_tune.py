@@ -475,25 +475,35 @@ def test_callbacks_default_kind_is_the_seeds():
 @pytest.mark.compiler
 @pytest.mark.slow
 def test_the_final_selection_reuses_the_build_cache_and_compile_tir_returns_its_winner(
-    tmp_path, builder, runner, unscheduled_secs
+    tmp_path, monkeypatch, unscheduled_secs
 ):
-    work_dir = str(tmp_path)
-    kwargs = {
-        "num_trials_per_iter": 4,
-        "space": template,
-        "strategy": tiny_evolutionary(),
-        "cost_model": "random",
-        "builder": builder,
-        "runner": runner,
-        "seed": 4,
-    }
-    db = tune_tir(matmul(N), "cpu", work_dir, 6, final_selection_top_k=0, **kwargs)
-    assert len(db) == 6
-    cache = kernel_cache_dir()
-    built = {f for f in os.listdir(cache) if re.fullmatch(r"[0-9a-f]{32}\.so", f)}
-    # the same call with the final selection: nothing to tune, the selection runs
-    with Profiler() as profiler:
-        db = tune_tir(matmul(N), "cpu", work_dir, 6, final_selection_top_k=3, **kwargs)
+    # a kernel cache of its own (its workers inherit it): tests running beside this one
+    # build into the shared cache
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    work_dir = str(tmp_path / "work")
+    config = EvaluatorConfig(number=1, repeat=3, min_repeat_ms=0)
+    with (
+        LocalBuilder(max_workers=1, timeout_sec=120) as builder,
+        LocalRunner(timeout_sec=30, evaluator_config=config) as runner,
+    ):
+        kwargs = {
+            "num_trials_per_iter": 4,
+            "space": template,
+            "strategy": tiny_evolutionary(),
+            "cost_model": "random",
+            "builder": builder,
+            "runner": runner,
+            "seed": 4,
+        }
+        db = tune_tir(matmul(N), "cpu", work_dir, 6, final_selection_top_k=0, **kwargs)
+        assert len(db) == 6
+        cache = kernel_cache_dir()
+        assert cache.startswith(str(tmp_path))
+        built = {f for f in os.listdir(cache) if re.fullmatch(r"[0-9a-f]{32}\.so", f)}
+        assert built
+        # the same call with the final selection: nothing to tune, the selection runs
+        with Profiler() as profiler:
+            db = tune_tir(matmul(N), "cpu", work_dir, 6, final_selection_top_k=3, **kwargs)
     assert {f for f in os.listdir(cache) if re.fullmatch(r"[0-9a-f]{32}\.so", f)} == built
     assert profiler.get()["FinalSelection"] > 0 and "SearchStrategy/GenerateCandidates" not in (
         profiler.get()
