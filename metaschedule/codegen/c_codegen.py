@@ -483,7 +483,7 @@ class FunctionWriter(CWriter):
                 if heap:
                     self.parallel_with_heap(loop, name, heap)
                     return
-                self.line(f"#pragma omp parallel for num_threads({team(self)}) schedule(static)")
+                self.line(f"#pragma omp parallel for num_threads({team(self)}) schedule(runtime)")
             elif self.simd_reduction is not None and self.simd_reduction[0] is var:
                 accs, self.simd_reduction = self.simd_reduction[1], None
                 if emit_lane_sums(self, loop, name, accs):  # see c_accumulate

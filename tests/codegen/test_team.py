@@ -1,5 +1,5 @@
 """A parallel region's threads (codegen/c_team.py): all the cores, but one for small work
-when the host's OpenMP threads sleep between regions."""
+when the host's OpenMP threads sleep between regions (and then a dynamic schedule)."""
 
 from __future__ import annotations
 
@@ -38,32 +38,39 @@ def test_the_estimate_grows_with_the_work_and_is_written_into_the_clause():
         assert clause == (str(work_ns(func)), "2")
 
 
+STATIC, DYNAMIC = 1, 2  # omp_sched_t
+
+
 @pytest.mark.compiler
 @pytest.mark.parametrize(
-    "env, small, big",
+    "env, small, big, schedule",
     [
-        ({}, 2, 2),  # libgomp's default: threads spin a while, a region wakes them at once
-        ({"OMP_WAIT_POLICY": "passive"}, 1, 2),
-        ({"OMP_WAIT_POLICY": "PASSIVE"}, 1, 2),
-        ({"GOMP_SPINCOUNT": "0"}, 1, 2),
-        ({"OMP_WAIT_POLICY": "active"}, 2, 2),
+        ({}, 2, 2, STATIC),  # libgomp's default: threads spin, a region wakes them at once
+        ({"OMP_WAIT_POLICY": "passive"}, 1, 2, DYNAMIC),
+        ({"OMP_WAIT_POLICY": "PASSIVE"}, 1, 2, DYNAMIC),
+        ({"GOMP_SPINCOUNT": "0"}, 1, 2, DYNAMIC),
+        ({"OMP_WAIT_POLICY": "active"}, 2, 2, STATIC),
     ],
 )
-def test_small_work_runs_on_one_thread_only_when_threads_sleep(tmp_path, env, small, big):
+def test_small_work_runs_on_one_thread_only_when_threads_sleep(tmp_path, env, small, big, schedule):
+    """And a bigger loop hands out its iterations dynamically then (the woken thread
+    starts late), statically otherwise."""
     source = tmp_path / "team.c"
     source.write_text(
         "#include <stdint.h>\n#include <stdlib.h>\n"
         + TEAM_C
         + "int team(int64_t work_ns, int cores) { return ms_team(work_ns, cores); }\n"
+        + "int sched(void) { omp_sched_t k; int c; omp_get_schedule(&k, &c); return k; }\n"
     )
     lib = tmp_path / "team.so"
-    subprocess.run(["cc", "-O2", "-shared", "-fPIC", str(source), "-o", str(lib)], check=True)
+    cc = ["cc", "-O2", "-fopenmp", "-shared", "-fPIC", str(source), "-o", str(lib)]
+    subprocess.run(cc, check=True)
     probe = (
-        "import ctypes, sys; t = ctypes.CDLL(sys.argv[1]).team; "
-        f"print(t({PASSIVE_SERIAL_NS // 2}, 2), t({PASSIVE_SERIAL_NS * 2}, 2))"
+        "import ctypes, sys; lib = ctypes.CDLL(sys.argv[1]); t = lib.team; "
+        f"print(t({PASSIVE_SERIAL_NS // 2}, 2), t({PASSIVE_SERIAL_NS * 2}, 2), lib.sched())"
     )
     clean = {"PATH": "/usr/bin:/bin", **env}
     out = subprocess.run(
         [sys.executable, "-c", probe, str(lib)], env=clean, capture_output=True, text=True
     )
-    assert out.stdout.split() == [str(small), str(big)], out.stderr
+    assert out.stdout.split() == [str(small), str(big), str(schedule)], out.stderr

@@ -5,8 +5,13 @@
 #include <string.h>
 #include <math.h>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 /* the threads of a parallel region of about work_ns ns of serial work
-   (metaschedule/codegen/c_team.py): one when OpenMP threads sleep between regions */
+   (metaschedule/codegen/c_team.py): one when OpenMP threads sleep between regions and
+   the work is small; past that, a `schedule(runtime)` loop hands out its iterations
+   dynamically to sleeping threads (the woken one starts late), statically otherwise */
 static inline int ms_team(int64_t work_ns, int cores) {
   static int passive = -1;
   if (passive < 0) {
@@ -15,14 +20,18 @@ static inline int ms_team(int64_t work_ns, int cores) {
     passive = (policy && (policy[0] == 'p' || policy[0] == 'P'))
               || (spin && spin[0] == '0' && spin[1] == 0);
   }
-  return passive && work_ns < 100000 ? 1 : cores;
+  int alone = passive && work_ns < 100000;
+#ifdef _OPENMP
+  omp_set_schedule(passive && !alone ? omp_sched_dynamic : omp_sched_static, passive && !alone);
+#endif
+  return alone ? 1 : cores;
 }
 
 int32_t main_kernel(void** args) {
   float* restrict X = (float*)args[0];
   float* restrict S = (float*)args[1];
   int32_t ms_status = 0;
-  #pragma omp parallel for num_threads(ms_team(1971, 4)) schedule(static)
+  #pragma omp parallel for num_threads(ms_team(1971, 4)) schedule(runtime)
   for (int32_t i = 0; i < 64; ++i) {
     { // S kept in 1 accumulator across loops k_0, k_1
       float S_acc = S[i];
