@@ -9,10 +9,12 @@ the woken thread starts late, so two threads beat one only past about 100 us of 
 small kernels (MobileNet, EfficientNet: 55-100 per inference) otherwise spends more time
 waking threads than computing. Spinning threads (libgomp's default) are woken in about a
 microsecond: every region takes all the cores, as before. A single parallel loop is
-``schedule(runtime)``: with sleeping threads its iterations are handed out dynamically (the
-thread that was awake does the share of the one still waking: a 148 us loop 120 -> 98 us on
-two passive threads), statically otherwise (as the loops of a shared region always are:
-their ``nowait`` relies on the same iterations going to the same threads).
+``schedule(runtime)``: with sleeping threads its iterations are handed out in shrinking
+chunks (``guided``: the thread that was awake does the share of the one still waking; a 148
+us loop 120 -> 98 us on two passive threads with ``dynamic``, and ``guided`` keeps each
+thread's iterations contiguous, which the convolutions preferred), statically otherwise
+(as the loops of a shared region always are: their ``nowait`` relies on the same iterations
+going to the same threads).
 
 The work is estimated when the kernel is written, from the stores it executes (the
 unscheduled loop nest's trip counts, at :data:`STORES_PER_NS`) and the bytes of its
@@ -44,8 +46,8 @@ TEAM_C = f"""#ifdef _OPENMP
 #endif
 /* the threads of a parallel region of about work_ns ns of serial work
    (metaschedule/codegen/c_team.py): one when OpenMP threads sleep between regions and
-   the work is small; past that, a `schedule(runtime)` loop hands out its iterations
-   dynamically to sleeping threads (the woken one starts late), statically otherwise */
+   the work is small; past that, a `schedule(runtime)` loop hands out its iterations in
+   shrinking chunks (guided: the woken thread starts late), statically otherwise */
 static inline int ms_team(int64_t work_ns, int cores) {{
   static int passive = -1;
   if (passive < 0) {{
@@ -56,7 +58,7 @@ static inline int ms_team(int64_t work_ns, int cores) {{
   }}
   int alone = passive && work_ns < {PASSIVE_SERIAL_NS};
 #ifdef _OPENMP
-  omp_set_schedule(passive && !alone ? omp_sched_dynamic : omp_sched_static, passive && !alone);
+  omp_set_schedule(passive && !alone ? omp_sched_guided : omp_sched_static, passive && !alone);
 #endif
   return alone ? 1 : cores;
 }}

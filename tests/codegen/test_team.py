@@ -1,5 +1,5 @@
 """A parallel region's threads (codegen/c_team.py): all the cores, but one for small work
-when the host's OpenMP threads sleep between regions (and then a dynamic schedule)."""
+when the host's OpenMP threads sleep between regions (and then a guided schedule)."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def test_the_estimate_grows_with_the_work_and_is_written_into_the_clause():
         assert clause == (str(work_ns(func)), "2")
 
 
-STATIC, DYNAMIC = 1, 2  # omp_sched_t
+STATIC, GUIDED = 1, 3  # omp_sched_t
 
 
 @pytest.mark.compiler
@@ -46,14 +46,14 @@ STATIC, DYNAMIC = 1, 2  # omp_sched_t
     "env, small, big, schedule",
     [
         ({}, 2, 2, STATIC),  # libgomp's default: threads spin, a region wakes them at once
-        ({"OMP_WAIT_POLICY": "passive"}, 1, 2, DYNAMIC),
-        ({"OMP_WAIT_POLICY": "PASSIVE"}, 1, 2, DYNAMIC),
-        ({"GOMP_SPINCOUNT": "0"}, 1, 2, DYNAMIC),
+        ({"OMP_WAIT_POLICY": "passive"}, 1, 2, GUIDED),
+        ({"OMP_WAIT_POLICY": "PASSIVE"}, 1, 2, GUIDED),
+        ({"GOMP_SPINCOUNT": "0"}, 1, 2, GUIDED),
         ({"OMP_WAIT_POLICY": "active"}, 2, 2, STATIC),
     ],
 )
 def test_small_work_runs_on_one_thread_only_when_threads_sleep(tmp_path, env, small, big, schedule):
-    """And a bigger loop hands out its iterations dynamically then (the woken thread
+    """And a bigger loop hands out its iterations in shrinking chunks then (the woken thread
     starts late), statically otherwise."""
     source = tmp_path / "team.c"
     source.write_text(

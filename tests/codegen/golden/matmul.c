@@ -10,8 +10,8 @@
 #endif
 /* the threads of a parallel region of about work_ns ns of serial work
    (metaschedule/codegen/c_team.py): one when OpenMP threads sleep between regions and
-   the work is small; past that, a `schedule(runtime)` loop hands out its iterations
-   dynamically to sleeping threads (the woken one starts late), statically otherwise */
+   the work is small; past that, a `schedule(runtime)` loop hands out its iterations in
+   shrinking chunks (guided: the woken thread starts late), statically otherwise */
 static inline int ms_team(int64_t work_ns, int cores) {
   static int passive = -1;
   if (passive < 0) {
@@ -22,7 +22,7 @@ static inline int ms_team(int64_t work_ns, int cores) {
   }
   int alone = passive && work_ns < 100000;
 #ifdef _OPENMP
-  omp_set_schedule(passive && !alone ? omp_sched_dynamic : omp_sched_static, passive && !alone);
+  omp_set_schedule(passive && !alone ? omp_sched_guided : omp_sched_static, passive && !alone);
 #endif
   return alone ? 1 : cores;
 }
