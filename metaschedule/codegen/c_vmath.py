@@ -43,6 +43,17 @@ def _int_type(h: Helpers, lanes: int) -> str:
     return h.vtype("int32", lanes)
 
 
+def _exp_poly(vt: str, b: str) -> str:
+    """C lines computing ``p = e^r`` for ``|r| <= ln2 / 2`` (Cephes' ``expf`` polynomial)."""
+    return f"""  {vt} p = {b}(1.9875691500e-4f);
+  p = p * r + {b}(1.3981999507e-3f);
+  p = p * r + {b}(8.3334519073e-3f);
+  p = p * r + {b}(4.1665795894e-2f);
+  p = p * r + {b}(1.6666665459e-1f);
+  p = p * r + {b}(5.0000001201e-1f);
+  p = p * r * r + r + {b}(1.0f);"""
+
+
 def vexp(h: Helpers, lanes: int) -> str:
     vt, it = h.vtype("float32", lanes), _int_type(h, lanes)
     name = f"ms_vexp_f32x{lanes}"
@@ -58,13 +69,7 @@ def vexp(h: Helpers, lanes: int) -> str:
   n -= ({it})(__builtin_convertvector(n, {vt}) > t) & {bi}(1);   /* floor */
   {vt} fn = __builtin_convertvector(n, {vt});
   {vt} r = xc - fn * {b}(0.693359375f) - fn * {b}(-2.12194440e-4f);
-  {vt} p = {b}(1.9875691500e-4f);
-  p = p * r + {b}(1.3981999507e-3f);
-  p = p * r + {b}(8.3334519073e-3f);
-  p = p * r + {b}(4.1665795894e-2f);
-  p = p * r + {b}(1.6666665459e-1f);
-  p = p * r + {b}(5.0000001201e-1f);
-  p = p * r * r + r + {b}(1.0f);
+{_exp_poly(vt, b)}
   {it} n1 = n >> 1, n2 = n - n1;
   {vt} s1 = ({vt})((n1 + {bi}(127)) << 23), s2 = ({vt})((n2 + {bi}(127)) << 23);
   {vt} y = p * s1 * s2;
@@ -119,13 +124,7 @@ def vsigmoid(h: Helpers, lanes: int) -> str:
   {it} n = ({it})t - ({it}){b}(12582912.0f);
   {vt} fn = t - {b}(12582912.0f);
   {vt} r = -ax - fn * {b}(0.693359375f) - fn * {b}(-2.12194440e-4f);
-  {vt} p = {b}(1.9875691500e-4f);
-  p = p * r + {b}(1.3981999507e-3f);
-  p = p * r + {b}(8.3334519073e-3f);
-  p = p * r + {b}(4.1665795894e-2f);
-  p = p * r + {b}(1.6666665459e-1f);
-  p = p * r + {b}(5.0000001201e-1f);
-  p = p * r * r + r + {b}(1.0f);
+{_exp_poly(vt, b)}
   {vt} e = ({vt})(({it})p + ((n + {bi}(1)) << 23)) * {b}(0.5f);  /* p 2^n, n >= -126 */
   {vt} s = {b}(1.0f) / ({b}(1.0f) + e);
   {vt} y = ({vt})((neg & ({it})(e * s)) | (~neg & ({it})s));
