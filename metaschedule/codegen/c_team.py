@@ -25,8 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
+from ..tir.dtype import nbytes
 from ..tir.expr import IntImm
 from ..tir.functor import Visitor
 from ..tir.stmt import BufferStore, For
@@ -88,13 +87,8 @@ def work_ns(func: Any) -> int:
     :data:`BYTES_PER_NS`."""
     stores = _Stores()
     stores.visit(func.body)
-    nbytes = 0
-    for buf in func.params:
-        n = 1
-        for extent in buf.shape:
-            n *= int(getattr(extent, "value", extent))
-        nbytes += n * np.dtype(str(buf.dtype)).itemsize
-    return int(stores.count / STORES_PER_NS + nbytes / BYTES_PER_NS)
+    params = sum(buf.numel() * nbytes(buf.dtype) for buf in func.params)
+    return int(stores.count / STORES_PER_NS + params / BYTES_PER_NS)
 
 
 def team(fw: Any) -> str:

@@ -241,13 +241,6 @@ def _pads_a_window(sch: Schedule, block, lanes: int) -> bool:
 BROADCAST_RATIO = 4
 
 
-def _elements(blk) -> int:
-    n = 1
-    for extent in blk.writes[0].buffer.shape:
-        n *= int(extent)
-    return n
-
-
 def _broadcast_into(sch: Schedule, block) -> bool:
     """Whether a consumer of ``block`` reads it broadcast (writes :data:`BROADCAST_RATIO`
     times its elements or more): inlined, the block would be computed again for every
@@ -256,10 +249,10 @@ def _broadcast_into(sch: Schedule, block) -> bool:
     blk = realize_of(sch, block)[1].block
     if not blk.writes:
         return False
-    small = _elements(blk)
+    small = blk.writes[0].buffer.numel()
     for consumer in sch.get_consumers(block):
         c = realize_of(sch, consumer)[1].block
-        if c.writes and _elements(c) >= BROADCAST_RATIO * small:
+        if c.writes and c.writes[0].buffer.numel() >= BROADCAST_RATIO * small:
             return True
     return False
 

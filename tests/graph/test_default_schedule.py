@@ -9,7 +9,7 @@ from metaschedule import graph, te
 from metaschedule import relax_integration as ri
 from metaschedule.graph import GraphBuilder
 from metaschedule.graph.default_schedule import _wide_vector
-from metaschedule.graph.schedule_conv import channel_block
+from metaschedule.graph.schedule_conv import _blocks, channel_block
 from metaschedule.target import Target
 from metaschedule.te import ops
 from metaschedule.tir import ForKind
@@ -486,19 +486,6 @@ def test_a_broadcast_gate_is_computed_once_per_channel_not_per_pixel():
         assert sigmoid
         for blk in sigmoid:  # inlined into the product it would write 12 * 12 * 32
             assert int(np.prod([int(e) for e in blk.writes[0].buffer.shape])) == 32
-
-
-def _blocks(func):
-    """Every block of ``func``."""
-    found = []
-
-    class Find(Visitor):
-        def visit_Block(self, node):
-            found.append(node)
-            self.generic_visit(node)
-
-    Find().visit(func.body)
-    return found
 
 
 def test_a_global_pool_accumulates_several_vectors_and_leaves_a_chunk_per_core():
