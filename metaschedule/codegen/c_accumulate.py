@@ -127,9 +127,8 @@ SHARE_BROADCASTS = True
 ORDER_UPDATES = True
 
 #: Whether a tile loop whose points lie side by side along the vector loop is merged into
-#: it (see :func:`merge_contiguous`). The analytic prior (``cost_model/prior.py``,
-#: ``register_tiles``) counts merged tiles the same way: its tiles must be the ones
-#: emitted (``tests/cost_model/test_prior.py``).
+#: it (see :func:`merge_contiguous`). The analytic prior reads the tiles from the plan
+#: (:func:`.plan.plan_body`), merged ones included.
 MERGE_CONTIGUOUS = True
 
 #: Whether a tile of dot-product calls (:func:`.c_intrin.accumulating_call`) is kept in

@@ -46,9 +46,8 @@ if TYPE_CHECKING:
 #: Up to this many full-width chunks are emitted one after the other instead of as a loop.
 EXPLICIT_CHUNKS = 4
 #: Whether a serial loop over a reduction is vectorized over its outputs
-#: (:func:`vectorize_outputs`). The analytic prior (``cost_model/prior.py``,
-#: ``_vectorized_row``) reorders such a nest the same way: its register tiles must be the
-#: ones emitted (``tests/cost_model/test_prior.py``).
+#: (:func:`vectorize_outputs`). The analytic prior walks the nest it makes
+#: (:func:`.plan.emitted_loops`).
 VECTORIZE_OUTPUTS = True
 #: Fewest iterations of a serial loop over a reduction that :func:`vectorize_outputs`
 #: makes vector code of.

@@ -23,7 +23,7 @@ reads the same plan::
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from ..target import Target
@@ -41,7 +41,7 @@ from .isa import CpuIsa, isa_of
 from .options import CodegenOptions
 from .passes import PassContext, run_passes
 
-__all__ = ["FunctionPlan", "PlanContext", "plan_function"]
+__all__ = ["FunctionPlan", "PlanContext", "emitted_loops", "plan_body", "plan_function"]
 
 
 @dataclass(frozen=True)
@@ -139,38 +139,96 @@ def plan_function(
         return _plan(func, PlanContext.of(target), options, debug)
 
 
+def plan_body(
+    body: Stmt, ctx: PlanContext, *, version_guards: bool = True, inits: bool = True
+) -> FunctionPlan:
+    """The plan of a lowered function ``body`` with the options in force (the passes run on
+    it first). For a cost model that prices some decisions itself:
+    ``version_guards=False`` leaves the versioning pass out (no loops written twice),
+    ``inits=False`` plans no init fusion (:attr:`FunctionPlan.inits` empty; the tiles
+    are the same, and the init nests are planned as the loops they are)."""
+    options = CodegenOptions.current()
+    return _plan_body(body, ctx, options, False, version_guards, inits)
+
+
+def emitted_loops(plan: FunctionPlan) -> Stmt:
+    """``plan.body`` with the loops the emitter makes while writing in place: each serial
+    row vectorized over its outputs (:attr:`FunctionPlan.rows`) and each fused vector loop
+    split in two (:attr:`FunctionPlan.unfused`). Loops it keeps are the same objects, so
+    :meth:`FunctionPlan.tile_at` answers for them, and for the loops of those made; the
+    loops around a replaced one are copies (``tile_at``: False), where no tile was planned
+    (the planner went on below them)."""
+    made = {id(loop): nest for loop, nest in (*plan.rows, *plan.unfused)}
+
+    def visit(s: Stmt) -> Stmt:
+        if isinstance(s, SeqStmt):
+            seq = [visit(x) for x in s.seq]
+            return s if all(a is b for a, b in zip(seq, s.seq)) else replace(s, seq=tuple(seq))
+        if isinstance(s, For):
+            nest = made.get(id(s))
+            if nest is not None:
+                return visit(nest)
+            body = visit(s.body)
+            return s if body is s.body else replace(s, body=body)
+        if isinstance(s, IfThenElse):
+            then = visit(s.then_case)
+            other = None if s.else_case is None else visit(s.else_case)
+            if then is s.then_case and other is s.else_case:
+                return s
+            return replace(s, then_case=then, else_case=other)
+        if isinstance(s, Allocate):
+            body = visit(s.body)
+            return s if body is s.body else replace(s, body=body)
+        return s
+
+    return visit(plan.body)
+
+
 def _plan(func: PrimFunc, ctx: PlanContext, options: CodegenOptions, debug: bool) -> FunctionPlan:
+    return _plan_body(func.body, ctx, options, debug, dict(options.items)["version_guards"])
+
+
+def _plan_body(
+    body: Stmt,
+    ctx: PlanContext,
+    options: CodegenOptions,
+    debug: bool,
+    version_guards: bool,
+    inits: bool = True,
+) -> FunctionPlan:
     opts = dict(options.items)
-    passes = PassContext(ctx.isa, opts["auto_vectorize"], opts["version_guards"], debug)
-    body = run_passes(func.body, passes)
+    passes = PassContext(ctx.isa, opts["auto_vectorize"], version_guards, debug)
+    body = run_passes(body, passes)
     limit = opts["stack_alloc_limit"]
     heap = tuple(heap_allocations(body, False, limit))
     parallel = plan_parallel(body, limit, opts["shared_regions"])
     plan = FunctionPlan(body, heap, parallel)
     if not debug:
-        _Planner(ctx, opts["unfuse_unroll"], plan).walk(body)
+        _Planner(ctx, opts["unfuse_unroll"], plan, inits).walk(body)
     found = plan._tiles.values()
     object.__setattr__(plan, "tiles", tuple((lp, t) for lp, t in found if t is not None))
     rows = plan._rows.values()
     object.__setattr__(plan, "rows", tuple((lp, r) for lp, r in rows if r is not None))
     unfused = plan._unfused.values()
     object.__setattr__(plan, "unfused", tuple((lp, u) for lp, u in unfused if u is not None))
-    inits = plan._inits.values()
-    object.__setattr__(plan, "inits", tuple((i, r, f) for i, r, f in inits if f is not None))
+    fused = plan._inits.values()
+    object.__setattr__(plan, "inits", tuple((i, r, f) for i, r, f in fused if f is not None))
     return plan
 
 
 class _Planner:
     """Walks the body as the emitter will, planning each loop it reaches outside a tile."""
 
-    def __init__(self, ctx: PlanContext, unfuse_unroll: int, plan: FunctionPlan) -> None:
-        self.ctx, self.unfuse_unroll, self.plan = ctx, unfuse_unroll, plan
+    def __init__(
+        self, ctx: PlanContext, unfuse_unroll: int, plan: FunctionPlan, inits: bool = True
+    ) -> None:
+        self.ctx, self.unfuse_unroll, self.plan, self.inits = ctx, unfuse_unroll, plan, inits
 
     def walk(self, s: Stmt) -> None:
         if isinstance(s, SeqStmt):
             seq, i = s.seq, 0
             while i < len(seq):
-                if i + 1 < len(seq):
+                if self.inits and i + 1 < len(seq):
                     fusion = plan_init_fusion(self.ctx, seq[i], seq[i + 1])
                     self.plan._inits[(id(seq[i]), id(seq[i + 1]))] = (seq[i], seq[i + 1], fusion)
                     if fusion is not None:  # the init nest is not written

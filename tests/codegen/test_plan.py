@@ -19,7 +19,13 @@ from metaschedule.codegen.c_accumulate import AccumulatorPlan
 from metaschedule.codegen.c_parallel import ParallelPlan, Region
 from metaschedule.codegen.isa import isa_of
 from metaschedule.codegen.passes import PASSES, PassContext, run_passes
-from metaschedule.codegen.plan import FunctionPlan, plan_function
+from metaschedule.codegen.plan import (
+    FunctionPlan,
+    PlanContext,
+    emitted_loops,
+    plan_body,
+    plan_function,
+)
 from metaschedule.target import Target
 from metaschedule.te import ops
 from metaschedule.tir import (
@@ -150,6 +156,42 @@ def test_a_serial_row_over_a_reduction_is_planned_as_vector_code():
     assert row.loop_var.name == "k" and row.body.kind is ForKind.VECTORIZED
     ((start, tile),) = plan.tiles
     assert start is row and _widths(tile) == [16, 16]
+
+
+def test_the_emitted_loops_put_the_row_in_place_and_keep_the_planned_objects():
+    """``emitted_loops``: the serial row becomes the nest the plan made (``k`` around ``j``
+    vectorized), whose loop the plan's tile is at; ``plan_body(inits=False)`` plans the
+    same tiles without init fusion, and ``version_guards=False`` leaves no loop twice."""
+    a = te.placeholder((4, 8), "float32", "A")
+    b = te.placeholder((8, 32), "float32", "B")
+    sch = tir.Schedule(te.create_prim_func([a, b, ops.matmul(a, b)]))
+    block = sch.get_block("T_matmul_NN")
+    _, j, _ = sch.get_loops(block)
+    sch.decompose_reduction(block, j)
+    body = lower(sch.mod["main"]).body
+    plan = plan_body(body, PlanContext.of(AVX512), version_guards=False, inits=False)
+    assert not plan.inits and len(plan.rows) == 1
+    emitted = emitted_loops(plan)
+    loops: list[For] = []
+
+    def walk(s: Stmt) -> None:
+        if isinstance(s, For):
+            loops.append(s)
+            walk(s.body)
+        elif isinstance(s, SeqStmt):
+            for x in s.seq:
+                walk(x)
+
+    walk(emitted)
+    ((loop, row),) = plan.rows
+    assert loop not in loops and row in loops  # the nest, the same object
+    assert [lp.loop_var.name for lp in loops[-2:]] == ["k", "j"]
+    assert loops[-1].kind is ForKind.VECTORIZED
+    ((start, tile),) = plan.tiles
+    assert plan.tile_at(row) is tile and _widths(tile) == [16, 16]
+    # the init nest is the body's own loop; i, around the row, a copy (no tile there)
+    names = {lp.loop_var.name: lp for lp in loops}
+    assert plan.tile_at(names["j_init"]) is None and plan.tile_at(names["i"]) is False
 
 
 def _tile_without_vector_code(init: bool) -> PrimFunc:

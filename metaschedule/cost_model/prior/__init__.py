@@ -16,11 +16,15 @@ with a few facts about a CPU and our C code generator, and no table per operator
   (:mod:`~metaschedule.codegen.c_versioning`, run on the lowered nest: an unguarded copy
   for the interior); vectors wider than the core's datapath take several FMA and load
   passes (:attr:`Machine.datapath_bits`);
-* **register tiles**: a reduction's output tile stays in registers where the code
-  generator keeps it there (:mod:`~metaschedule.codegen.c_accumulate`): from the outermost
-  serial reduction loop heading a perfect nest, the loops below it that move the stored
-  element (reduction loops among them are hoisted above the tile), when they make at most
-  ``Machine.limits.max_accumulators`` vectors. Then the
+* **the code generator's plan**: the estimate walks the loops the C code generator
+  writes, as its own passes and plan stage make them (:mod:`metaschedule.codegen.plan`,
+  run for the target's ISA: scalar nests given vector loops, fused vector loops split,
+  serial rows over a reduction vectorized over their outputs), and takes each
+  reduction's register tile from that plan (:mod:`~metaschedule.codegen.c_accumulate`:
+  the loop its region starts at, the loops it spans, its accumulators). Nothing of
+  those decisions is re-derived here;
+* **register tiles**: a reduction's output tile stays in registers where the plan keeps
+  it there. Then the
   accumulator costs nothing per update, operand loads are shared by the tile's points
   (distinct elements per sweep of the tile), and the FMA latency needs enough independent
   accumulators (``fma_latency x fma_ports``), unless an entry into the tile's region is
@@ -38,9 +42,8 @@ with a few facts about a CPU and our C code generator, and no table per operator
   step (a 3x3 window) loads each distinct operand vector once and keeps it in a register,
   when the registers hold them; a split tile's outer loops run around its region, and
   the caches see the loops in that order. A serial row over a reduction (``for j: for
-  k: C[j] += ...``) is vector code, the row innermost
-  (:func:`~metaschedule.codegen.c_vector.vectorize_outputs`): the store is estimated with
-  its loops in that order, the row a tile of vectors. When a tile's region is written
+  k: C[j] += ...``) made vector code is estimated with its loops in the order the plan
+  writes them, the row innermost and a tile of vectors. When a tile's region is written
   out (unrolled explicitly, or step by step), the operand loads that the loop around it
   does not move are made once before that loop, within the registers left
   (:mod:`~metaschedule.codegen.c_invariant`: a matmul row's ``B`` panel, read by every
@@ -68,9 +71,10 @@ search's policy (:class:`~metaschedule.search_strategy.warm_up.WarmUpPolicy`).
 
 Modules, one concept each: :mod:`.machine` (the CPU, from the target's
 :class:`~metaschedule.codegen.isa.CpuIsa`), :mod:`.access` (how a store's accesses move),
-:mod:`.tiles` (the register tiles the code generator plans), :mod:`.loads` (operand loads
-it shares or hoists), :mod:`.cache` (cache traffic and set conflicts), :mod:`.stores`
-(the estimate of one store) and :mod:`.model` (:class:`AnalyticPrior`).
+:mod:`.tiles` (the register tile and vectorized row of a store, read from the plan),
+:mod:`.loads` (operand loads it shares or hoists), :mod:`.cache` (cache traffic and set
+conflicts), :mod:`.stores` (the estimate of one store) and :mod:`.model`
+(:class:`AnalyticPrior`).
 """
 
 from .machine import Machine

@@ -191,7 +191,7 @@ def invariant_loads(
     other operand is in a register (a matmul's ``B`` vector under 4 hoisted ``A`` rows:
     4 loads a step, not 1), so those extra loads are taken off what hoisting saves;
     a straight-line block keeps its vectors in registers instead. ``row_at``: where the
-    loop of a serial row made vector code was (:func:`~.tiles.vectorized_row`), -1 if none."""
+    loop of a serial row made vector code was (:func:`~.tiles.planned_row`), -1 if none."""
     if not c_invariant.HOIST_INVARIANT_LOADS:
         return 0.0
     start, tile, _ = plan

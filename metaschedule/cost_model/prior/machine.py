@@ -6,16 +6,20 @@ the target is the host, and defaults measured on a Zen 5 for the rest.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ...codegen.c_accumulate import (
     TileLimits,
 )
 from ...codegen.isa import CpuIsa, isa_of, named_isa
+from ...codegen.plan import PlanContext
 from ...target import HostCpuInfo, host_cpu_info, is_host
 
 __all__ = ["Machine"]
+
+#: the x86 ISA of a vector of so many float32 lanes (a Machine given lanes, no ISA)
+_X86_BY_LANES = {4: "x86-64", 8: "x86-64-v3", 16: "x86-64-v4"}
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,17 @@ class Machine:
     #: chains peak at one vector per cycle and core). :meth:`of_target` reads it from
     #: the host (:func:`~metaschedule.target.vector_datapath_bits`).
     datapath_bits: int = 256
+    #: the ISA record the code generator plans for (None: the x86 one of ``lanes``
+    #: float32 lanes, see :meth:`plan_context`); machines of the same facts compare
+    #: equal whichever CPU's record they came from
+    isa: CpuIsa | None = field(default=None, compare=False)
+
+    def plan_context(self) -> PlanContext:
+        """What the code generator's plan stage reads (:class:`~metaschedule.codegen.plan.
+        PlanContext`): the ISA record, with this machine's register-tile limits."""
+        isa = self.isa or named_isa(_X86_BY_LANES.get(self.lanes, "x86-64-v4"))
+        assert isa is not None  # a name of the table
+        return PlanContext(isa, self.limits)
 
     @staticmethod
     def of_target(
@@ -145,5 +160,6 @@ class Machine:
             fma_ports=ports / passes,
             loads_per_cycle=base.loads_per_cycle / passes,
             limits=TileLimits.of(isa),
+            isa=isa,
             **known,
         )

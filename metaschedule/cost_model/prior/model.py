@@ -1,10 +1,11 @@
 """``AnalyticPrior``: the analytic estimate as a cost model, and the register tiles it
 assumes (:func:`register_tiles`).
 
-A scheduled module is lowered as the feature extractor lowers it, given the vector lanes
-the C code generator gives its scalar nests (:mod:`~metaschedule.codegen.c_autovector`),
-and walked store by store (:func:`~.stores.store_cycles`); a reduction's init folded into
-its register tile costs nothing.
+A scheduled module is lowered as the feature extractor lowers it and planned by the C
+code generator's own passes and plan stage (:mod:`metaschedule.codegen.plan`): the loops it
+writes are walked store by store (:func:`~.stores.store_cycles`), each with the register
+tile and vectorized row the plan gives it; a reduction's init folded into its register
+tile costs nothing.
 """
 
 from __future__ import annotations
@@ -14,13 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...codegen import c_codegen
-from ...codegen.c_autovector import vectorize_scalar_nests, widen_vector_loops
 from ...codegen.c_versioning import adds_tests
+from ...codegen.plan import FunctionPlan, emitted_loops, plan_body
 from ...feature_extractor.features.loop_nest import LoopNestWalker
-from ...feature_extractor.per_store_feature import FEATURE_LOWER_PASSES
 from ...registry import register
 from ...tir.function import IRModule, PrimFunc
+from ...tir.stmt import Stmt
 from ...tir.transform import lower
 from ..base import CostModel
 from .access import IndexMemo, is_init
@@ -119,8 +119,8 @@ class AnalyticPrior(CostModel):
         funcs = [mod] if isinstance(mod, PrimFunc) else list(mod.functions.values())
         total = 0.0
         for func in funcs:
+            plan, body = _planned(func, machine)
             walker = LoopNestWalker()
-            body = _as_emitted(lower(func, FEATURE_LOWER_PASSES).body, machine)
             walker.walk(body)
             versioned = adds_tests(body)
             tiled: set[Any] = set()  # buffers an update keeps in a register tile
@@ -129,24 +129,26 @@ class AnalyticPrior(CostModel):
                 if is_init(st):
                     continue  # (an init has no register tile) estimated below if it counts
                 tiles: list[float] = []
-                cycles[i] = store_cycles(st, machine, tiles, versioned, self._indices)
+                cycles[i] = store_cycles(st, machine, tiles, versioned, self._indices, plan)
                 if tiles:
                     tiled.add(st.store.buffer)
             # a reduction's init is folded into its register tile (c_accumulate's
             # plan_init_fusion): the tile starts from the value in registers
             for i, st in enumerate(walker.stores):
                 if cycles[i] is None and st.store.buffer not in tiled:
-                    cycles[i] = store_cycles(st, machine, None, versioned, self._indices)
+                    cycles[i] = store_cycles(st, machine, None, versioned, self._indices, plan)
             total += sum(c for c in cycles if c is not None)
         return total
 
 
-def _as_emitted(body: Any, machine: Machine) -> Any:
-    """A lowered body with the loops the C code generator gives vector lanes to, or
-    widens (:mod:`metaschedule.codegen.c_autovector`), as it emits them."""
-    if not c_codegen.AUTO_VECTORIZE:
-        return body
-    return widen_vector_loops(vectorize_scalar_nests(body), machine.lanes * 4)
+def _planned(func: PrimFunc, machine: Machine) -> tuple[FunctionPlan, Stmt]:
+    """The code generator's plan of ``func`` (lowered as the code generator lowers it) for
+    ``machine``, and the loops it writes: the same passes and plan functions
+    (:mod:`metaschedule.codegen.plan`), but versioning and init fusion, which the estimate
+    prices itself (:func:`~metaschedule.codegen.c_versioning.adds_tests`, an init skipped
+    where its reduction has a register tile)."""
+    plan = plan_body(lower(func).body, machine.plan_context(), version_guards=False, inits=False)
+    return plan, emitted_loops(plan)
 
 
 def register_tiles(mod: IRModule | PrimFunc, machine: Machine | None = None) -> list[int]:
@@ -155,11 +157,12 @@ def register_tiles(mod: IRModule | PrimFunc, machine: Machine | None = None) -> 
     (:mod:`metaschedule.codegen.c_accumulate`) for a target of ``machine.lanes``."""
     funcs = [mod] if isinstance(mod, PrimFunc) else list(mod.functions.values())
     tiles: list[float] = []
+    machine = machine or Machine()
     for func in funcs:
+        plan, body = _planned(func, machine)
         walker = LoopNestWalker()
-        body = _as_emitted(lower(func, FEATURE_LOWER_PASSES).body, machine or Machine())
         walker.walk(body)
         versioned = adds_tests(body)
         for st in walker.stores:
-            store_cycles(st, machine or Machine(), tiles, versioned)
+            store_cycles(st, machine, tiles, versioned, None, plan)
     return [int(round(t)) for t in tiles]

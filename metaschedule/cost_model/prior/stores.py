@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+from ...codegen.plan import FunctionPlan
 from ...feature_extractor.features.loop_nest import Store
 from ...feature_extractor.features.ops import count_store
 from ...tir.stmt import ForKind
@@ -17,13 +18,12 @@ from .access import (
     first_strides,
     flat_strides,
     padding_guards,
-    perfect_from,
     renumbered,
 )
 from .cache import cache_traffic, region_set_conflicts, set_conflicts
 from .loads import invariant_loads, shared_loads
 from .machine import Machine
-from .tiles import find_register_tile, vectorized_row
+from .tiles import planned_row, planned_tile
 
 __all__ = ["OPERAND_REGISTERS", "PARTIAL_OVERLAP", "store_cycles"]
 
@@ -76,12 +76,15 @@ def store_cycles(
     tiles: list[float] | None = None,
     versioned: bool = False,
     simplified: IndexMemo | None = None,
+    plan: FunctionPlan | None = None,
 ) -> float:
     """Estimated cycles of one store; ``tiles`` (if given) gets the vectors of its
     register tile, when it has one. ``versioned``: the code generator gives the
     function's guarded accumulations an unguarded copy for the interior
     (:mod:`~metaschedule.codegen.c_versioning`), whose padding guards then cost nothing.
-    ``simplified``: a memo of simplified indices to use and fill (:class:`~.access.IndexForms`)."""
+    ``simplified``: a memo of simplified indices to use and fill (:class:`~.access.IndexForms`).
+    ``plan``: the code generator's plan of the loops the store is in (its register tiles
+    and vectorized rows; None: neither)."""
     ext = st.extents
     n = len(ext)
     total = float(math.prod(ext))
@@ -93,16 +96,9 @@ def store_cycles(
     store_lin = [form(i) for i in st.store.indices]
     accesses = [(ld.buffer, [form(i) for i in ld.indices]) for ld in loads]
     is_update = any(ld.buffer is st.store.buffer for ld in loads)
-    perfect = perfect_from(st)
-    row_at = -1  # where the row made vector code was, if any
-    if is_update:
-        # a serial row over the reduction, made vector code by the code generator
-        # (c_vector.vectorize_outputs): estimated in the order it runs, the row innermost
-        row = vectorized_row(st, store_lin, accesses, perfect, m)
-        if row is not None:
-            st, store_lin, accesses, perfect = row
-            ext = st.extents
-            row_at = perfect
+    # where a serial row over the reduction, made vector code by the code generator
+    # (c_vector.vectorize_outputs), runs: its loops are walked as emitted, the row innermost
+    row_at = planned_row(st, plan) if is_update and plan is not None else -1
     store_flat = flat_strides(st.store.buffer, store_lin, n)
     flats = [flat_strides(b, lin, n) for b, lin in accesses]
     moving = [j for j in range(n) if ext[j] > 1]
@@ -133,16 +129,14 @@ def store_cycles(
     op_cycles = sum(_OP_CYCLES.get(k, 0.0) * c for k, c in enumerate(ops) if k < 7 or k >= 14)
     compute = chunks * max(op_cycles, 0.5)
 
-    # the register tile of a reduction, as the code generator plans it (c_accumulate)
+    # the register tile of a reduction, as the code generator planned it (c_accumulate)
     store_loops = {j for j in moving if store_flat[j] != 0}
-    plan = None
-    if is_update:
-        plan = find_register_tile(
-            st, store_lin, accesses, store_loops, vec_loop, per_elem, m.lanes, m.limits, perfect
-        )
+    tiled = None
+    if is_update and plan is not None:
+        tiled = planned_tile(st, plan, store_loops, vec_loop, per_elem)
     stats = buffer_stats(st, store_lin, accesses, m)
-    if plan is not None:
-        start, tile, tile_per_elem = plan
+    if tiled is not None:
+        start, tile, tile_per_elem = tiled
         if tile_per_elem != per_elem:
             # tile loops merged into the vector loop (MERGE_CONTIGUOUS): the region runs
             # the merged loop's chunks
@@ -174,14 +168,23 @@ def store_cycles(
         # into the tile's region; the out-of-order window overlaps the chains of the
         # next entries when an entry's work is short (a 3x3 window: 9 sweeps)
         entries = float(math.prod(ext[:start])) * math.prod(ext[j] for j in split_out)
-        shared = shared_loads(st, accesses, m, plan, split_out, vec_loop, tile_vectors)
+        shared = shared_loads(st, accesses, m, tiled, split_out, vec_loop, tile_vectors)
         straight = (0, 0.0)  # region loops written out step by step, values they keep
         if shared is not None:
             operand_loads = min(operand_loads, shared[0])
             straight = shared[1:]
         if not split_out:  # (a split tile's outer loops are C loops around its region)
             hoisted = invariant_loads(
-                st, store_lin, accesses, m, plan, vec_loop, per_elem, tile_vectors, straight, row_at
+                st,
+                store_lin,
+                accesses,
+                m,
+                tiled,
+                vec_loop,
+                per_elem,
+                tile_vectors,
+                straight,
+                row_at,
             )
             operand_loads = max(0.0, operand_loads - hoisted)
         l1 = operand_loads + sweeps * conflict_cycles
@@ -212,13 +215,15 @@ def store_cycles(
             # the innermost loop updates one element: a memory round trip per update
             compute = max(compute, chunks * m.memory_round_trip)
 
-    resident = (st.store.buffer, plan[0]) if plan is not None else None
-    split = [j for j in range(plan[0], n) if j in store_loops and j not in plan[1]] if plan else []
-    if split and plan is not None:  # a split tile has a plan
+    resident = (st.store.buffer, tiled[0]) if tiled is not None else None
+    split = (
+        [j for j in range(tiled[0], n) if j in store_loops and j not in tiled[1]] if tiled else []
+    )
+    if split and tiled is not None:  # a split tile has a plan
         # a split tile's outer loops run around its region (c_accumulate emits them
         # outside the reduction loops): the caches see the loops in that order, and an
         # operand panel the region sweeps is swept again for each of their iterations
-        start = plan[0]
+        start = tiled[0]
         order = [*range(start), *split, *(j for j in range(start, n) if j not in split)]
         new = {j: i for i, j in enumerate(order)}
         store_lin = [renumbered(f, new) for f in store_lin]
