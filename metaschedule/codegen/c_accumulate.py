@@ -73,6 +73,7 @@ is unrolled::
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from ..tir import expr as E
@@ -162,6 +163,30 @@ __all__ = [
 __all__ += ["access_key", "affine_key", "value_key"]
 
 
+class LazyPoints(Sequence[Stmt]):
+    """A tile's points, made on first use: a cost model reading a plan only counts them."""
+
+    def __init__(self, count: int, make: Callable[[], list[Stmt]]) -> None:
+        self._count, self._make = count, make
+        self._made: tuple[Stmt, ...] | None = None
+
+    def _points(self) -> tuple[Stmt, ...]:
+        made = self._made
+        if made is None:
+            made = self._made = tuple(self._make())
+            assert len(made) == self._count
+        return made
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, i):  # type: ignore[override]
+        return self._points()[i]
+
+    def __iter__(self) -> Iterator[Stmt]:
+        return iter(self._points())
+
+
 @dataclass(frozen=True)
 class AccumulatorPlan:
     """The loops a tile stays in variables across, and the tile's points.
@@ -179,7 +204,7 @@ class AccumulatorPlan:
     """
 
     region: tuple[For, ...]
-    points: tuple[Stmt, ...]
+    points: Sequence[Stmt]
     buffer: Buffer
     lanes: int
     outer: tuple[For, ...] = ()
@@ -408,16 +433,31 @@ def plan_accumulators(fw: PlanTarget, loop: For, split: bool = True) -> Accumula
             return None
     # points: every combination of the tile's scalar loops and vector chunks
     combos = loop_points(scalar_loops, consts)
-    points: list[Stmt] = []
     offsets: list[tuple[int, int]] = []
-    lane = E.Var(vec.loop_var.name, vec.loop_var.dtype) if vec is not None else None
     for combo in combos:
         base = sum(form.coef(v) * int(x.value) for v, x in combo.items() if v not in consts)
-        if vec is None or lane is None:
-            points.append(substitute(body, combo))
+        if vec is None:
             offsets.append((base, lanes))
             continue
-        w, dt = vec.loop_var, vec.loop_var.dtype
+        for first, width in pieces:
+            offsets.append((base + int_value(vec.min) + first, width))
+    # distinct elements: the lane ranges [offset, offset + width) must not overlap
+    ordered = sorted(offsets)
+    if any(b[0] - a[0] < a[1] for a, b in zip(ordered, ordered[1:])):
+        return None
+    points = LazyPoints(len(offsets), lambda: _points(body, combos, vec, pieces))
+    return AccumulatorPlan(tuple(region), points, buf, lanes, tuple(outer))
+
+
+def _points(body: Stmt, combos: list[dict], vec: For | None, pieces: list) -> list[Stmt]:
+    """The tile's points (see :func:`plan_accumulators`): ``body`` at every combination of
+    the scalar tile loops, for each chunk of the vector loop ``vec``."""
+    if vec is None:
+        return [substitute(body, combo) for combo in combos]
+    points: list[Stmt] = []
+    lane = E.Var(vec.loop_var.name, vec.loop_var.dtype)
+    w, dt = vec.loop_var, vec.loop_var.dtype
+    for combo in combos:
         for first, width in pieces:
             start = int_value(vec.min) + first
             if width == 1:  # the last element of a remainder: a scalar accumulator
@@ -425,12 +465,7 @@ def plan_accumulators(fw: PlanTarget, loop: For, split: bool = True) -> Accumula
             else:
                 point = substitute(body, {**combo, w: lane + E.const(start, dt)})
                 points.append(For(lane, E.const(0, dt), E.const(width, dt), vec.kind, point))
-            offsets.append((base + start, width))
-    # distinct elements: the lane ranges [offset, offset + width) must not overlap
-    ordered = sorted(offsets)
-    if any(b[0] - a[0] < a[1] for a, b in zip(ordered, ordered[1:])):
-        return None
-    return AccumulatorPlan(tuple(region), tuple(points), buf, lanes, tuple(outer))
+    return points
 
 
 def merge_contiguous(tile: list[For], vec: For, body: Stmt) -> tuple[list[For], For, Stmt] | None:

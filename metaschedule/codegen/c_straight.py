@@ -89,7 +89,7 @@ def update_order(plan: AccumulatorPlan) -> tuple[Stmt, ...]:
     times weight vector: 0.98x). Each accumulator's updates, and so the result, are the
     same in any order: the points update distinct elements and only read other buffers.
     """
-    points = plan.points
+    points = tuple(plan.points)
     if not acc.ORDER_UPDATES or len(points) < 3:
         return points
     operands = [
