@@ -26,6 +26,14 @@ our compiled float32 model (untuned) and onnxruntime's float32, in interleaved r
 and checks our logits against onnxruntime's (within one quantization step)::
 
     python benchmarks/int8.py --workloads resnet18 --image 224
+    python benchmarks/int8.py --workloads resnet18 --tune-model --trials 64 --work-dir WD
+
+``--tune-model`` also tunes the quantized model (``tune_relax``, ``--trials`` per task; a
+``--work-dir`` resumes). ``--tvm`` also tunes ``dense`` and ``conv2d`` with TVM
+MetaSchedule 0.27, its own auto-tensorization where the target has VNNI or AVX512-BW
+(``tvm_int8.py``), timed in interleaved rounds with our tuned kernels and onnxruntime::
+
+    python benchmarks/int8.py --workloads dense,conv2d --trials 64 --targets host --tvm
 
 A benchmark, not a test: no number here is asserted.
 """
@@ -121,7 +129,22 @@ def _tuned(func, args, ref, out_t, target: str, trials: int) -> dict[str, Any]:
         db = ms.tune_tir(func, target, work, trials, num_trials_per_iter=min(trials, 32))
         sch = ms.tir_integration.compile_tir(db, func, target)
     timer, ok = _built(sch, args, ref, out_t, target)
-    return {"tuned_ok": ok, "tuned_secs": timer()}
+    return {"tuned_ok": ok}, timer
+
+
+def _tvm(name, args, ref, target: str, trials: int, cores: int) -> tuple[dict[str, Any], Any]:
+    """TVM's tuned int8 kernel (:mod:`tvm_int8`): (what it found, a timer or None)."""
+    import tvm_int8  # beside this file
+
+    mcpu = next((w.split("=", 1)[1] for w in target.split() if w.startswith("-mcpu=")), None)
+    work = tempfile.mkdtemp(prefix=f"tvm-int8-{name}-")
+    found = tvm_int8.tune(name, args, ref, mcpu, trials, cores, work)
+    if "library" not in found:
+        print(f"TVM {name} {target}: {found.get('error')}", file=sys.stderr)
+        return found, None
+    if not found.get("ok"):  # AVX512-BW pairs saturate in int16, as TVM documents
+        print(f"TVM {name} {target}: not equal to numpy ({found.get('intrin')})", file=sys.stderr)
+    return found, tvm_int8.timer(found, work, cores)
 
 
 def _target(name: str, cores: int) -> str:
@@ -216,8 +239,43 @@ def _resnet18_models(work: str, image: int) -> tuple[str, str, tuple]:
     return fp32, int8, shape
 
 
-def _resnet18(image: int, rounds: int, cores: int) -> tuple[dict[str, Any], list[list]]:
-    """Ours (int8, fp32, untuned) against onnxruntime (int8, fp32) on ResNet-18."""
+def _tuned_model(mod, target: str, trials: int, work_dir: str | None, entry: dict) -> Any:
+    """``mod`` tuned with ``trials`` per task (``tune_relax``), compiled: a runner of it;
+    ``entry["ours int8 tuned"]`` gets the tasks, tuning and compile seconds."""
+    import time
+
+    import metaschedule as ms
+
+    ri = ms.relax_integration
+    work = work_dir or tempfile.mkdtemp(prefix="ms-int8-resnet18-")
+    tasks = ri.extract_tasks(mod, target)
+    start = time.perf_counter()
+    db = ri.tune_relax(
+        mod,
+        None,
+        target,
+        work,
+        max_trials_global=trials * len(tasks),
+        max_trials_per_task=trials,
+        num_trials_per_iter=min(trials, 64),
+    )
+    tuned = time.perf_counter()
+    exe = ri.compile_relax(db, mod, target, None)
+    entry["ours int8 tuned"] = {
+        "tasks": len(tasks),
+        "trials_per_task": trials,
+        "tune_secs": tuned - start,
+        "compile_secs": time.perf_counter() - tuned,
+        "work_dir": work,
+    }
+    return functools.partial(lambda e, x: e(x=x), exe)
+
+
+def _resnet18(
+    image: int, rounds: int, cores: int, trials: int = 0, work_dir: str | None = None
+) -> tuple[dict[str, Any], list[list]]:
+    """Ours (int8, fp32, untuned; int8 tuned with ``trials`` per task when given, records
+    kept in ``work_dir`` to resume) against onnxruntime (int8, fp32) on ResNet-18."""
     import time
 
     import onnx
@@ -246,6 +304,8 @@ def _resnet18(image: int, rounds: int, cores: int) -> tuple[dict[str, Any], list
             )
             entry[key] = {"compile_secs": time.perf_counter() - start}
             runs[key] = functools.partial(lambda e, x: e(x=x), exe)
+            if key == "ours int8" and trials:
+                runs["ours int8 tuned"] = _tuned_model(mod, target, trials, work_dir, entry)
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = cores
         for key, path in (("onnxruntime int8", int8), ("onnxruntime fp32", fp32)):
@@ -257,6 +317,10 @@ def _resnet18(image: int, rounds: int, cores: int) -> tuple[dict[str, Any], list
     entry["ours int8"]["max_diff_steps"] = float(
         np.abs(outs["ours int8"] - outs["onnxruntime int8"]).max() / y_scale
     )
+    if "ours int8 tuned" in outs:
+        entry["ours int8 tuned"]["max_diff_steps"] = float(
+            np.abs(outs["ours int8 tuned"] - outs["onnxruntime int8"]).max() / y_scale
+        )
     entry["ours fp32"]["max_rel_diff"] = float(
         np.abs(outs["ours fp32"] - outs["onnxruntime fp32"]).max()
         / np.abs(outs["onnxruntime fp32"]).max()
@@ -295,6 +359,18 @@ def main() -> None:
     p.add_argument("--cores", type=int, default=None, help="threads (default: all cores)")
     p.add_argument("--json", default=None)
     p.add_argument("--image", type=int, default=224, help="resnet18's input size")
+    p.add_argument(
+        "--tune-model",
+        action="store_true",
+        help="resnet18: also tune the quantized model (--trials per task, tune_relax)",
+    )
+    p.add_argument("--work-dir", default=None, help="resnet18 tuning records (resumable)")
+    p.add_argument(
+        "--tvm",
+        action="store_true",
+        help="also tune the int8 kernels with TVM MetaSchedule (apache-tvm), same trials, "
+        "its VNNI/AVX512 auto-tensorization where the target has it (tvm_int8.py)",
+    )
     a = p.parse_args()
     info = common.machine_info()
     cores = a.cores or int(info.get("physical_cores") or os.cpu_count() or 1)
@@ -311,7 +387,9 @@ def main() -> None:
     model_rows = []
     if "resnet18" in names:
         names.remove("resnet18")
-        payload["results"]["resnet18"], model_rows = _resnet18(a.image, a.rounds, cores)
+        payload["results"]["resnet18"], model_rows = _resnet18(
+            a.image, a.rounds, cores, a.trials if a.tune_model else 0, a.work_dir
+        )
     for name in names:
         timers: dict[str, Any] = {}
         entry: dict[str, Any] = {}
@@ -337,11 +415,31 @@ def main() -> None:
             if key != "onnxruntime":
                 entry[key]["untuned_secs"] = best.get(key)
         if a.trials:
+            tuned: dict[str, Any] = {"onnxruntime": timers["onnxruntime"]}
             for target in targets:
                 for dtype, (func, args, ref, _, out_t) in cases.items():
-                    entry[f"{target} {dtype}"].update(
-                        _tuned(func, args, ref, out_t, target, a.trials)
-                    )
+                    key = f"{target} {dtype}"
+                    found, tuned[key] = _tuned(func, args, ref, out_t, target, a.trials)
+                    entry[key].update(found)
+                if a.tvm:
+                    _, args, ref, _, _ = cases["int8"]
+                    key = f"{target} int8"
+                    found, tvm_timer = _tvm(name, args, ref, target, a.trials, cores)
+                    entry[key]["tvm"] = found
+                    if tvm_timer is not None:
+                        tuned[f"{key} tvm"] = tvm_timer
+            best = {}
+            for _ in range(a.rounds):  # interleaved again: the tuned kernels
+                for key, timer in tuned.items():
+                    secs = timer()
+                    if secs is not None:
+                        best[key] = min(best.get(key, secs), secs)
+            entry["onnxruntime_tuned_round_secs"] = best.get("onnxruntime")
+            for key in tuned:
+                if key in entry:
+                    entry[key]["tuned_secs"] = best.get(key)
+                    if f"{key} tvm" in best:
+                        entry[key]["tvm"]["secs"] = best[f"{key} tvm"]
         flops = cases["int8"][3]
         entry["ops"] = flops
         payload["results"][name] = entry
@@ -351,10 +449,19 @@ def main() -> None:
             for label, secs, extra in (
                 ("int8 untuned", i8["untuned_secs"], i8["intrin"] or "vector"),
                 ("int8 tuned", i8.get("tuned_secs"), ""),
+                (
+                    "int8 TVM tuned",
+                    i8.get("tvm", {}).get("secs"),
+                    i8.get("tvm", {}).get("intrin", "")
+                    + ("" if i8.get("tvm", {}).get("ok", True) else " (inexact)"),
+                ),
                 ("fp32 untuned", f32["untuned_secs"], ""),
                 ("fp32 tuned", f32.get("tuned_secs"), ""),
             ):
-                ratio = f32["untuned_secs"] / secs if secs and "int8" in label else None
+                # int8 against our fp32 kernel of the same tuning (tuned against tuned)
+                fp32 = f32.get("tuned_secs") if "tuned" in label.split()[-1:] else None
+                fp32 = fp32 or f32["untuned_secs"]
+                ratio = fp32 / secs if secs and "int8" in label else None
                 rows.append(_row(name, _isa(target), label, extra, secs, flops, ratio, ort))
         rows.append(_row(name, "onnxruntime (host)", "int8", "", ort, flops, None, ort))
     load = [round(x, 2) for x in os.getloadavg()]
