@@ -93,6 +93,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
     p.add_argument("--plain", action="store_true", help="plain-text table (no rich)")
     p.add_argument("--json", default=None, help="output path (default benchmarks/results/)")
+    p.add_argument(
+        "--target",
+        default="llvm",
+        help='the run\'s --target ("llvm -mcpu=haswell": its AVX2 kernels rebuilt as AVX2)',
+    )
     args = p.parse_args(argv)
 
     if not any(k in os.environ for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")):
@@ -101,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TVM_NUM_THREADS", str(cores))  # before TVM's pool starts
     import metaschedule as ms
 
-    target = ms.Target("llvm")
+    target = ms.Target(args.target)
     results, rows = [], []
     for name in [w for w in args.workloads.split(",") if w]:
         print(f"== {name}", flush=True)
