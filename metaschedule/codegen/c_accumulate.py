@@ -73,7 +73,7 @@ is unrolled::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..tir import expr as E
@@ -85,7 +85,16 @@ from ..tir.transform.affine import affine
 from . import c_ir
 from .c_expr import linear_index
 from .c_intrin import accumulating_call
-from .c_ir import access_key, affine_key, chunks, form_key, int_value, unfuse, value_key
+from .c_ir import (
+    LazyPoints,
+    access_key,
+    affine_key,
+    chunks,
+    form_key,
+    int_value,
+    unfuse,
+    value_key,
+)
 from .c_limits import PlanTarget, TileLimits
 
 #: Whether a reduction loop among the tile loops joins the region (see plan_accumulators).
@@ -161,30 +170,6 @@ __all__ = [
 
 #: the shared keys live in :mod:`.c_ir`; re-exported for importers of the old names
 __all__ += ["access_key", "affine_key", "value_key"]
-
-
-class LazyPoints(Sequence[Stmt]):
-    """A tile's points, made on first use: a cost model reading a plan only counts them."""
-
-    def __init__(self, count: int, make: Callable[[], list[Stmt]]) -> None:
-        self._count, self._make = count, make
-        self._made: tuple[Stmt, ...] | None = None
-
-    def _points(self) -> tuple[Stmt, ...]:
-        made = self._made
-        if made is None:
-            made = self._made = tuple(self._make())
-            assert len(made) == self._count
-        return made
-
-    def __len__(self) -> int:
-        return self._count
-
-    def __getitem__(self, i):  # type: ignore[override]
-        return self._points()[i]
-
-    def __iter__(self) -> Iterator[Stmt]:
-        return iter(self._points())
 
 
 @dataclass(frozen=True)

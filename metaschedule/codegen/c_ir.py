@@ -8,6 +8,8 @@ statements. Pure functions of the IR: no writer state, no emitted text.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
+
 from ..tir import expr as E
 from ..tir.buffer import Buffer
 from ..tir.dtype import is_int, nbytes
@@ -22,6 +24,7 @@ from .c_expr import CodegenError, linear_form, linear_index
 UNFUSE_UNROLL = 16
 
 __all__ = [
+    "LazyPoints",
     "access_key",
     "affine_add",
     "affine_key",
@@ -175,6 +178,30 @@ def unfuse(loop: For, unroll_up_to: int) -> For | None:
 
 
 # ----------------------------------------------------------------------------- statements
+
+
+class LazyPoints(Sequence[Stmt]):
+    """A tile's points, made on first use: a cost model reading a plan only counts them."""
+
+    def __init__(self, count: int, make: Callable[[], list[Stmt]]) -> None:
+        self._count, self._make = count, make
+        self._made: tuple[Stmt, ...] | None = None
+
+    def _points(self) -> tuple[Stmt, ...]:
+        made = self._made
+        if made is None:
+            made = self._made = tuple(self._make())
+            assert len(made) == self._count
+        return made
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, i):  # type: ignore[override]
+        return self._points()[i]
+
+    def __iter__(self) -> Iterator[Stmt]:
+        return iter(self._points())
 
 
 def written_buffers(stmt: Stmt) -> set[Buffer]:
