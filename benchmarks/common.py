@@ -441,3 +441,29 @@ def _json_default(value: Any) -> Any:
     except ImportError:  # pragma: no cover
         pass
     return str(value)
+
+
+def run_tvm_child(argv: list[str], work_dir: str, out_path: str, timeout: float) -> dict[str, Any]:
+    """Run a benchmark's TVM child (``python argv...``, TVM in its own interpreter: it
+    installs its own signal handlers and worker pools), its console in
+    ``work_dir/tvm_console.log``: the JSON it wrote to ``out_path``, or ``{"error": ...}``."""
+    log_path = os.path.join(work_dir, "tvm_console.log")
+    os.makedirs(work_dir, exist_ok=True)
+    try:
+        with open(log_path, "w") as log:
+            proc = subprocess.run(
+                [sys.executable, *argv],
+                check=False,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                timeout=timeout,
+                env={**os.environ, "TVM_NUM_THREADS": "1"},
+            )
+    except subprocess.TimeoutExpired:
+        return {"error": f"TVM tuning ran past {timeout:.0f} s (log: {log_path})"}
+    if proc.returncode != 0 or not os.path.exists(out_path):
+        with open(log_path) as f:
+            tail = f.read()[-1500:]
+        return {"error": f"TVM child exited with {proc.returncode} (log: {log_path}): {tail}"}
+    with open(out_path) as f:
+        return json.load(f)

@@ -34,7 +34,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -537,7 +536,6 @@ def tune_tvm(
     """Run :func:`_tvm_child` in a fresh interpreter (TVM installs its own signal
     handlers and worker pools; keeping it out of this process keeps the two apart)."""
     out_path = os.path.join(work_dir, "tvm_result.json")
-    log_path = os.path.join(work_dir, "tvm_console.log")
     spec = {
         "workload": wl.name,
         "trials": trials,
@@ -548,25 +546,8 @@ def tune_tvm(
         "seed": seed,
         "out": out_path,
     }
-    os.makedirs(work_dir, exist_ok=True)
-    try:
-        with open(log_path, "w") as log:
-            proc = subprocess.run(
-                [sys.executable, os.path.abspath(__file__), "--tvm-child", json.dumps(spec)],
-                check=False,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                timeout=timeout,
-                env={**os.environ, "TVM_NUM_THREADS": "1"},
-            )
-    except subprocess.TimeoutExpired:
-        return {"error": f"TVM tuning ran past {timeout:.0f} s (log: {log_path})"}
-    if proc.returncode != 0 or not os.path.exists(out_path):
-        with open(log_path) as f:
-            tail = f.read()[-1500:]
-        return {"error": f"TVM child exited with {proc.returncode} (log: {log_path}): {tail}"}
-    with open(out_path) as f:
-        return json.load(f)
+    argv = [os.path.abspath(__file__), "--tvm-child", json.dumps(spec)]
+    return common.run_tvm_child(argv, work_dir, out_path, timeout)
 
 
 def tvm_timer(

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 from typing import Any
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # the benchmarks' shared helpers, beside this file  # noqa: E402
 
 #: TVM's dot-product intrinsic per ISA extension, best first (tvm.s_tir.tensor_intrin.x86)
 INTRINSICS = (("avx512vnni", "dot_16x4_vnni"), ("avx512bw", "dot_16x4_avx512"))
@@ -101,26 +103,8 @@ def tune(
     np.save(os.path.join(work_dir, "w.npy"), pack_weights(name, w))
     np.save(os.path.join(work_dir, "ref.npy"), ref.astype(np.int32))
     spec = {"name": name, "mcpu": mcpu, "trials": trials, "cores": cores, "work_dir": work_dir}
-    log_path = os.path.join(work_dir, "tvm_console.log")
-    try:
-        with open(log_path, "w") as log:
-            proc = subprocess.run(
-                [sys.executable, os.path.abspath(__file__), json.dumps(spec)],
-                check=False,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                timeout=timeout,
-                env={**os.environ, "TVM_NUM_THREADS": "1"},
-            )
-    except subprocess.TimeoutExpired:
-        return {"error": f"TVM tuning ran past {timeout:.0f} s (log: {log_path})"}
-    out_path = os.path.join(work_dir, "tvm_result.json")
-    if proc.returncode != 0 or not os.path.exists(out_path):
-        with open(log_path) as f:
-            tail = f.read()[-1500:]
-        return {"error": f"TVM child exited with {proc.returncode} (log: {log_path}): {tail}"}
-    with open(out_path) as f:
-        return json.load(f)
+    argv = [os.path.abspath(__file__), json.dumps(spec)]
+    return common.run_tvm_child(argv, work_dir, os.path.join(work_dir, "tvm_result.json"), timeout)
 
 
 def timer(result: dict[str, Any], work_dir: str, cores: int):

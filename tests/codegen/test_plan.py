@@ -141,16 +141,21 @@ def test_parallel_regions_are_planned_with_their_barriers():
     assert alone.parallel.parts == ()
 
 
-def test_a_serial_row_over_a_reduction_is_planned_as_vector_code():
-    """``for j (serial): for k: C[i, j] += A[i, k] * B[k, j]``: the plan vectorizes ``j``
-    and keeps the row of 32 in two vector accumulators across ``k``."""
+def _serial_row() -> PrimFunc:
+    """``for i: for j (serial): for k: C[i, j] += A[i, k] * B[k, j]``, lowered."""
     a = te.placeholder((4, 8), "float32", "A")
     b = te.placeholder((8, 32), "float32", "B")
     sch = tir.Schedule(te.create_prim_func([a, b, ops.matmul(a, b)]))
     block = sch.get_block("T_matmul_NN")
     _, j, _ = sch.get_loops(block)
     sch.decompose_reduction(block, j)
-    plan = plan_function(lower(sch.mod["main"]), AVX512)
+    return lower(sch.mod["main"])
+
+
+def test_a_serial_row_over_a_reduction_is_planned_as_vector_code():
+    """``for j (serial): for k: C[i, j] += A[i, k] * B[k, j]``: the plan vectorizes ``j``
+    and keeps the row of 32 in two vector accumulators across ``k``."""
+    plan = plan_function(_serial_row(), AVX512)
     ((loop, row),) = plan.rows
     assert loop.loop_var.name == "j" and loop.kind is ForKind.SERIAL
     assert row.loop_var.name == "k" and row.body.kind is ForKind.VECTORIZED
@@ -162,13 +167,7 @@ def test_the_emitted_loops_put_the_row_in_place_and_keep_the_planned_objects():
     """``emitted_loops``: the serial row becomes the nest the plan made (``k`` around ``j``
     vectorized), whose loop the plan's tile is at; ``plan_body(inits=False)`` plans the
     same tiles without init fusion, and ``version_guards=False`` leaves no loop twice."""
-    a = te.placeholder((4, 8), "float32", "A")
-    b = te.placeholder((8, 32), "float32", "B")
-    sch = tir.Schedule(te.create_prim_func([a, b, ops.matmul(a, b)]))
-    block = sch.get_block("T_matmul_NN")
-    _, j, _ = sch.get_loops(block)
-    sch.decompose_reduction(block, j)
-    body = lower(sch.mod["main"]).body
+    body = _serial_row().body
     plan = plan_body(body, PlanContext.of(AVX512), version_guards=False, inits=False)
     assert not plan.inits and len(plan.rows) == 1
     emitted = emitted_loops(plan)
