@@ -203,6 +203,14 @@ class LazyPoints(Sequence[Stmt]):
     def __iter__(self) -> Iterator[Stmt]:
         return iter(self._points())
 
+    def __eq__(self, other: object) -> bool:  # equal to the same points in a tuple
+        if isinstance(other, (tuple, list, LazyPoints)):
+            return self._points() == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._points())
+
 
 def written_buffers(stmt: Stmt) -> set[Buffer]:
     """The buffers ``stmt`` stores into."""
