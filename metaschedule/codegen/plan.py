@@ -159,6 +159,8 @@ def emitted_loops(plan: FunctionPlan) -> Stmt:
     loops around a replaced one are copies (``tile_at``: False), where no tile was planned
     (the planner went on below them)."""
     made = {id(loop): nest for loop, nest in (*plan.rows, *plan.unfused)}
+    if not made:
+        return plan.body
 
     def visit(s: Stmt) -> Stmt:
         if isinstance(s, SeqStmt):

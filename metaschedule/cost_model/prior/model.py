@@ -1,8 +1,8 @@
 """``AnalyticPrior``: the analytic estimate as a cost model, and the register tiles it
 assumes (:func:`register_tiles`).
 
-A scheduled module is lowered as the feature extractor lowers it and planned by the C
-code generator's own passes and plan stage (:mod:`metaschedule.codegen.plan`): the loops it
+A scheduled module is lowered as the C code generator lowers it and planned by its own
+passes and plan stage (:mod:`metaschedule.codegen.plan`): the loops it
 writes are walked store by store (:func:`~.stores.store_cycles`), each with the register
 tile and vectorized row the plan gives it; a reduction's init folded into its register
 tile costs nothing.
